@@ -1,0 +1,241 @@
+#include "launcher/binding_plan.hpp"
+
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <numeric>
+
+namespace launcher {
+
+namespace {
+
+using probes::CpuSet;
+using probes::Error;
+
+std::string numa_words(const std::vector<unsigned>& nodes)
+{
+    if (nodes.empty()) {
+        return "no NUMA node";
+    }
+    return fmt::format("NUMA node{} {}", nodes.size() > 1 ? "s" : "", fmt::join(nodes, ","));
+}
+
+struct DomainGroup {
+    CpuSet domain;
+    std::vector<unsigned> ranks;
+};
+
+CpuSet join(const std::vector<CpuSet>& cores, std::size_t first, std::size_t count)
+{
+    CpuSet out;
+    for (std::size_t i = first; i < first + count && i < cores.size(); ++i) {
+        out = out.unite(cores[i]);
+    }
+    return out;
+}
+
+} // namespace
+
+NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool,
+                   const PlanOptions& options, unsigned local_ranks, const std::string& host)
+{
+    NodePlan plan;
+    const std::string where = !host.empty() ? host : (!layout.hostname.empty() ? layout.hostname : "this node");
+    if (local_ranks == 0) {
+        return plan;
+    }
+    const unsigned per_gpu = std::max(1U, options.ranks_per_gpu);
+    if (!options.cpu_only) {
+        if (pool.empty()) {
+            throw Error(fmt::format("no GPUs found on {}; pass --cpu-only to run ranks without GPUs", where));
+        }
+        const std::size_t capacity = pool.size() * per_gpu;
+        if (local_ranks > capacity) {
+            const std::size_t needed = (local_ranks + pool.size() - 1) / pool.size();
+            throw Error(fmt::format("{} ranks on host {} but only {} GPU{}{}; pass --ranks-per-gpu {} to share "
+                                    "GPUs, or lower -np",
+                                    local_ranks, where, pool.size(), pool.size() == 1 ? "" : "s",
+                                    per_gpu > 1 ? fmt::format(" for {} ranks each", per_gpu) : "", needed));
+        }
+    }
+
+    CpuSet allowed = layout.allowed;
+    if (allowed.empty()) {
+        for (const auto& core : layout.cores) {
+            allowed = allowed.unite(core);
+        }
+    }
+    const auto numa_nodes = layout.cpu_numa_nodes();
+
+    std::vector<CpuSet> domains(local_ranks);
+    plan.ranks.resize(local_ranks);
+    for (unsigned r = 0; r < local_ranks; ++r) {
+        RankBinding& b = plan.ranks[r];
+        b.local_rank = r;
+        CpuSet domain;
+        if (!options.cpu_only) {
+            const unsigned index = r / per_gpu;
+            b.gpu = pool[index];
+            b.cuda_index = index;
+            b.hca = b.gpu->hca;
+            if (b.gpu->locality.known()) {
+                domain = b.gpu->locality.cpus.intersect(allowed);
+            }
+        } else if (!numa_nodes.empty()) {
+            // Spread ranks over the NUMA nodes round-robin, like mpirun --map-by numa.
+            domain = numa_nodes[r % numa_nodes.size()]->cpus.intersect(allowed);
+        }
+        if (domain.empty()) {
+            domain = allowed;
+        }
+        if (options.bind == BindMode::socket) {
+            domain = layout.packages_of(domain).intersect(allowed);
+        }
+        domains[r] = domain;
+    }
+
+    if (options.bind == BindMode::none) {
+        for (auto& b : plan.ranks) {
+            b.cpus = allowed;
+            b.cores = static_cast<unsigned>(layout.cores_in(allowed).size());
+        }
+        return plan;
+    }
+
+    std::vector<DomainGroup> groups;
+    for (unsigned r = 0; r < local_ranks; ++r) {
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const DomainGroup& g) { return g.domain == domains[r]; });
+        if (it == groups.end()) {
+            groups.push_back(DomainGroup{domains[r], {r}});
+        } else {
+            it->ranks.push_back(r);
+        }
+    }
+    // The narrowest domains choose first, so a rank whose GPU sits on a small NUMA node is not
+    // crowded out by a rank whose locality is a whole package.
+    std::stable_sort(groups.begin(), groups.end(), [&](const DomainGroup& a, const DomainGroup& b) {
+        return layout.cores_in(a.domain).size() < layout.cores_in(b.domain).size();
+    });
+
+    const unsigned fixed = options.cpus_per_rank;
+    const bool cores_mode = options.bind == BindMode::cores;
+    CpuSet used;
+    for (const auto& group : groups) {
+        const std::vector<CpuSet> free_cores = layout.cores_in(group.domain.minus(used));
+        const std::size_t m = group.ranks.size();
+        const std::vector<unsigned> domain_numa = layout.numa_of(group.domain);
+        const unsigned want = fixed > 0 ? fixed : (cores_mode ? 1U : 0U);
+        if (fixed > 0 && free_cores.size() < std::size_t(fixed) * m) {
+            throw Error(fmt::format("--cpus-per-rank {}: {} rank{} near {} (cpus {}) need {} cores but only {} are "
+                                    "free on {}; lower --cpus-per-rank",
+                                    fixed, m, m == 1 ? "" : "s", numa_words(domain_numa), group.domain.to_list(),
+                                    std::size_t(fixed) * m, free_cores.size(), where));
+        }
+        if (free_cores.size() >= std::max<std::size_t>(m, std::size_t(want) * m)) {
+            const std::size_t share = want > 0 ? want : free_cores.size() / m;
+            const std::size_t extra = want > 0 ? 0 : free_cores.size() % m;
+            std::size_t next = 0;
+            for (std::size_t j = 0; j < m; ++j) {
+                const std::size_t count = share + (j < extra ? 1 : 0);
+                plan.ranks[group.ranks[j]].cpus = join(free_cores, next, count);
+                next += count;
+            }
+        } else {
+            const std::size_t domain_cores = layout.cores_in(group.domain).size();
+            plan.notes.push_back(fmt::format("{} ranks share the {} core{} of {} (cpus {}) on {}: fewer free cores than "
+                                             "ranks",
+                                             m, domain_cores, domain_cores == 1 ? "" : "s", numa_words(domain_numa),
+                                             group.domain.to_list(), where));
+            for (unsigned r : group.ranks) {
+                plan.ranks[r].cpus = group.domain;
+                plan.ranks[r].shared = true;
+            }
+        }
+        for (unsigned r : group.ranks) {
+            used = used.unite(plan.ranks[r].cpus);
+        }
+    }
+
+    for (auto& b : plan.ranks) {
+        b.numa = layout.numa_of(b.cpus);
+        b.cores = static_cast<unsigned>(layout.cores_in(b.cpus).size());
+        if (options.cpu_only) {
+            b.hca = layout.nearest_hca(b.cpus);
+        }
+    }
+    return plan;
+}
+
+JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+                 std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host)
+{
+    JobPlan job;
+    const unsigned per_gpu = std::max(1U, options.ranks_per_gpu);
+    const unsigned capacity = options.cpu_only ? static_cast<unsigned>(std::max<std::size_t>(1, layout.cores.size()))
+                                               : static_cast<unsigned>(pool.size()) * per_gpu;
+    std::vector<HostSlots> list = hosts;
+    if (list.empty()) {
+        list.push_back(HostSlots{local_host, np});
+    }
+    if (!np) {
+        if (options.cpu_only && std::any_of(list.begin(), list.end(), [](const HostSlots& h) { return !h.slots; })) {
+            throw Error("--cpu-only needs -np N: there are no GPUs to count ranks by");
+        }
+        unsigned total = 0;
+        for (const auto& h : list) {
+            total += h.slots.value_or(capacity);
+        }
+        if (total == 0 && !options.cpu_only) {
+            throw Error(fmt::format("no GPUs found on {}; pass --cpu-only -np N to run ranks without GPUs",
+                                    local_host.empty() ? "this node" : local_host));
+        }
+        np = total;
+    }
+    if (*np == 0) {
+        throw Error("-np 0: a job needs at least one rank");
+    }
+    unsigned remaining = *np;
+    unsigned total_slots = 0;
+    for (const auto& h : list) {
+        const unsigned slots = h.slots.value_or(capacity);
+        total_slots += slots;
+        const unsigned n = std::min(remaining, slots);
+        if (n == 0) {
+            continue;
+        }
+        job.hosts.push_back(HostSlots{h.name, n});
+        remaining -= n;
+    }
+    if (remaining > 0) {
+        throw Error(fmt::format("-np {} but the hosts hold only {} slot{} ({}); add hosts or slots, or lower -np", *np,
+                                total_slots, total_slots == 1 ? "" : "s",
+                                fmt::join([&] {
+                                    std::vector<std::string> v;
+                                    for (const auto& h : list) {
+                                        v.push_back(fmt::format("{}:{}", h.name, h.slots.value_or(capacity)));
+                                    }
+                                    return v;
+                                }(),
+                                          ",")));
+    }
+    unsigned rank = 0;
+    for (const auto& h : job.hosts) {
+        NodePlan node = plan_node(layout, pool, options, *h.slots, h.name);
+        for (auto& b : node.ranks) {
+            job.ranks.push_back(JobRank{rank++, h.name, std::move(b)});
+        }
+        for (auto& note : node.notes) {
+            if (std::find(job.notes.begin(), job.notes.end(), note) == job.notes.end()) {
+                job.notes.push_back(std::move(note));
+            }
+        }
+    }
+    if (!hosts.empty()) {
+        job.notes.push_back("other hosts are previewed with this node's topology; on each host the rank helper plans "
+                            "from that host's own topology");
+    }
+    return job;
+}
+
+} // namespace launcher

@@ -1,0 +1,239 @@
+#include "launcher/cli.hpp"
+
+#include "launcher/hostfile.hpp"
+#include "launcher/helper_args.hpp"
+#include "probes/error.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace launcher {
+
+namespace {
+
+using probes::Error;
+
+constexpr const char* description =
+    "Start one MPI rank per GPU, each bound to the CPU cores and NUMA memory nearest its GPU, with the "
+    "environment PyTorch, Horovod and plain MPI+NCCL expect. Wraps Open MPI's mpirun.";
+
+constexpr const char* footer = R"(Usage: gpurun [OPTIONS] [-np N] [--] PROGRAM [ARGS...]
+
+Examples:
+  gpurun -np 8 python train.py            one rank per GPU on this node
+  gpurun --dry-run                         show the plan and the mpirun command
+  gpurun --cpu-only -np 2 ./app            rehearse without GPUs
+  gpurun -H n01:8,n02:8 python train.py    two nodes, eight GPUs each
+
+Exit status: the job's own status (128+N when it ended by signal N); 2 for usage or input
+errors, before anything starts. See gpurun(1).)";
+
+std::size_t edit_distance(const std::string& a, const std::string& b)
+{
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) {
+        row[j] = j;
+    }
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+template <typename T>
+T choose(const std::string& option, const std::string& value, const std::vector<std::pair<std::string, T>>& choices)
+{
+    std::vector<std::string> names;
+    for (const auto& [name, v] : choices) {
+        if (name == value) {
+            return v;
+        }
+        names.push_back(name);
+    }
+    std::string hint = closest_match(value, names);
+    throw Error(fmt::format("{} {}: expected one of {}{}", option, value, fmt::join(names, ", "),
+                            hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+}
+
+} // namespace
+
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates)
+{
+    std::string best;
+    std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+    for (const auto& c : candidates) {
+        std::size_t d = edit_distance(word, c);
+        if (d < best_distance) {
+            best_distance = d;
+            best = c;
+        }
+    }
+    return best;
+}
+
+CliRequest parse_command_line(const std::vector<std::string>& argv_in)
+{
+    CliRequest request;
+    LaunchOptions& o = request.options;
+
+    // mpirun's single-dash "-np" is what users type; CLI11 reads it as --np. Only words before the
+    // program are rewritten.
+    std::vector<std::string> args;
+    bool in_program = false;
+    for (std::size_t i = 1; i < argv_in.size(); ++i) {
+        std::string a = argv_in[i];
+        if (!in_program) {
+            if (a == "-np") {
+                a = "--np";
+            } else if (a.rfind("-np=", 0) == 0) {
+                a = "--np=" + a.substr(4);
+            }
+        }
+        args.push_back(a);
+    }
+
+    CLI::App app(description, "gpurun");
+    app.prefix_command();
+    app.set_help_flag();
+    app.footer(footer);
+    app.get_formatter()->column_width(34);
+
+    bool help = false;
+    bool version = false;
+    unsigned np = 0;
+    std::string bind = "numa";
+    std::string visibility = "all";
+    std::string memory = "preferred";
+    std::string host_list;
+    app.add_flag("-h,--help", help, "Print this help and exit");
+    app.add_flag("--version", version, "Print the version and exit");
+    auto* np_opt = app.add_option("-n,--np", np, "Number of ranks (-np N also works); default: one per GPU")
+                       ->type_name("N");
+    app.add_option("-H,--host", host_list, "Hosts and slots, as h1:8,h2:8")->type_name("LIST");
+    app.add_option("--hostfile", o.hostfile, "Hostfile: 'host slots=N' or 'host:N' lines")->type_name("FILE");
+    app.add_option("--bind", bind, "CPU binding: numa (default), socket, cores or none")->type_name("MODE");
+    app.add_option("--cpus-per-rank", o.plan.cpus_per_rank, "Whole cores per rank (default: an equal share)")
+        ->type_name("K");
+    app.add_option("--ranks-per-gpu", o.plan.ranks_per_gpu, "Ranks that share each GPU (default 1)")
+        ->type_name("K");
+    app.add_option("--gpu-visibility", visibility,
+                   "all (default: every GPU visible, rank's is GPURUN_GPU) or isolate (CUDA_VISIBLE_DEVICES=its GPU)")
+        ->type_name("MODE");
+    app.add_option("--mem-bind", memory, "Memory policy on the rank's NUMA nodes: preferred (default), strict, none")
+        ->type_name("POLICY");
+    app.add_flag("--cpu-only", o.plan.cpu_only, "Run without GPUs: ranks get disjoint cores spread over NUMA nodes");
+    app.add_option("--topology", o.plan.topology_file, "Plan from this hwloc XML instead of this machine")
+        ->type_name("FILE");
+    app.add_option("--sysroot", o.plan.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
+    app.add_flag("--dry-run", o.dry_run, "Print the plan and the mpirun command; start nothing");
+    app.add_flag("--json", o.json, "With --dry-run: print the plan as JSON");
+    app.add_flag("--report-bindings", o.report_bindings, "Each rank prints the binding it really got");
+    app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Let Open MPI run as root (passed to mpirun)");
+    app.add_option("--grace", o.grace_seconds, "Seconds between passing on a signal and SIGKILL (default 10)")
+        ->type_name("SECONDS");
+    app.add_option("--master-addr", o.master_addr, "MASTER_ADDR for the ranks (default: first host)")
+        ->type_name("ADDR");
+    unsigned master_port = 0;
+    auto* port_opt =
+        app.add_option("--master-port", master_port, "MASTER_PORT for the ranks (default: a free port)")
+            ->type_name("PORT");
+    app.add_option("-x", o.exports, "Export NAME (or NAME=VALUE) to every rank, as mpirun -x")
+        ->type_name("NAME[=VALUE]")
+        ->take_last()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ParseError& e) {
+        std::string what = e.what();
+        throw Error(fmt::format("{}; see gpurun --help", what));
+    }
+    request.help_text = app.help();
+    if (help) {
+        request.action = CliRequest::Action::help;
+        return request;
+    }
+    if (version) {
+        request.action = CliRequest::Action::version;
+        return request;
+    }
+
+    std::vector<std::string> rest = app.remaining();
+    if (!rest.empty() && rest.front() == "--") {
+        rest.erase(rest.begin());
+    } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+        std::vector<std::string> names;
+        for (const CLI::Option* opt : app.get_options()) {
+            for (const auto& n : opt->get_lnames()) {
+                names.push_back("--" + n);
+            }
+        }
+        names.push_back("-np");
+        std::string word = rest.front().substr(0, rest.front().find('='));
+        std::string hint = closest_match(word, names);
+        throw Error(fmt::format("unknown option '{}'{}; see gpurun --help", word,
+                                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+    }
+    o.program = rest;
+
+    if (np_opt->count() > 0) {
+        o.np = np;
+    }
+    if (port_opt->count() > 0) {
+        if (master_port == 0 || master_port > 65535) {
+            throw Error(fmt::format("--master-port {}: expected a port number from 1 to 65535", master_port));
+        }
+        o.master_port = master_port;
+    }
+    o.plan.bind = choose<BindMode>("--bind", bind,
+                                   {{"numa", BindMode::numa},
+                                    {"socket", BindMode::socket},
+                                    {"cores", BindMode::cores},
+                                    {"none", BindMode::none}});
+    o.plan.visibility =
+        choose<GpuVisibility>("--gpu-visibility", visibility, {{"all", GpuVisibility::all}, {"isolate", GpuVisibility::isolate}});
+    o.plan.memory = choose<probes::MemoryPolicy>("--mem-bind", memory,
+                                                 {{"preferred", probes::MemoryPolicy::preferred},
+                                                  {"strict", probes::MemoryPolicy::strict},
+                                                  {"none", probes::MemoryPolicy::none}});
+    if (o.plan.ranks_per_gpu == 0) {
+        throw Error("--ranks-per-gpu 0: a GPU needs at least one rank");
+    }
+    if (o.grace_seconds < 0) {
+        throw Error(fmt::format("--grace {}: expected a number of seconds, 0 or more", o.grace_seconds));
+    }
+    if (o.json && !o.dry_run) {
+        throw Error("--json needs --dry-run: a running job's output is the program's own");
+    }
+    if (o.np && *o.np == 0) {
+        throw Error("-np 0: a job needs at least one rank");
+    }
+    if (!host_list.empty() && !o.hostfile.empty()) {
+        throw Error("-H and --hostfile both given; use one of them");
+    }
+    if (!host_list.empty()) {
+        o.hosts = parse_host_list(host_list);
+    }
+    if (!o.hostfile.empty()) {
+        o.hosts = read_hostfile(o.hostfile);
+    }
+    for (const auto& e : o.exports) {
+        if (e.empty() || e.front() == '=') {
+            throw Error(fmt::format("-x '{}': expected NAME or NAME=VALUE", e));
+        }
+    }
+    if (o.program.empty() && !o.dry_run) {
+        throw Error("no program to run; usage: gpurun [OPTIONS] -np N [--] PROGRAM [ARGS...]");
+    }
+    return request;
+}
+
+} // namespace launcher

@@ -1,0 +1,25 @@
+#pragma once
+
+#include "launcher/launch_options.hpp"
+
+#include <string>
+#include <vector>
+
+namespace launcher {
+
+/// What the command line asked for.
+struct CliRequest {
+    enum class Action { run, help, version } action = Action::run;
+    LaunchOptions options;
+    std::string help_text;
+};
+
+/// Parses gpurun's argv (argv[0] included). Options end at the first word that is not an option,
+/// or at "--"; everything after is the program and its arguments, untouched. Throws probes::Error
+/// for usage errors (unknown option with a did-you-mean, bad values).
+CliRequest parse_command_line(const std::vector<std::string>& argv);
+
+/// The closest of `candidates` to `word`, when it is close enough to be a likely typo.
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+} // namespace launcher

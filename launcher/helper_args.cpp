@@ -1,0 +1,141 @@
+#include "launcher/helper_args.hpp"
+
+#include "probes/error.hpp"
+
+#include <charconv>
+#include <fmt/format.h>
+
+namespace launcher {
+
+namespace {
+
+using probes::Error;
+
+unsigned to_unsigned(const std::string& option, const std::string& text)
+{
+    unsigned value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+        throw Error(fmt::format("{} {}: not a number", option, text));
+    }
+    return value;
+}
+
+} // namespace
+
+std::vector<std::string> helper_arguments(const HelperOptions& o)
+{
+    const PlanOptions defaults;
+    std::vector<std::string> args;
+    if (o.plan.cpu_only) {
+        args.emplace_back("--cpu-only");
+    }
+    if (o.plan.bind != defaults.bind) {
+        args.insert(args.end(), {"--bind", to_string(o.plan.bind)});
+    }
+    if (o.plan.cpus_per_rank != defaults.cpus_per_rank) {
+        args.insert(args.end(), {"--cpus-per-rank", std::to_string(o.plan.cpus_per_rank)});
+    }
+    if (o.plan.ranks_per_gpu != defaults.ranks_per_gpu) {
+        args.insert(args.end(), {"--ranks-per-gpu", std::to_string(o.plan.ranks_per_gpu)});
+    }
+    if (o.plan.visibility != defaults.visibility) {
+        args.insert(args.end(), {"--gpu-visibility", to_string(o.plan.visibility)});
+    }
+    if (o.plan.memory != defaults.memory) {
+        args.insert(args.end(), {"--mem-bind", to_string(o.plan.memory)});
+    }
+    if (!o.plan.topology_file.empty()) {
+        args.insert(args.end(), {"--topology", o.plan.topology_file});
+    }
+    if (o.plan.sysroot != defaults.sysroot) {
+        args.insert(args.end(), {"--sysroot", o.plan.sysroot});
+    }
+    if (!o.master_addr.empty()) {
+        args.insert(args.end(), {"--master-addr", o.master_addr});
+    }
+    if (o.master_port != 0) {
+        args.insert(args.end(), {"--master-port", std::to_string(o.master_port)});
+    }
+    if (o.report_bindings) {
+        args.emplace_back("--report-bindings");
+    }
+    args.emplace_back("--");
+    args.insert(args.end(), o.program.begin(), o.program.end());
+    return args;
+}
+
+HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
+{
+    HelperOptions o;
+    std::size_t i = 0;
+    auto value = [&](const std::string& option) -> const std::string& {
+        if (i + 1 >= args.size()) {
+            throw Error(fmt::format("{} needs a value", option));
+        }
+        return args[++i];
+    };
+    for (; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--") {
+            ++i;
+            break;
+        }
+        if (a == "--cpu-only") {
+            o.plan.cpu_only = true;
+        } else if (a == "--report-bindings") {
+            o.report_bindings = true;
+        } else if (a == "--bind") {
+            const std::string& v = value(a);
+            if (v == "numa") {
+                o.plan.bind = BindMode::numa;
+            } else if (v == "socket") {
+                o.plan.bind = BindMode::socket;
+            } else if (v == "cores") {
+                o.plan.bind = BindMode::cores;
+            } else if (v == "none") {
+                o.plan.bind = BindMode::none;
+            } else {
+                throw Error(fmt::format("--bind {}: expected numa, socket, cores or none", v));
+            }
+        } else if (a == "--cpus-per-rank") {
+            o.plan.cpus_per_rank = to_unsigned(a, value(a));
+        } else if (a == "--ranks-per-gpu") {
+            o.plan.ranks_per_gpu = to_unsigned(a, value(a));
+        } else if (a == "--gpu-visibility") {
+            const std::string& v = value(a);
+            if (v != "all" && v != "isolate") {
+                throw Error(fmt::format("--gpu-visibility {}: expected all or isolate", v));
+            }
+            o.plan.visibility = v == "all" ? GpuVisibility::all : GpuVisibility::isolate;
+        } else if (a == "--mem-bind") {
+            const std::string& v = value(a);
+            if (v == "none") {
+                o.plan.memory = probes::MemoryPolicy::none;
+            } else if (v == "preferred") {
+                o.plan.memory = probes::MemoryPolicy::preferred;
+            } else if (v == "strict") {
+                o.plan.memory = probes::MemoryPolicy::strict;
+            } else {
+                throw Error(fmt::format("--mem-bind {}: expected preferred, strict or none", v));
+            }
+        } else if (a == "--topology") {
+            o.plan.topology_file = value(a);
+        } else if (a == "--sysroot") {
+            o.plan.sysroot = value(a);
+        } else if (a == "--master-addr") {
+            o.master_addr = value(a);
+        } else if (a == "--master-port") {
+            o.master_port = to_unsigned(a, value(a));
+        } else {
+            throw Error(fmt::format("unknown option '{}'; gpurun-rank is started by gpurun", a));
+        }
+    }
+    o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+    if (o.program.empty()) {
+        throw Error("no program to run after '--'");
+    }
+    return o;
+}
+
+} // namespace launcher

@@ -1,0 +1,28 @@
+#pragma once
+
+#include "launcher/launch_options.hpp"
+
+#include <string>
+#include <vector>
+
+namespace launcher {
+
+/// What gpurun tells the rank helper on its command line. The helper reads everything else (its
+/// rank, the node's topology and GPUs) where it runs.
+struct HelperOptions {
+    PlanOptions plan;
+    std::string master_addr;
+    unsigned master_port = 0;
+    bool report_bindings = false;
+    std::vector<std::string> program;
+    friend bool operator==(const HelperOptions&, const HelperOptions&) = default;
+};
+
+/// The helper's arguments (without the helper's own path): options that differ from the defaults,
+/// then "--" and the program with its arguments unchanged.
+std::vector<std::string> helper_arguments(const HelperOptions& options);
+
+/// The inverse of helper_arguments. Throws probes::Error for anything it did not write.
+HelperOptions parse_helper_arguments(const std::vector<std::string>& args);
+
+} // namespace launcher

@@ -1,0 +1,31 @@
+#include "launcher/launch_options.hpp"
+
+namespace launcher {
+
+const char* to_string(BindMode mode)
+{
+    switch (mode) {
+    case BindMode::numa: return "numa";
+    case BindMode::socket: return "socket";
+    case BindMode::cores: return "cores";
+    case BindMode::none: return "none";
+    }
+    return "?";
+}
+
+const char* to_string(GpuVisibility visibility)
+{
+    return visibility == GpuVisibility::all ? "all" : "isolate";
+}
+
+const char* to_string(probes::MemoryPolicy policy)
+{
+    switch (policy) {
+    case probes::MemoryPolicy::none: return "none";
+    case probes::MemoryPolicy::preferred: return "preferred";
+    case probes::MemoryPolicy::strict: return "strict";
+    }
+    return "?";
+}
+
+} // namespace launcher

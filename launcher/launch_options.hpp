@@ -1,0 +1,63 @@
+#pragma once
+
+#include "probes/topology.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace launcher {
+
+/// Which CPUs a rank is bound to: its share of the GPU's NUMA node, of its package, a fixed number
+/// of whole cores near the GPU, or no binding.
+enum class BindMode { numa, socket, cores, none };
+
+/// `all`: every GPU stays visible and the rank's GPU is CUDA device GPURUN_GPU (== LOCAL_RANK with
+/// one rank per GPU), so CUDA IPC between ranks keeps working. `isolate`: CUDA_VISIBLE_DEVICES
+/// holds only the rank's GPU.
+enum class GpuVisibility { all, isolate };
+
+/// Everything the node plan depends on besides the machine. gpurun and the rank helper both compute
+/// the plan from these, so they travel to the helper as arguments.
+struct PlanOptions {
+    BindMode bind = BindMode::numa;
+    unsigned cpus_per_rank = 0;   ///< whole cores per rank; 0 = an equal share (1 in cores mode)
+    unsigned ranks_per_gpu = 1;
+    bool cpu_only = false;
+    GpuVisibility visibility = GpuVisibility::all;
+    probes::MemoryPolicy memory = probes::MemoryPolicy::preferred;
+    std::string topology_file;    ///< "" = this machine
+    std::string sysroot = "/";
+
+    friend bool operator==(const PlanOptions&, const PlanOptions&) = default;
+};
+
+/// A host and its slot count as given by -H or a hostfile (nullopt: not given).
+struct HostSlots {
+    std::string name;
+    std::optional<unsigned> slots;
+    friend bool operator==(const HostSlots&, const HostSlots&) = default;
+};
+
+/// The whole gpurun command line.
+struct LaunchOptions {
+    PlanOptions plan;
+    std::optional<unsigned> np;
+    std::vector<HostSlots> hosts;
+    std::string hostfile;
+    bool dry_run = false;
+    bool json = false;
+    bool report_bindings = false;
+    bool allow_run_as_root = false;
+    double grace_seconds = 10.0;
+    std::string master_addr;
+    std::optional<unsigned> master_port;
+    std::vector<std::string> exports; ///< -x NAME[=VALUE], passed to mpirun as given
+    std::vector<std::string> program; ///< PROGRAM ARGS..., byte-exact
+};
+
+const char* to_string(BindMode mode);
+const char* to_string(GpuVisibility visibility);
+const char* to_string(probes::MemoryPolicy policy);
+
+} // namespace launcher

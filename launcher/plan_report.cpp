@@ -1,0 +1,132 @@
+#include "launcher/plan_report.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace launcher {
+
+namespace {
+
+std::string numa_list(const std::vector<unsigned>& nodes)
+{
+    return nodes.empty() ? "-" : fmt::format("{}", fmt::join(nodes, ","));
+}
+
+} // namespace
+
+std::string shell_quote(const std::vector<std::string>& argv)
+{
+    std::string out;
+    for (const auto& arg : argv) {
+        if (!out.empty()) {
+            out += ' ';
+        }
+        bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   std::string_view("-_./:=,+@%").find(c) != std::string_view::npos;
+        });
+        if (plain) {
+            out += arg;
+            continue;
+        }
+        out += '\'';
+        for (char c : arg) {
+            if (c == '\'') {
+                out += "'\\''";
+            } else {
+                out += c;
+            }
+        }
+        out += '\'';
+    }
+    return out;
+}
+
+std::string render_text(const PlanReport& r)
+{
+    const auto& ranks = r.job.ranks;
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "NAME", "NUMA", "CPUS", "HCA"});
+    for (const auto& jr : ranks) {
+        const auto& b = jr.binding;
+        rows.push_back({std::to_string(jr.rank), jr.host, std::to_string(b.local_rank),
+                        b.gpu ? std::to_string(b.gpu->physical_index) : "-",
+                        b.gpu ? b.gpu->bus_id.to_string() : "-", b.gpu ? b.gpu->name : "-", numa_list(b.numa),
+                        b.cpus.to_list() + (b.shared ? " (shared)" : ""), b.hca.empty() ? "-" : b.hca});
+    }
+    std::vector<std::size_t> width(rows[0].size(), 0);
+    for (const auto& row : rows) {
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            width[c] = std::max(width[c], row[c].size());
+        }
+    }
+    std::string out;
+    const auto& p = r.options.plan;
+    std::string what = p.cpu_only ? "CPU only" : fmt::format("GPUs from {}", r.gpu_source);
+    out += fmt::format("gpurun: {} rank{} on {} host{} ({}; bind {}, memory {}, gpu visibility {})\n", ranks.size(),
+                       ranks.size() == 1 ? "" : "s", r.job.hosts.size(), r.job.hosts.size() == 1 ? "" : "s", what,
+                       to_string(p.bind), to_string(p.memory), to_string(p.visibility));
+    for (const auto& row : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            line += row[c];
+            if (c + 1 < row.size()) {
+                line += std::string(width[c] - row[c].size() + 2, ' ');
+            }
+        }
+        while (!line.empty() && line.back() == ' ') {
+            line.pop_back();
+        }
+        out += line + '\n';
+    }
+    for (const auto& note : r.notes) {
+        out += fmt::format("note: {}\n", note);
+    }
+    out += fmt::format("command: {}\n", shell_quote(r.command));
+    return out;
+}
+
+nlohmann::json render_json(const PlanReport& r)
+{
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& jr : r.job.ranks) {
+        const auto& b = jr.binding;
+        nlohmann::json gpu = nullptr;
+        if (b.gpu) {
+            gpu = {{"index", b.gpu->physical_index},
+                   {"bus_id", b.gpu->bus_id.to_string()},
+                   {"name", b.gpu->name},
+                   {"uuid", b.gpu->uuid.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.gpu->uuid)},
+                   {"cuda_device", r.options.plan.visibility == GpuVisibility::isolate ? 0U : b.cuda_index},
+                   {"visible_devices", r.options.plan.visibility == GpuVisibility::isolate
+                                           ? nlohmann::json(b.gpu->selector)
+                                           : nlohmann::json(nullptr)}};
+        }
+        ranks.push_back({{"rank", jr.rank},
+                         {"local_rank", b.local_rank},
+                         {"host", jr.host},
+                         {"gpu", gpu},
+                         {"numa", b.numa},
+                         {"cpus", b.cpus.to_list()},
+                         {"cores", b.cores},
+                         {"shared_cpus", b.shared},
+                         {"hca", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)}});
+    }
+    nlohmann::json hosts = nlohmann::json::array();
+    for (const auto& h : r.job.hosts) {
+        hosts.push_back({{"host", h.name}, {"ranks", h.slots.value_or(0)}});
+    }
+    const auto& p = r.options.plan;
+    return {{"ranks", ranks},
+            {"hosts", hosts},
+            {"command", r.command},
+            {"notes", r.notes},
+            {"gpu_source", p.cpu_only ? nlohmann::json(nullptr) : nlohmann::json(r.gpu_source)},
+            {"bind", to_string(p.bind)},
+            {"memory", to_string(p.memory)},
+            {"gpu_visibility", to_string(p.visibility)},
+            {"ranks_per_gpu", p.ranks_per_gpu},
+            {"cpu_only", p.cpu_only}};
+}
+
+} // namespace launcher

@@ -1,0 +1,28 @@
+#pragma once
+
+#include "launcher/binding_plan.hpp"
+#include "launcher/launch_options.hpp"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace launcher {
+
+/// One data model, two renderers: the --dry-run table for people and --dry-run --json for
+/// programs.
+struct PlanReport {
+    const JobPlan& job;
+    const LaunchOptions& options;
+    std::string gpu_source;            ///< "nvml", "topology" or "" with --cpu-only
+    std::vector<std::string> notes;    ///< inventory and plan notes
+    std::vector<std::string> command;  ///< the exact launcher argv
+};
+
+std::string render_text(const PlanReport& report);
+nlohmann::json render_json(const PlanReport& report);
+
+/// argv as a person would paste it into a shell (display only: gpurun never runs a shell).
+std::string shell_quote(const std::vector<std::string>& argv);
+
+} // namespace launcher

@@ -1,0 +1,87 @@
+#include "launcher/rank_context.hpp"
+
+#include <array>
+#include <charconv>
+#include <cstring>
+
+namespace launcher {
+
+namespace {
+
+struct Family {
+    const char* name;
+    const char* local_rank;
+    const char* local_size;
+    const char* rank;
+    const char* size;
+};
+
+// DESIGN §3.6; reference/launchers.md §6.
+constexpr std::array<Family, 7> families{{
+    {"Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_SIZE"},
+    {"MPICH/Intel MPI (Hydra)", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_RANK", "PMI_SIZE"},
+    {"MVAPICH2", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_RANK",
+     "MV2_COMM_WORLD_SIZE"},
+    {"Cray PALS", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE", "PALS_RANKID", "PMI_SIZE"},
+    {"Cray PMI", "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE"},
+    {"Slurm", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID", "SLURM_NTASKS"},
+    {"torchrun-style", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE"},
+}};
+
+std::optional<unsigned> number(const char* text)
+{
+    if (text == nullptr || *text == '\0') {
+        return std::nullopt;
+    }
+    unsigned value = 0;
+    const char* end = text + std::strlen(text);
+    auto [ptr, ec] = std::from_chars(text, end, value);
+    if (ec != std::errc() || ptr != end) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+// Slurm's per-node task count comes compressed ("4(x2),3"); the first node's count is what a node
+// with the first tasks runs. SLURM_NTASKS_PER_NODE exists only when the user gave it.
+std::optional<unsigned> slurm_local_size(const std::function<const char*(const char*)>& getenv)
+{
+    if (auto n = number(getenv("SLURM_NTASKS_PER_NODE"))) {
+        return n;
+    }
+    for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+        const char* text = getenv(name);
+        if (text == nullptr) {
+            continue;
+        }
+        unsigned value = 0;
+        auto [ptr, ec] = std::from_chars(text, text + std::strlen(text), value);
+        if (ec == std::errc() && ptr != text) {
+            return value;
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+std::optional<RankContext> read_rank_context(const std::function<const char*(const char*)>& getenv)
+{
+    for (const auto& f : families) {
+        auto local_rank = number(getenv(f.local_rank));
+        if (!local_rank) {
+            continue;
+        }
+        auto local_size = std::string_view(f.name) == "Slurm" ? slurm_local_size(getenv) : number(getenv(f.local_size));
+        auto rank = number(getenv(f.rank));
+        auto size = number(getenv(f.size));
+        if (!local_size || !rank || !size || *local_rank >= *local_size || *rank >= *size) {
+            continue;
+        }
+        return RankContext{*rank, *size, *local_rank, *local_size, f.name};
+    }
+    return std::nullopt;
+}
+
+} // namespace launcher

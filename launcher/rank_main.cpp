@@ -1,0 +1,6 @@
+#include "launcher/gpurun.hpp"
+
+int main(int argc, char** argv)
+{
+    return launcher::run_rank_helper(argc, argv);
+}

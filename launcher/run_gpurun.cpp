@@ -1,0 +1,246 @@
+#include "launcher/binding_plan.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/gpurun.hpp"
+#include "launcher/helper_args.hpp"
+#include "launcher/job_process.hpp"
+#include "launcher/openmpi.hpp"
+#include "launcher/plan_report.hpp"
+#include "probes/command.hpp"
+#include "probes/error.hpp"
+#include "probes/gpu_inventory.hpp"
+#include "probes/topology.hpp"
+
+#include <arpa/inet.h>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef GPUKIT_VERSION
+#define GPUKIT_VERSION "unknown"
+#endif
+
+namespace launcher {
+
+namespace {
+
+using probes::Error;
+
+const char* env(const char* name)
+{
+    return std::getenv(name);
+}
+
+// A TCP port nobody listens on now, for MASTER_PORT; the kernel picks it.
+unsigned free_port()
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return 29500;
+    }
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    unsigned port = 29500;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+        port = ntohs(addr.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+std::string rank_helper_path()
+{
+    if (const char* forced = env("GPUKIT_RANK_HELPER"); forced != nullptr && *forced != '\0') {
+        return forced;
+    }
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) {
+        throw Error(fmt::format("cannot find gpurun's own location (/proc/self/exe: {}); set GPUKIT_RANK_HELPER to "
+                                "the gpurun-rank program",
+                                ec.message()));
+    }
+    return (self.parent_path() / "gpurun-rank").string();
+}
+
+bool is_local(const std::vector<HostSlots>& hosts, const std::string& local_host)
+{
+    return std::all_of(hosts.begin(), hosts.end(), [&](const HostSlots& h) {
+        return h.name == "localhost" || h.name == "127.0.0.1" || h.name == local_host;
+    });
+}
+
+std::string mps_note(const probes::Sysroot& sysroot)
+{
+    std::string dir = "/tmp/nvidia-mps";
+    if (const char* pipe = env("CUDA_MPS_PIPE_DIRECTORY"); pipe != nullptr && *pipe != '\0') {
+        dir = pipe;
+    }
+    if (sysroot.exists(dir + "/control")) {
+        return fmt::format("ranks share GPUs; MPS is running (control pipe {}/control), so their kernels run "
+                           "concurrently",
+                           dir);
+    }
+    return "ranks share GPUs and MPS is not running: they take turns on each GPU; start MPS with "
+           "'nvidia-cuda-mps-control -d' for concurrent kernels";
+}
+
+int run(const std::vector<std::string>& argv)
+{
+    CliRequest request = parse_command_line(argv);
+    if (request.action == CliRequest::Action::help) {
+        std::cout << request.help_text;
+        return 0;
+    }
+    if (request.action == CliRequest::Action::version) {
+        std::cout << fmt::format("gpurun (gpukit) {}\n", GPUKIT_VERSION);
+        return 0;
+    }
+    LaunchOptions& o = request.options;
+    if (!o.plan.topology_file.empty()) {
+        // The helpers may start in another directory (or on another host with a shared file system).
+        std::error_code ec;
+        auto absolute = std::filesystem::absolute(o.plan.topology_file, ec);
+        if (!ec) {
+            o.plan.topology_file = absolute.lexically_normal().string();
+        }
+    }
+
+    const bool allow_root = root_allowed(o.allow_run_as_root, env("OMPI_ALLOW_RUN_AS_ROOT"),
+                                         env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
+    if (!o.dry_run && geteuid() == 0 && !allow_root) {
+        throw Error("running as root, which Open MPI refuses; pass --allow-run-as-root, or set both "
+                    "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    }
+
+    const bool from_file = !o.plan.topology_file.empty();
+    probes::Topology topology = from_file ? probes::Topology::load_xml(o.plan.topology_file)
+                                          : probes::Topology::load_live(!o.plan.cpu_only);
+    const probes::NodeLayout layout = topology.layout();
+
+    probes::GpuInventory inventory;
+    if (!o.plan.cpu_only) {
+        probes::InventoryOptions inv;
+        inv.from_topology_file = from_file;
+        inv.sysroot = probes::Sysroot(o.plan.sysroot);
+        if (const char* cvd = env("CUDA_VISIBLE_DEVICES"); cvd != nullptr) {
+            inv.visible_devices = cvd;
+        }
+        inventory = probes::discover_gpus(layout, inv);
+        if (inventory.pool.empty()) {
+            throw Error(fmt::format("no GPUs found on {}{}; pass --cpu-only to run ranks without GPUs",
+                                    layout.hostname.empty() ? "this node" : layout.hostname,
+                                    inventory.visible_devices_set ? " (CUDA_VISIBLE_DEVICES is empty)"
+                                    : from_file ? fmt::format(" in {}", o.plan.topology_file)
+                                                : fmt::format(" (NVML and the PCI devices hwloc sees)")));
+        }
+    }
+
+    const std::string local_host = layout.hostname.empty() ? "localhost" : layout.hostname;
+    JobPlan job = plan_job(layout, inventory.pool, o.plan, o.np, o.hosts, local_host);
+
+    std::vector<std::string> notes = inventory.notes;
+    notes.insert(notes.end(), job.notes.begin(), job.notes.end());
+    if (o.plan.ranks_per_gpu > 1 && !o.plan.cpu_only) {
+        notes.push_back(mps_note(probes::Sysroot(o.plan.sysroot)));
+    }
+    if (from_file && !o.dry_run) {
+        notes.push_back(fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
+    }
+
+    if (!o.program.empty() && is_local(o.hosts, local_host) && !probes::find_executable(o.program[0], env("PATH"))) {
+        throw Error(fmt::format("program not found: '{}' is not {}", o.program[0],
+                                o.program[0].find('/') != std::string::npos ? "an executable file"
+                                                                             : "an executable in PATH"));
+    }
+
+    std::string mpirun = "mpirun";
+    try {
+        mpirun = find_openmpi(env("PATH")).path;
+    } catch (const Error& e) {
+        if (!o.dry_run) {
+            throw;
+        }
+        notes.push_back(e.what());
+    }
+
+    HelperOptions helper;
+    helper.plan = o.plan;
+    helper.report_bindings = o.report_bindings;
+    helper.program = o.program.empty() ? std::vector<std::string>{"PROGRAM"} : o.program;
+    helper.master_addr = !o.master_addr.empty()        ? o.master_addr
+                         : env("MASTER_ADDR") != nullptr ? env("MASTER_ADDR")
+                         : o.hosts.empty()              ? "127.0.0.1"
+                                                        : o.hosts.front().name;
+    if (o.master_port) {
+        helper.master_port = *o.master_port;
+    } else if (const char* port = env("MASTER_PORT"); port != nullptr && std::atoi(port) > 0) {
+        helper.master_port = static_cast<unsigned>(std::atoi(port));
+    } else {
+        helper.master_port = free_port();
+    }
+
+    std::vector<std::string> forwarded;
+    for (const char* name : {"PATH", "LD_LIBRARY_PATH"}) {
+        if (env(name) != nullptr) {
+            forwarded.emplace_back(name);
+        }
+    }
+    for (char** e = environ; *e != nullptr; ++e) {
+        std::string_view entry(*e);
+        if (entry.rfind("GPUKIT_", 0) == 0) {
+            forwarded.emplace_back(entry.substr(0, entry.find('=')));
+        }
+    }
+
+    JobPlan launch = job;
+    if (o.hosts.empty()) {
+        launch.hosts = {HostSlots{"localhost", job.hosts.front().slots}};
+    }
+    const std::string helper_path = rank_helper_path();
+    const std::vector<std::string> command =
+        openmpi_command(mpirun, launch, o, allow_root, forwarded, helper_path, helper_arguments(helper));
+
+    if (o.dry_run) {
+        PlanReport report{job, o, inventory.source, notes, command};
+        if (o.json) {
+            std::cout << render_json(report).dump(2) << '\n';
+        } else {
+            std::cout << render_text(report);
+        }
+        return 0;
+    }
+    for (const auto& note : notes) {
+        fmt::print(stderr, "gpurun: note: {}\n", note);
+    }
+    if (!probes::find_executable(helper_path, nullptr)) {
+        throw Error(fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER",
+                                helper_path));
+    }
+    std::cout.flush();
+    return run_job(command, o.grace_seconds);
+}
+
+} // namespace
+
+int run_gpurun(int argc, char** argv)
+{
+    try {
+        return run(std::vector<std::string>(argv, argv + argc));
+    } catch (const Error& e) {
+        fmt::print(stderr, "gpurun: {}\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "gpurun: internal error: {}\n", e.what());
+        return 3;
+    }
+}
+
+} // namespace launcher

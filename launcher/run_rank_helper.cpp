@@ -1,0 +1,149 @@
+#include "launcher/binding_plan.hpp"
+#include "launcher/gpurun.hpp"
+#include "launcher/helper_args.hpp"
+#include "launcher/rank_context.hpp"
+#include "probes/error.hpp"
+#include "probes/gpu_inventory.hpp"
+#include "probes/topology.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+namespace launcher {
+
+namespace {
+
+using probes::Error;
+
+void set(const char* name, const std::string& value)
+{
+    setenv(name, value.c_str(), 1);
+}
+
+[[noreturn]] void exec_program(const std::vector<std::string>& program)
+{
+    std::vector<char*> args;
+    for (const auto& a : program) {
+        args.push_back(const_cast<char*>(a.c_str()));
+    }
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    const int err = errno;
+    fmt::print(stderr, "gpurun-rank: cannot run '{}': {}\n", program[0], std::strerror(err));
+    std::fflush(stderr);
+    _exit(err == ENOENT ? 127 : 126);
+}
+
+int run(const std::vector<std::string>& args)
+{
+    const HelperOptions o = parse_helper_arguments(args);
+    const pid_t parent = getppid();
+    // If the launcher dies, so does the rank: no orphan keeps a GPU busy. The check after prctl
+    // closes the race with a parent that died before it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) {
+        return 1;
+    }
+
+    auto context = read_rank_context([](const char* name) { return std::getenv(name); });
+    if (!context) {
+        throw Error("no launcher variables found (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, ...); "
+                    "gpurun-rank runs under mpirun or srun, started by gpurun");
+    }
+
+    const bool from_file = !o.plan.topology_file.empty();
+    probes::Topology topology = from_file ? probes::Topology::load_xml(o.plan.topology_file)
+                                          : probes::Topology::load_live(!o.plan.cpu_only);
+    const probes::NodeLayout layout = topology.layout();
+    std::vector<probes::Gpu> pool;
+    if (!o.plan.cpu_only) {
+        probes::InventoryOptions inv;
+        inv.from_topology_file = from_file;
+        inv.sysroot = probes::Sysroot(o.plan.sysroot);
+        if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd != nullptr) {
+            inv.visible_devices = cvd;
+        }
+        pool = probes::discover_gpus(layout, inv).pool;
+    }
+    const NodePlan plan = plan_node(layout, pool, o.plan, context->local_size, layout.hostname);
+    const RankBinding& mine = plan.ranks.at(context->local_rank);
+    const std::string who = fmt::format("rank {} ({}, local rank {})", context->rank,
+                                        layout.hostname.empty() ? "localhost" : layout.hostname, mine.local_rank);
+
+    if (o.plan.bind != BindMode::none) {
+        try {
+            topology.bind_cpus(mine.cpus);
+        } catch (const Error& e) {
+            fmt::print(stderr, "gpurun-rank: warning: {}: {}; the rank runs unbound\n", who, e.what());
+        }
+        try {
+            topology.bind_memory(mine.numa, o.plan.memory);
+        } catch (const Error& e) {
+            fmt::print(stderr, "gpurun-rank: warning: {}: {}; memory is not bound\n", who, e.what());
+        }
+    }
+
+    set("RANK", std::to_string(context->rank));
+    set("WORLD_SIZE", std::to_string(context->world_size));
+    set("LOCAL_RANK", std::to_string(context->local_rank));
+    set("LOCAL_WORLD_SIZE", std::to_string(context->local_size));
+    if (!o.master_addr.empty()) {
+        set("MASTER_ADDR", o.master_addr);
+    }
+    if (o.master_port != 0) {
+        set("MASTER_PORT", std::to_string(o.master_port));
+    }
+    set("GPURUN_CPUS", mine.cpus.to_list());
+    set("GPURUN_NUMA", fmt::format("{}", fmt::join(mine.numa, ",")));
+    if (!mine.hca.empty()) {
+        set("GPURUN_HCA", mine.hca);
+    }
+    if (std::getenv("OMP_NUM_THREADS") == nullptr && o.plan.bind != BindMode::none) {
+        set("OMP_NUM_THREADS", std::to_string(std::max(1U, mine.cores)));
+    }
+    if (mine.gpu) {
+        set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        set("GPURUN_GPU_BUS_ID", mine.gpu->bus_id.to_string());
+        if (!mine.gpu->uuid.empty()) {
+            set("GPURUN_GPU_UUID", mine.gpu->uuid);
+        }
+        if (o.plan.visibility == GpuVisibility::isolate) {
+            set("CUDA_VISIBLE_DEVICES", mine.gpu->selector);
+            set("GPURUN_GPU", "0");
+        } else {
+            set("GPURUN_GPU", std::to_string(mine.cuda_index));
+        }
+    }
+
+    if (o.report_bindings) {
+        const std::string gpu = mine.gpu ? fmt::format("gpu {} {} {}", mine.gpu->physical_index,
+                                                       mine.gpu->bus_id.to_string(), mine.gpu->name)
+                                         : std::string("no gpu");
+        fmt::print(stderr, "gpurun: {}: {}; cpus {}; memory {}{}\n", who, gpu, topology.cpu_binding().to_list(),
+                   topology.memory_binding(), topology.is_this_system() ? "" : " (XML topology: not bound)");
+        std::fflush(stderr);
+    }
+    exec_program(o.program);
+}
+
+} // namespace
+
+int run_rank_helper(int argc, char** argv)
+{
+    try {
+        return run(std::vector<std::string>(argv + 1, argv + argc));
+    } catch (const Error& e) {
+        fmt::print(stderr, "gpurun-rank: {}\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "gpurun-rank: internal error: {}\n", e.what());
+        return 3;
+    }
+}
+
+} // namespace launcher

@@ -1,0 +1,115 @@
+#include "probes/command.hpp"
+
+#include "probes/error.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace probes {
+
+std::optional<std::string> find_executable(const std::string& name, const char* path)
+{
+    auto usable = [](const std::string& file) {
+        struct stat st {};
+        return stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(file.c_str(), X_OK) == 0;
+    };
+    if (name.empty()) {
+        return std::nullopt;
+    }
+    if (name.find('/') != std::string::npos) {
+        return usable(name) ? std::optional<std::string>(name) : std::nullopt;
+    }
+    std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+    std::size_t pos = 0;
+    while (pos <= dirs.size()) {
+        std::size_t colon = dirs.find(':', pos);
+        std::string dir = dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+        std::string file = (dir.empty() ? std::string(".") : dir) + "/" + name;
+        if (usable(file)) {
+            return file;
+        }
+        if (colon == std::string::npos) {
+            break;
+        }
+        pos = colon + 1;
+    }
+    return std::nullopt;
+}
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout)
+{
+    if (argv.empty()) {
+        throw Error("run_command: empty argv");
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        throw Error(fmt::format("cannot run {}: pipe: {}", argv[0], std::strerror(errno)));
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) {
+        args.push_back(const_cast<char*>(a.c_str()));
+    }
+    args.push_back(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int err = errno;
+        close(fds[0]);
+        close(fds[1]);
+        throw Error(fmt::format("cannot run {}: fork: {}", argv[0], std::strerror(err)));
+    }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+        }
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        execvp(args[0], args.data());
+        _exit(127);
+    }
+    close(fds[1]);
+    CommandResult result;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buffer[4096];
+    while (true) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            result.timed_out = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        pollfd p{fds[0], POLLIN, 0};
+        int ready = poll(&p, 1, static_cast<int>(left.count()));
+        if (ready < 0 && errno == EINTR) {
+            continue;
+        }
+        if (ready <= 0) {
+            continue;
+        }
+        ssize_t n = read(fds[0], buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        if (result.output.size() < (1U << 20)) {
+            result.output.append(buffer, static_cast<std::size_t>(n));
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return result;
+}
+
+} // namespace probes

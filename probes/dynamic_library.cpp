@@ -1,0 +1,49 @@
+#include "probes/dynamic_library.hpp"
+
+#include "probes/error.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <utility>
+
+namespace probes {
+
+DynamicLibrary::DynamicLibrary(const std::string& file) : m_file(file)
+{
+    m_handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (m_handle == nullptr) {
+        const char* why = dlerror();
+        throw Error(fmt::format("cannot load {}: {}", file, why != nullptr ? why : "unknown dlopen error"));
+    }
+}
+
+DynamicLibrary::~DynamicLibrary()
+{
+    if (m_handle != nullptr) {
+        dlclose(m_handle);
+    }
+}
+
+DynamicLibrary::DynamicLibrary(DynamicLibrary&& other) noexcept
+    : m_handle(std::exchange(other.m_handle, nullptr)), m_file(std::move(other.m_file))
+{
+}
+
+DynamicLibrary& DynamicLibrary::operator=(DynamicLibrary&& other) noexcept
+{
+    if (this != &other) {
+        if (m_handle != nullptr) {
+            dlclose(m_handle);
+        }
+        m_handle = std::exchange(other.m_handle, nullptr);
+        m_file = std::move(other.m_file);
+    }
+    return *this;
+}
+
+void* DynamicLibrary::find(const char* name) const
+{
+    return dlsym(m_handle, name);
+}
+
+} // namespace probes

@@ -1,0 +1,175 @@
+#include "probes/nvml.hpp"
+
+#include "probes/error.hpp"
+
+#include <array>
+#include <cstdlib>
+#include <fmt/format.h>
+
+namespace probes {
+
+namespace {
+
+std::string c_string(const char* buffer, std::size_t size)
+{
+    std::size_t n = 0;
+    while (n < size && buffer[n] != '\0') {
+        ++n;
+    }
+    return std::string(buffer, n);
+}
+
+} // namespace
+
+std::string Nvml::default_file()
+{
+    const char* override_file = std::getenv("GPUKIT_NVML_LIBRARY");
+    if (override_file != nullptr && *override_file != '\0') {
+        return override_file;
+    }
+    return "libnvidia-ml.so.1";
+}
+
+Nvml Nvml::load()
+{
+    return load(default_file());
+}
+
+Nvml Nvml::load(const std::string& file)
+{
+    DynamicLibrary library(file);
+    NvmlApi api;
+    const char* missing = nullptr;
+    auto require = [&](auto& fn, const char* symbol) {
+        if (!library.bind(fn, symbol) && missing == nullptr) {
+            missing = symbol;
+        }
+    };
+    require(api.init, "nvmlInit_v2");
+    require(api.shutdown, "nvmlShutdown");
+    require(api.device_count, "nvmlDeviceGetCount_v2");
+    require(api.handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+    if (!library.bind(api.pci_info, "nvmlDeviceGetPciInfo_v3")) {
+        require(api.pci_info, "nvmlDeviceGetPciInfo_v2");
+    }
+    if (missing != nullptr) {
+        throw Error(fmt::format("{} is not a usable NVML library: it lacks {}; point GPUKIT_NVML_LIBRARY "
+                                "at libnvidia-ml.so.1 from the NVIDIA driver",
+                                file, missing));
+    }
+    library.bind(api.error_string, "nvmlErrorString");
+    library.bind(api.name, "nvmlDeviceGetName");
+    library.bind(api.uuid, "nvmlDeviceGetUUID");
+    library.bind(api.memory, "nvmlDeviceGetMemoryInfo");
+    library.bind(api.driver_version, "nvmlSystemGetDriverVersion");
+    library.bind(api.max_mig_devices, "nvmlDeviceGetMaxMigDeviceCount");
+    library.bind(api.mig_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+
+    Nvml nvml(std::move(library), api);
+    nvml_abi::Return rc = api.init();
+    if (rc != nvml_abi::success) {
+        throw Error(fmt::format("nvmlInit_v2 failed in {}: {}", nvml.file(), nvml.describe(rc)));
+    }
+    nvml.m_initialised = true;
+    return nvml;
+}
+
+Nvml::Nvml(DynamicLibrary library, NvmlApi api) : m_library(std::move(library)), m_api(api) {}
+
+Nvml::Nvml(Nvml&& other) noexcept
+    : m_library(std::move(other.m_library)), m_api(other.m_api), m_initialised(other.m_initialised)
+{
+    other.m_initialised = false;
+}
+
+Nvml::~Nvml()
+{
+    if (m_initialised) {
+        m_api.shutdown();
+    }
+}
+
+std::string Nvml::describe(nvml_abi::Return rc) const
+{
+    if (m_api.error_string != nullptr) {
+        const char* text = m_api.error_string(rc);
+        if (text != nullptr) {
+            return fmt::format("{} (NVML error {})", text, rc);
+        }
+    }
+    return fmt::format("NVML error {}", rc);
+}
+
+std::vector<NvmlGpu> Nvml::gpus() const
+{
+    unsigned int count = 0;
+    nvml_abi::Return rc = m_api.device_count(&count);
+    if (rc != nvml_abi::success) {
+        throw Error(fmt::format("nvmlDeviceGetCount_v2 failed: {}", describe(rc)));
+    }
+    std::vector<NvmlGpu> out;
+    for (unsigned int i = 0; i < count; ++i) {
+        nvml_abi::Device device = nullptr;
+        rc = m_api.handle_by_index(i, &device);
+        if (rc != nvml_abi::success) {
+            throw Error(fmt::format("nvmlDeviceGetHandleByIndex_v2({}) failed: {}", i, describe(rc)));
+        }
+        nvml_abi::PciInfo pci{};
+        rc = m_api.pci_info(device, &pci);
+        if (rc != nvml_abi::success) {
+            throw Error(fmt::format("nvmlDeviceGetPciInfo of GPU {} failed: {}", i, describe(rc)));
+        }
+        NvmlGpu gpu;
+        gpu.index = i;
+        auto bus = PciAddress::parse(c_string(pci.bus_id, sizeof pci.bus_id));
+        if (!bus) {
+            bus = PciAddress::parse(c_string(pci.bus_id_legacy, sizeof pci.bus_id_legacy));
+        }
+        if (!bus) {
+            bus = PciAddress{pci.domain, static_cast<std::uint8_t>(pci.bus), static_cast<std::uint8_t>(pci.device), 0};
+        }
+        gpu.bus_id = *bus;
+        std::array<char, 256> text{};
+        if (m_api.name != nullptr && m_api.name(device, text.data(), text.size()) == nvml_abi::success) {
+            gpu.name = c_string(text.data(), text.size());
+        }
+        text.fill('\0');
+        if (m_api.uuid != nullptr && m_api.uuid(device, text.data(), text.size()) == nvml_abi::success) {
+            gpu.uuid = c_string(text.data(), text.size());
+        }
+        nvml_abi::Memory memory{};
+        if (m_api.memory != nullptr && m_api.memory(device, &memory) == nvml_abi::success) {
+            gpu.memory_total = memory.total;
+        }
+        unsigned int max_mig = 0;
+        if (m_api.max_mig_devices != nullptr && m_api.mig_handle_by_index != nullptr && m_api.uuid != nullptr &&
+            m_api.max_mig_devices(device, &max_mig) == nvml_abi::success) {
+            for (unsigned int m = 0; m < max_mig; ++m) {
+                nvml_abi::Device mig = nullptr;
+                if (m_api.mig_handle_by_index(device, m, &mig) != nvml_abi::success) {
+                    continue;
+                }
+                text.fill('\0');
+                if (m_api.uuid(mig, text.data(), text.size()) == nvml_abi::success) {
+                    gpu.mig_uuids.push_back(c_string(text.data(), text.size()));
+                }
+            }
+        }
+        out.push_back(std::move(gpu));
+    }
+    return out;
+}
+
+std::optional<std::string> Nvml::driver_version() const
+{
+    if (m_api.driver_version == nullptr) {
+        return std::nullopt;
+    }
+    std::array<char, 96> text{};
+    if (m_api.driver_version(text.data(), text.size()) != nvml_abi::success) {
+        return std::nullopt;
+    }
+    return c_string(text.data(), text.size());
+}
+
+} // namespace probes

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace probes {
+
+/// Every read of /sys and /proc goes through one root prefix (`--sysroot DIR`, default "/"), so
+/// tests can lay out DIR/sys/... and DIR/proc/... without touching the machine.
+class Sysroot {
+public:
+    explicit Sysroot(std::filesystem::path root = "/") : m_root(std::move(root)) {}
+
+    /// The host path of an absolute system path such as "/sys/bus/pci/devices".
+    std::filesystem::path path(const std::string& system_path) const;
+
+    /// The whole file, or nullopt when it cannot be read.
+    std::optional<std::string> read(const std::string& system_path) const;
+
+    /// The first line without its newline, or nullopt when the file cannot be read.
+    std::optional<std::string> read_line(const std::string& system_path) const;
+
+    bool exists(const std::string& system_path) const;
+
+    const std::filesystem::path& root() const { return m_root; }
+
+private:
+    std::filesystem::path m_root;
+};
+
+} // namespace probes

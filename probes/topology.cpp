@@ -1,0 +1,377 @@
+#include "probes/topology.hpp"
+
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <hwloc.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace probes {
+
+namespace {
+
+CpuSet to_cpu_set(hwloc_const_bitmap_t bitmap)
+{
+    std::vector<unsigned> cpus;
+    if (bitmap == nullptr || hwloc_bitmap_weight(bitmap) < 0) {
+        return CpuSet();
+    }
+    for (int id = hwloc_bitmap_first(bitmap); id != -1; id = hwloc_bitmap_next(bitmap, id)) {
+        cpus.push_back(static_cast<unsigned>(id));
+    }
+    return CpuSet(std::move(cpus));
+}
+
+struct Bitmap {
+    hwloc_bitmap_t bits = hwloc_bitmap_alloc();
+    Bitmap() = default;
+    explicit Bitmap(const std::vector<unsigned>& ids)
+    {
+        for (unsigned id : ids) {
+            hwloc_bitmap_set(bits, id);
+        }
+    }
+    ~Bitmap() { hwloc_bitmap_free(bits); }
+    Bitmap(const Bitmap&) = delete;
+    Bitmap& operator=(const Bitmap&) = delete;
+};
+
+const char* info(hwloc_obj_t obj, const char* name)
+{
+    const char* value = hwloc_obj_get_info_by_name(obj, name);
+    return value != nullptr ? value : "";
+}
+
+hwloc_topology_t prepare(const char* xml_path, bool with_io)
+{
+    hwloc_topology_t topology = nullptr;
+    if (hwloc_topology_init(&topology) != 0) {
+        throw Error(fmt::format("hwloc_topology_init failed: {}", std::strerror(errno)));
+    }
+    if (xml_path != nullptr && hwloc_topology_set_xml(topology, xml_path) != 0) {
+        int err = errno;
+        hwloc_topology_destroy(topology);
+        throw Error(fmt::format("cannot read topology {}: {}", xml_path, std::strerror(err)));
+    }
+    // PCI devices are dropped unless asked for, also from XML. Caches and other costly extras are
+    // irrelevant to GPU locality and cost load time in the per-rank helper.
+    hwloc_topology_set_io_types_filter(topology, with_io ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_cache_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_icache_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_NONE);
+#if HWLOC_API_VERSION >= 0x00020800
+    hwloc_topology_set_flags(topology, HWLOC_TOPOLOGY_FLAG_NO_DISTANCES | HWLOC_TOPOLOGY_FLAG_NO_MEMATTRS |
+                                           HWLOC_TOPOLOGY_FLAG_NO_CPUKINDS);
+#endif
+    hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
+    hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
+    return topology;
+}
+
+hwloc_topology_t load(const char* xml_path, bool with_io = true)
+{
+    hwloc_topology_t topology = prepare(xml_path, with_io);
+    if (hwloc_topology_load(topology) != 0) {
+        int err = errno;
+        hwloc_topology_destroy(topology);
+        if (xml_path != nullptr) {
+            throw Error(fmt::format("cannot load topology {}: hwloc_topology_load: {}; is it an hwloc XML "
+                                    "file (lstopo --of xml)?",
+                                    xml_path, std::strerror(err)));
+        }
+        throw Error(fmt::format("hwloc_topology_load failed: {}", std::strerror(err)));
+    }
+    return topology;
+}
+
+Locality locality_of(hwloc_topology_t topology, hwloc_obj_t io, const std::vector<NumaNode>& numa_nodes)
+{
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topology);
+    Locality out;
+    for (hwloc_obj_t p = io->parent; p != nullptr; p = p->parent) {
+        if (p->cpuset == nullptr) {
+            continue; // still inside the I/O tree
+        }
+        CpuSet cpus = to_cpu_set(p->cpuset).intersect(to_cpu_set(allowed));
+        if (!cpus.empty()) {
+            out.cpus = std::move(cpus);
+            break;
+        }
+    }
+    for (const auto& node : numa_nodes) {
+        if (node.has_cpus() && node.cpus.intersects(out.cpus)) {
+            out.numa.push_back(node.os_index);
+        }
+    }
+    std::sort(out.numa.begin(), out.numa.end());
+    out.source = out.cpus.empty() ? "unknown" : "hwloc";
+    return out;
+}
+
+bool is_openfabrics(hwloc_obj_t obj)
+{
+    return obj->type == HWLOC_OBJ_OS_DEVICE && obj->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+}
+
+// Steps from `from` up to the lowest ancestor that also holds `target`; parent pointers are walked
+// by hand because hwloc_get_common_ancestor_obj() misbehaves on I/O objects.
+int steps_to_common_ancestor(hwloc_obj_t from, hwloc_obj_t target)
+{
+    int steps = 0;
+    for (hwloc_obj_t a = from; a != nullptr; a = a->parent, ++steps) {
+        for (hwloc_obj_t b = target; b != nullptr; b = b->parent) {
+            if (a == b) {
+                return steps;
+            }
+        }
+    }
+    return 1 << 20;
+}
+
+hwloc_obj_t pci_parent(hwloc_obj_t osdev)
+{
+    hwloc_obj_t p = osdev->parent;
+    while (p != nullptr && p->type != HWLOC_OBJ_PCI_DEVICE) {
+        p = p->parent;
+        if (p != nullptr && p->cpuset != nullptr) {
+            return nullptr;
+        }
+    }
+    return p;
+}
+
+PciAddress address_of(hwloc_obj_t pci)
+{
+    const auto& a = pci->attr->pcidev;
+    return PciAddress{a.domain, a.bus, a.dev, a.func};
+}
+
+} // namespace
+
+Topology Topology::load_live(bool with_io)
+{
+    return Topology(load(nullptr, with_io));
+}
+
+Topology Topology::load_xml(const std::string& path)
+{
+    // hwloc 2.9 crashes on some malformed XML (objects without complete_cpuset, for one). Load it
+    // once in a child so bad input gives an error, not a crash.
+    pid_t child = fork();
+    if (child == 0) {
+        try {
+            hwloc_topology_t t = load(path.c_str());
+            hwloc_topology_destroy(t);
+            _exit(0);
+        } catch (...) {
+            _exit(1);
+        }
+    }
+    if (child > 0) {
+        int status = 0;
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFSIGNALED(status)) {
+            throw Error(fmt::format("cannot load topology {}: hwloc crashed reading it ({}); the file is "
+                                    "malformed: write it again with lstopo --of xml",
+                                    path, strsignal(WTERMSIG(status))));
+        }
+    }
+    return Topology(load(path.c_str()));
+}
+
+Topology::~Topology()
+{
+    if (m_topology != nullptr) {
+        hwloc_topology_destroy(m_topology);
+    }
+}
+
+Topology::Topology(Topology&& other) noexcept : m_topology(other.m_topology)
+{
+    other.m_topology = nullptr;
+}
+
+bool Topology::is_this_system() const
+{
+    return hwloc_topology_is_thissystem(m_topology) != 0;
+}
+
+NodeLayout Topology::layout() const
+{
+    hwloc_topology_t t = m_topology;
+    NodeLayout out;
+    hwloc_obj_t root = hwloc_get_root_obj(t);
+    out.hostname = info(root, "HostName");
+    if (out.hostname.empty() && is_this_system()) {
+        char name[256] = {};
+        if (gethostname(name, sizeof name - 1) == 0) {
+            out.hostname = name;
+        }
+    }
+    out.allowed = to_cpu_set(hwloc_topology_get_allowed_cpuset(t)).intersect(to_cpu_set(root->cpuset));
+
+    int ncores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+    if (ncores > 0) {
+        for (hwloc_obj_t core = nullptr; (core = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_CORE, core));) {
+            CpuSet pus = to_cpu_set(core->cpuset).intersect(out.allowed);
+            if (!pus.empty()) {
+                out.cores.push_back(std::move(pus));
+            }
+        }
+    } else {
+        for (unsigned cpu : out.allowed.cpus()) {
+            out.cores.push_back(CpuSet{cpu});
+        }
+    }
+
+    for (hwloc_obj_t n = nullptr; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n));) {
+        NumaNode node;
+        node.os_index = n->os_index;
+        node.cpus = to_cpu_set(n->cpuset).intersect(out.allowed);
+        node.memory = n->attr->numanode.local_memory;
+        node.gpu_memory = n->subtype != nullptr && std::strcmp(n->subtype, "GPUMemory") == 0;
+        out.numa_nodes.push_back(std::move(node));
+    }
+    std::sort(out.numa_nodes.begin(), out.numa_nodes.end(),
+              [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+
+    for (hwloc_obj_t p = nullptr; (p = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, p));) {
+        out.packages.push_back(Package{p->os_index, to_cpu_set(p->cpuset).intersect(out.allowed)});
+    }
+
+    std::vector<hwloc_obj_t> hca_objs;
+    for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_osdev(t, o));) {
+        if (is_openfabrics(o)) {
+            hca_objs.push_back(o);
+        }
+    }
+
+    for (hwloc_obj_t p = nullptr; (p = hwloc_get_next_pcidev(t, p));) {
+        PciFunction fn;
+        fn.address = address_of(p);
+        fn.vendor_id = p->attr->pcidev.vendor_id;
+        fn.device_id = p->attr->pcidev.device_id;
+        fn.class_id = p->attr->pcidev.class_id;
+        fn.name = info(p, "PCIDevice");
+        for (hwloc_obj_t child = p->io_first_child; child != nullptr; child = child->next_sibling) {
+            if (child->type != HWLOC_OBJ_OS_DEVICE) {
+                continue;
+            }
+            if (child->name != nullptr) {
+                fn.os_devices.emplace_back(child->name);
+            }
+            if (*info(child, "GPUModel") != '\0') {
+                fn.name = info(child, "GPUModel");
+            }
+            if (*info(child, "NVIDIAUUID") != '\0') {
+                fn.uuid = info(child, "NVIDIAUUID");
+            }
+        }
+        fn.locality = locality_of(t, p, out.numa_nodes);
+        int best = 1 << 30;
+        PciAddress best_address{};
+        for (hwloc_obj_t hca : hca_objs) {
+            hwloc_obj_t hca_pci = pci_parent(hca);
+            if (hca_pci == p) {
+                continue;
+            }
+            int steps = steps_to_common_ancestor(p, hca);
+            PciAddress address = hca_pci != nullptr ? address_of(hca_pci) : PciAddress{};
+            if (steps < best || (steps == best && address < best_address)) {
+                best = steps;
+                best_address = address;
+                fn.nearest_hca = hca->name != nullptr ? hca->name : "";
+            }
+        }
+        out.pci.push_back(std::move(fn));
+    }
+    std::sort(out.pci.begin(), out.pci.end(),
+              [](const PciFunction& a, const PciFunction& b) { return a.address < b.address; });
+
+    for (hwloc_obj_t hca : hca_objs) {
+        hwloc_obj_t hca_pci = pci_parent(hca);
+        Hca h;
+        h.name = hca->name != nullptr ? hca->name : "";
+        h.address = hca_pci != nullptr ? address_of(hca_pci) : PciAddress{};
+        h.locality = locality_of(t, hca, out.numa_nodes);
+        out.hcas.push_back(std::move(h));
+    }
+    std::sort(out.hcas.begin(), out.hcas.end(), [](const Hca& a, const Hca& b) { return a.address < b.address; });
+    return out;
+}
+
+void Topology::bind_cpus(const CpuSet& cpus) const
+{
+    Bitmap set(cpus.cpus());
+    if (hwloc_set_cpubind(m_topology, set.bits, HWLOC_CPUBIND_PROCESS) != 0) {
+        throw Error(fmt::format("hwloc_set_cpubind({}) failed: {}", cpus.to_list(), std::strerror(errno)));
+    }
+}
+
+void Topology::bind_memory(const std::vector<unsigned>& numa_nodes, MemoryPolicy policy) const
+{
+    if (policy == MemoryPolicy::none || numa_nodes.empty()) {
+        return;
+    }
+    Bitmap set(numa_nodes);
+    int flags = HWLOC_MEMBIND_BYNODESET;
+    if (policy == MemoryPolicy::strict) {
+        flags |= HWLOC_MEMBIND_STRICT;
+    }
+    // No HWLOC_MEMBIND_PROCESS: Linux has no process-wide hook; the thread policy is inherited
+    // across exec, which is what a launcher wants.
+    if (hwloc_set_membind(m_topology, set.bits, HWLOC_MEMBIND_BIND, flags) != 0) {
+        char list[256] = {};
+        hwloc_bitmap_list_snprintf(list, sizeof list, set.bits);
+        throw Error(fmt::format("hwloc_set_membind(nodes {}) failed: {}", list, std::strerror(errno)));
+    }
+}
+
+CpuSet Topology::cpu_binding() const
+{
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
+        return CpuSet();
+    }
+    std::vector<unsigned> cpus;
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &mask)) {
+            cpus.push_back(cpu);
+        }
+    }
+    return CpuSet(std::move(cpus));
+}
+
+std::string Topology::memory_binding() const
+{
+    // Ask the kernel directly: hwloc reports MPOL_PREFERRED_MANY as "bind", which hides the
+    // difference --mem-bind makes.
+    constexpr unsigned long max_nodes = 1024;
+    unsigned long mask[max_nodes / (8 * sizeof(unsigned long))] = {};
+    int mode = 0;
+    if (syscall(SYS_get_mempolicy, &mode, mask, max_nodes, nullptr, 0UL) != 0) {
+        return "unknown";
+    }
+    std::vector<unsigned> nodes;
+    for (unsigned n = 0; n < max_nodes; ++n) {
+        if ((mask[n / (8 * sizeof(unsigned long))] >> (n % (8 * sizeof(unsigned long)))) & 1UL) {
+            nodes.push_back(n);
+        }
+    }
+    static const char* const names[] = {"default", "preferred", "bind", "interleave", "local", "preferred-many"};
+    const int base = mode & 0xff;
+    const char* name = base >= 0 && base < 6 ? names[base] : "other";
+    if (base == 0 || base == 4) {
+        return name;
+    }
+    return fmt::format("{} {}", name, CpuSet(nodes).to_list());
+}
+
+} // namespace probes

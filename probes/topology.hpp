@@ -1,0 +1,54 @@
+#pragma once
+
+#include "probes/cpu_set.hpp"
+#include "probes/node_layout.hpp"
+
+#include <string>
+#include <vector>
+
+struct hwloc_topology;
+
+namespace probes {
+
+/// How memory is bound to the rank's NUMA nodes.
+enum class MemoryPolicy { none, preferred, strict };
+
+/// The hwloc topology of this machine (live) or of an XML file, with I/O devices kept. The only
+/// place that talks to hwloc.
+class Topology {
+public:
+    /// Discovers this machine; `with_io` adds PCI devices (a PCI scan costs several ms, and
+    /// CPU-only plans do not need it). Throws probes::Error naming the failing hwloc call.
+    static Topology load_live(bool with_io = true);
+    /// Loads an hwloc XML file (v1 or v2). A file hwloc cannot read, or one that would crash it, is
+    /// a probes::Error naming the file; the loading itself is tried in a child process first.
+    static Topology load_xml(const std::string& path);
+
+    ~Topology();
+    Topology(Topology&& other) noexcept;
+    Topology& operator=(Topology&&) = delete;
+    Topology(const Topology&) = delete;
+    Topology& operator=(const Topology&) = delete;
+
+    /// The node as plain data.
+    NodeLayout layout() const;
+
+    /// True when binding calls reach the OS (live topology); false for XML, where hwloc's binding
+    /// calls succeed and do nothing.
+    bool is_this_system() const;
+
+    /// Binds every thread of this process to `cpus`; survives exec. Throws probes::Error.
+    void bind_cpus(const CpuSet& cpus) const;
+    /// Sets this thread's memory policy (inherited across fork and exec). Throws probes::Error.
+    void bind_memory(const std::vector<unsigned>& numa_nodes, MemoryPolicy policy) const;
+    /// The CPUs this process is bound to, as the OS reports them.
+    CpuSet cpu_binding() const;
+    /// The memory policy and its nodes, as the OS reports them ("preferred", "bind", "default", ...).
+    std::string memory_binding() const;
+
+private:
+    explicit Topology(hwloc_topology* topology) : m_topology(topology) {}
+    hwloc_topology* m_topology = nullptr;
+};
+
+} // namespace probes
