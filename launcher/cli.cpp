@@ -83,22 +83,6 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     CliRequest request;
     LaunchOptions& o = request.options;
 
-    // mpirun's single-dash "-np" is what users type; CLI11 reads it as --np. Only words before the
-    // program are rewritten.
-    std::vector<std::string> args;
-    bool in_program = false;
-    for (std::size_t i = 1; i < argv_in.size(); ++i) {
-        std::string a = argv_in[i];
-        if (!in_program) {
-            if (a == "-np") {
-                a = "--np";
-            } else if (a.rfind("-np=", 0) == 0) {
-                a = "--np=" + a.substr(4);
-            }
-        }
-        args.push_back(a);
-    }
-
     CLI::App app(description, "gpurun");
     app.prefix_command();
     app.set_help_flag();
@@ -146,8 +130,37 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
             ->type_name("PORT");
     app.add_option("-x", o.exports, "Export NAME (or NAME=VALUE) to every rank, as mpirun -x")
         ->type_name("NAME[=VALUE]")
-        ->take_last()
+        ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+
+    // mpirun's single-dash "-np" is what users type; CLI11 reads it as --np. Only words in option
+    // position are rewritten: the scan stops at "--" or the program, and skips option values.
+    std::vector<std::string> args;
+    bool in_options = true;
+    bool value_next = false;
+    for (std::size_t i = 1; i < argv_in.size(); ++i) {
+        std::string a = argv_in[i];
+        if (in_options && !value_next) {
+            if (a == "-np") {
+                a = "--np";
+            } else if (a.rfind("-np=", 0) == 0) {
+                a = "--np=" + a.substr(4);
+            }
+            if (a == "--" || a.empty() || a[0] != '-') {
+                in_options = false;
+            } else if (a.find('=') == std::string::npos) {
+                const std::string name = a.rfind("--", 0) == 0 ? a.substr(2) : a.substr(1);
+                for (const CLI::Option* opt : app.get_options()) {
+                    if (opt->get_type_size() != 0 && (opt->check_lname(name) || opt->check_sname(name))) {
+                        value_next = true;
+                    }
+                }
+            }
+        } else {
+            value_next = false;
+        }
+        args.push_back(a);
+    }
 
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     try {

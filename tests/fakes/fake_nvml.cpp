@@ -30,17 +30,22 @@ struct Memory {
     unsigned long long used;
 };
 
+// Read again at every nvmlInit_v2: the library may stay loaded between tests that use different
+// fixtures.
 nlohmann::json& fixture()
 {
-    static nlohmann::json data = [] {
-        const char* path = std::getenv("FAKE_NVML_FIXTURE");
-        if (path == nullptr) {
-            return nlohmann::json{{"gpus", nlohmann::json::array()}};
-        }
-        std::ifstream in(path);
-        return nlohmann::json::parse(in);
-    }();
+    static nlohmann::json data{{"gpus", nlohmann::json::array()}};
     return data;
+}
+
+void load_fixture()
+{
+    const char* path = std::getenv("FAKE_NVML_FIXTURE");
+    fixture() = nlohmann::json{{"gpus", nlohmann::json::array()}};
+    if (path != nullptr) {
+        std::ifstream in(path);
+        fixture() = nlohmann::json::parse(in);
+    }
 }
 
 // A device handle is 1 + index for GPUs and 1000 * (gpu + 1) + mig for MIG instances.
@@ -70,6 +75,7 @@ extern "C" {
 
 int nvmlInit_v2()
 {
+    load_fixture();
     return fixture().value("init_error", 0);
 }
 

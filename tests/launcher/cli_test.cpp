@@ -1,1 +1,95 @@
+#include "launcher/cli.hpp"
+#include "probes/error.hpp"
+
 #include <gtest/gtest.h>
+
+using launcher::CliRequest;
+
+namespace {
+
+CliRequest parse(std::vector<std::string> args)
+{
+    args.insert(args.begin(), "gpurun");
+    return launcher::parse_command_line(args);
+}
+
+std::string error_of(std::vector<std::string> args)
+{
+    try {
+        parse(std::move(args));
+    } catch (const probes::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST(Cli, MpirunStyleNpAndProgramArgumentsUntouched)
+{
+    auto r = parse({"-np", "4", "--bind", "socket", "python", "-np", "3", "--bind", "x", "a b"});
+    ASSERT_EQ(r.action, CliRequest::Action::run);
+    EXPECT_EQ(r.options.np, 4U);
+    EXPECT_EQ(r.options.plan.bind, launcher::BindMode::socket);
+    EXPECT_EQ(r.options.program, (std::vector<std::string>{"python", "-np", "3", "--bind", "x", "a b"}));
+}
+
+TEST(Cli, DoubleDashEndsOptions)
+{
+    auto r = parse({"--cpu-only", "-n", "2", "--", "--weird-program-name", "--help"});
+    EXPECT_TRUE(r.options.plan.cpu_only);
+    EXPECT_EQ(r.options.program, (std::vector<std::string>{"--weird-program-name", "--help"}));
+}
+
+TEST(Cli, AllOptions)
+{
+    auto r = parse({"--np=2", "-H", "n1:2,n2:2", "--cpus-per-rank", "3", "--ranks-per-gpu", "2", "--gpu-visibility",
+                    "isolate", "--mem-bind", "strict", "--topology", "t.xml", "--sysroot", "/s", "--report-bindings",
+                    "--allow-run-as-root", "--grace", "2.5", "--master-addr", "n1", "--master-port", "1234", "-x",
+                    "A=1", "-x", "B", "prog"});
+    const auto& o = r.options;
+    EXPECT_EQ(o.np, 2U);
+    ASSERT_EQ(o.hosts.size(), 2U);
+    EXPECT_EQ(o.hosts[1].name, "n2");
+    EXPECT_EQ(o.plan.cpus_per_rank, 3U);
+    EXPECT_EQ(o.plan.ranks_per_gpu, 2U);
+    EXPECT_EQ(o.plan.visibility, launcher::GpuVisibility::isolate);
+    EXPECT_EQ(o.plan.memory, probes::MemoryPolicy::strict);
+    EXPECT_EQ(o.plan.topology_file, "t.xml");
+    EXPECT_EQ(o.plan.sysroot, "/s");
+    EXPECT_TRUE(o.report_bindings);
+    EXPECT_TRUE(o.allow_run_as_root);
+    EXPECT_DOUBLE_EQ(o.grace_seconds, 2.5);
+    EXPECT_EQ(o.master_addr, "n1");
+    EXPECT_EQ(o.master_port, 1234U);
+    EXPECT_EQ(o.exports, (std::vector<std::string>{"A=1", "B"}));
+}
+
+TEST(Cli, HelpAndVersion)
+{
+    auto help = parse({"--help"});
+    EXPECT_EQ(help.action, CliRequest::Action::help);
+    EXPECT_NE(help.help_text.find("--gpu-visibility"), std::string::npos);
+    EXPECT_EQ(parse({"--version"}).action, CliRequest::Action::version);
+}
+
+TEST(Cli, UsageErrorsSayWhatAndSuggest)
+{
+    EXPECT_EQ(error_of({"--bnid", "numa", "prog"}), "unknown option '--bnid' (did you mean --bind?); see gpurun --help");
+    EXPECT_EQ(error_of({"--bind", "numaa", "prog"}),
+              "--bind numaa: expected one of numa, socket, cores, none (did you mean numa?)");
+    EXPECT_EQ(error_of({"-np", "0", "prog"}), "-np 0: a job needs at least one rank");
+    EXPECT_NE(error_of({"-np", "x", "prog"}).find("see gpurun --help"), std::string::npos);
+    EXPECT_NE(error_of({"-np", "2"}).find("no program to run"), std::string::npos);
+    EXPECT_NE(error_of({"--json", "prog"}).find("--json needs --dry-run"), std::string::npos);
+    EXPECT_NE(error_of({"--ranks-per-gpu", "0", "prog"}).find("--ranks-per-gpu 0"), std::string::npos);
+    EXPECT_NE(error_of({"--master-port", "70000", "prog"}).find("1 to 65535"), std::string::npos);
+    EXPECT_NE(error_of({"-H", "a", "--hostfile", "f", "prog"}).find("both given"), std::string::npos);
+    EXPECT_NE(error_of({"-x", "=v", "prog"}).find("NAME or NAME=VALUE"), std::string::npos);
+}
+
+TEST(Cli, ClosestMatch)
+{
+    EXPECT_EQ(launcher::closest_match("--dry-rn", {"--dry-run", "--json"}), "--dry-run");
+    EXPECT_EQ(launcher::closest_match("--zzzzzz", {"--dry-run", "--json"}), "");
+}

@@ -1,1 +1,40 @@
+#include "launcher/helper_args.hpp"
+#include "probes/error.hpp"
+
 #include <gtest/gtest.h>
+
+using launcher::HelperOptions;
+
+TEST(HelperArgs, RoundTripKeepsEveryOptionAndTheProgramByteExact)
+{
+    HelperOptions o;
+    o.plan.bind = launcher::BindMode::cores;
+    o.plan.cpus_per_rank = 4;
+    o.plan.ranks_per_gpu = 2;
+    o.plan.cpu_only = true;
+    o.plan.visibility = launcher::GpuVisibility::isolate;
+    o.plan.memory = probes::MemoryPolicy::strict;
+    o.plan.topology_file = "/t/x.xml";
+    o.plan.sysroot = "/fake root";
+    o.master_addr = "10.0.0.1";
+    o.master_port = 29501;
+    o.report_bindings = true;
+    o.program = {"prog", "--", "a b", "$(x)", "\"q\"", "--bind", ""};
+    auto args = launcher::helper_arguments(o);
+    EXPECT_EQ(launcher::parse_helper_arguments(args), o);
+}
+
+TEST(HelperArgs, DefaultsAreLeftOut)
+{
+    HelperOptions o;
+    o.program = {"true"};
+    EXPECT_EQ(launcher::helper_arguments(o), (std::vector<std::string>{"--", "true"}));
+}
+
+TEST(HelperArgs, RejectsWhatGpurunDoesNotWrite)
+{
+    EXPECT_THROW(launcher::parse_helper_arguments({"--bogus", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--bind", "tiles", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--cpus-per-rank"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--"}), probes::Error);
+}

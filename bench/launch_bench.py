@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""Launch benchmarks for gpurun (DESIGN.md section 8, first two rows).
+
+  1. Launch overhead: `gpurun --cpu-only -np 2 true` against `mpirun -np 2 true` (and against
+     mpirun with the very flags gpurun passes), run interleaved in one go; median ratio.
+     Target: ratio <= 1.10.
+  2. Rank helper cost: `gpurun-rank ... -- true` run directly with the Open MPI rank variables
+     set by hand, against `true` run directly; the difference is the helper's own cost
+     (topology load + plan + bind + exec). Target: <= 10 ms.
+     The live-topology GPU mode needs GPUs; its PCI scan is estimated from
+     `lstopo-no-graphics` with and without I/O discovery (the DESIGN anchor "hwloc load with
+     I/O ~ 9 ms"), and where no GPU is present the helper's run up to its "no GPUs" exit is
+     timed too, for information.
+
+Usage: bench/launch_bench.py [BUILD_DIR] [--launch-rounds N] [--helper-rounds N] [--strict]
+
+BUILD_DIR (default `build`) holds launcher/gpurun and launcher/gpurun-rank. Needs only python3
+(standard library), Open MPI's mpirun and hwloc's lstopo-no-graphics. Every command's stdout and
+stderr go to /dev/null while it is timed; a command that exits with an unexpected status is run
+once more with its output shown and the benchmark stops (exit 2). Exit status 0 when all targets
+are met or --strict is not given; 1 with --strict when one is missed.
+"""
+
+import argparse
+import math
+import os
+import platform
+import random
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPOLOGY_XML = os.path.join(REPO, "share", "gpukit", "topologies", "dgx-a100-like.xml")
+
+
+class Fail(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Running and timing one command
+
+
+def rank_env(base):
+    env = dict(base)
+    env.update(
+        OMPI_COMM_WORLD_LOCAL_RANK="0",
+        OMPI_COMM_WORLD_LOCAL_SIZE="1",
+        OMPI_COMM_WORLD_RANK="0",
+        OMPI_COMM_WORLD_SIZE="1",
+    )
+    return env
+
+
+class Cmd:
+    def __init__(self, name, argv, env, expect_rc=0):
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.expect_rc = expect_rc
+        self.wall = []  # seconds
+        self.cpu = []  # user + sys seconds of the command and the children it waited for
+
+    def run_once(self):
+        """Times one run: posix_spawnp (vfork-like, so the timer adds little) to wait4."""
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ]
+        t0 = time.perf_counter_ns()
+        pid = os.posix_spawnp(self.argv[0], self.argv, self.env, file_actions=actions)
+        _, status, usage = os.wait4(pid, 0)
+        t1 = time.perf_counter_ns()
+        rc = os.waitstatus_to_exitcode(status)
+        if rc != self.expect_rc:
+            shown = subprocess.run(self.argv, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+            raise Fail(
+                f"{self.name}: `{shlex.join(self.argv)}` exited {rc}, expected {self.expect_rc}\n"
+                f"  stdout: {shown.stdout.strip()!r}\n  stderr: {shown.stderr.strip()!r}"
+            )
+        return (t1 - t0) / 1e9, usage.ru_utime + usage.ru_stime
+
+    def sample(self):
+        wall, cpu = self.run_once()
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+
+
+def interleaved(cmds, rounds, warmup):
+    """Runs every command once per round, in a fresh random order each round, so drift in the
+    machine's speed hits all of them alike. The first `warmup` rounds are thrown away."""
+    rng = random.Random(12345)
+    for r in range(warmup + rounds):
+        order = list(cmds)
+        rng.shuffle(order)
+        for c in order:
+            if r < warmup:
+                c.run_once()
+            else:
+                c.sample()
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+
+
+def median_ci(values, confidence=0.95):
+    """Distribution-free confidence interval of the median from order statistics (binomial)."""
+    xs = sorted(values)
+    n = len(xs)
+    if n < 6:
+        return xs[0], xs[-1]
+    # Largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2.
+    tail = (1 - confidence) / 2
+    cumulative = 0.0
+    k = 0
+    while True:
+        p = math.comb(n, k) / 2**n
+        if cumulative + p > tail:
+            break
+        cumulative += p
+        k += 1
+    k = max(k, 1)
+    return xs[k - 1], xs[n - k]
+
+
+def paired(a, b, op):
+    return [op(x, y) for x, y in zip(a, b)]
+
+
+def ms(seconds):
+    return seconds * 1000.0
+
+
+def quartiles(values):
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmarks
+
+
+def find_tool(name):
+    path = shutil.which(name)
+    if path is None:
+        raise Fail(f"{name} not found in PATH")
+    return path
+
+
+def gpurun_mpirun_flags(gpurun, env):
+    """The mpirun command gpurun would run, from its --dry-run report, with `true` in place of
+    the rank helper: the fairest anchor (same mapping, binding and -x flags)."""
+    out = subprocess.run(
+        [gpurun, "--dry-run", "--cpu-only", "-np", "2", "true"], env=env, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise Fail(f"gpurun --dry-run failed ({out.returncode}): {out.stderr.strip()}")
+    for line in out.stdout.splitlines():
+        if line.startswith("command: "):
+            argv = shlex.split(line[len("command: "):])
+            helper = next((i for i, a in enumerate(argv) if os.path.basename(a) == "gpurun-rank"), None)
+            if helper is None:
+                break
+            return argv[:helper] + ["true"]
+    raise Fail("gpurun --dry-run printed no 'command:' line with gpurun-rank in it")
+
+
+def bench_launch(build, env, rounds):
+    gpurun = os.path.join(build, "launcher", "gpurun")
+    mpirun = find_tool("mpirun")
+    ours = Cmd("gpurun", [gpurun, "--cpu-only", "-np", "2", "true"], env)
+    plain = Cmd("mpirun", [mpirun, "-np", "2", "true"], env)
+    same = Cmd("mpirun+flags", gpurun_mpirun_flags(gpurun, env), env)
+    interleaved([ours, plain, same], rounds, warmup=3)
+    return ours, plain, same
+
+
+def bench_helper(build, env, rounds):
+    helper = os.path.join(build, "launcher", "gpurun-rank")
+    renv = rank_env(env)
+    direct = Cmd("true", ["true"], renv)
+    cpu = Cmd("helper cpu-only", [helper, "--cpu-only", "--", "true"], renv)
+    xml = Cmd("helper gpu xml", [helper, "--topology", TOPOLOGY_XML, "--", "true"], renv)
+    cmds = [direct, cpu, xml]
+    # Live topology, GPU mode: with no GPU the helper stops with "no GPUs" (exit 2) after the
+    # I/O topology load and the NVML attempt; timed for information only.
+    probe = subprocess.run([helper, "--", "true"], env=renv, capture_output=True, text=True)
+    live = None
+    if probe.returncode == 2 and "no GPUs" in probe.stderr:
+        live = Cmd("helper gpu live (no GPU: exit 2)", [helper, "--", "true"], renv, expect_rc=2)
+    elif probe.returncode == 0:
+        live = Cmd("helper gpu live", [helper, "--", "true"], renv)
+    if live is not None:
+        cmds.append(live)
+    interleaved(cmds, rounds, warmup=5)
+    return direct, cpu, xml, live
+
+
+def bench_lstopo(env, rounds):
+    lstopo = find_tool("lstopo-no-graphics")
+    base = [lstopo, "--of", "xml", "-"]  # "/dev/null" is refused: "File exists"
+    no_io = Cmd("lstopo --no-io", base[:1] + ["--no-io"] + base[1:], env)
+    important = Cmd("lstopo (important I/O)", base, env)
+    whole = Cmd("lstopo --whole-io", base[:1] + ["--whole-io"] + base[1:], env)
+    interleaved([no_io, important, whole], rounds, warmup=3)
+    return no_io, important, whole
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def machine_lines():
+    def first(cmd):
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "?"
+
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    debian = "?"
+    try:
+        with open("/etc/debian_version") as f:
+            debian = f.read().strip()
+    except OSError:
+        pass
+    return [
+        f"cpus: {os.cpu_count()} ({model}); kernel {platform.release()}; Debian {debian}",
+        f"{first(['mpirun', '--version'])}; {first(['lstopo-no-graphics', '--version'])}; "
+        f"python {platform.python_version()}; load average {os.getloadavg()[0]:.2f} at start",
+    ]
+
+
+def verdict(value, target):
+    return "PASS" if value <= target else "MISS"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("build", nargs="?", default="build", help="build directory (default: build)")
+    ap.add_argument("--launch-rounds", type=int, default=60, help="interleaved launch rounds (default 60)")
+    ap.add_argument("--helper-rounds", type=int, default=200, help="interleaved helper rounds (default 200)")
+    ap.add_argument("--lstopo-rounds", type=int, default=40, help="interleaved lstopo rounds (default 40)")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = ap.parse_args()
+
+    build = os.path.abspath(args.build)
+    for prog in ("gpurun", "gpurun-rank"):
+        if not os.access(os.path.join(build, "launcher", prog), os.X_OK):
+            print(f"launch_bench: {build}/launcher/{prog} is missing; build first", file=sys.stderr)
+            return 2
+
+    env = dict(os.environ)
+    if os.geteuid() == 0:
+        # Open MPI refuses root without these; gpurun honours them and passes --allow-run-as-root.
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for name in ("MASTER_PORT", "CUDA_VISIBLE_DEVICES"):
+        env.pop(name, None)
+
+    for line in machine_lines():
+        print(line)
+    started = time.monotonic()
+    try:
+        ours, plain, same = bench_launch(build, env, args.launch_rounds)
+        direct, cpu, xml, live = bench_helper(build, env, args.helper_rounds)
+        no_io, important, whole = bench_lstopo(env, args.lstopo_rounds)
+    except Fail as e:
+        print(f"launch_bench: {e}", file=sys.stderr)
+        return 2
+    elapsed = time.monotonic() - started
+
+    rows = []  # what, anchor, ours, ratio/diff, target, verdict
+    missed = False
+
+    def launch_row(anchor, label):
+        nonlocal missed
+        ratios = paired(ours.wall, anchor.wall, lambda a, b: a / b)
+        r = statistics.median(ratios)
+        lo, hi = median_ci(ratios)
+        v = verdict(r, 1.10)
+        missed |= v == "MISS"
+        rows.append(
+            (
+                f"launch -np 2 true vs {label}",
+                f"{ms(statistics.median(anchor.wall)):.1f} ms",
+                f"{ms(statistics.median(ours.wall)):.1f} ms",
+                f"x{r:.3f} [{lo:.3f}, {hi:.3f}]",
+                "ratio <= 1.10",
+                v,
+            )
+        )
+
+    launch_row(plain, "`mpirun -np 2 true`")
+    launch_row(same, "mpirun, gpurun's flags")
+
+    def helper_row(cmd, label, informational=False):
+        nonlocal missed
+        diffs = paired(cmd.wall, direct.wall, lambda a, b: ms(a - b))
+        d = statistics.median(diffs)
+        lo, hi = median_ci(diffs)
+        v = "info" if informational else verdict(d, 10.0)
+        missed |= v == "MISS"
+        rows.append(
+            (
+                label,
+                f"{ms(statistics.median(direct.wall)):.2f} ms",
+                f"{ms(statistics.median(cmd.wall)):.2f} ms",
+                f"+{d:.2f} ms [{lo:.2f}, {hi:.2f}]",
+                "<= 10 ms",
+                v,
+            )
+        )
+
+    helper_row(cpu, "helper --cpu-only (live, no I/O)")
+    helper_row(xml, "helper GPU mode, XML topology")
+    if live is not None:
+        helper_row(live, "helper GPU mode, live" + (" (no GPU: to exit 2)" if live.expect_rc == 2 else ""),
+                   informational=live.expect_rc == 2)
+
+    def lstopo_row(cmd, label):
+        diffs = paired(cmd.wall, no_io.wall, lambda a, b: ms(a - b))
+        d = statistics.median(diffs)
+        lo, hi = median_ci(diffs)
+        rows.append(
+            (
+                label,
+                f"{ms(statistics.median(no_io.wall)):.2f} ms",
+                f"{ms(statistics.median(cmd.wall)):.2f} ms",
+                f"+{d:.2f} ms [{lo:.2f}, {hi:.2f}]",
+                "DESIGN: ~9 ms",
+                "info",
+            )
+        )
+
+    lstopo_row(important, "PCI scan: lstopo I/O vs --no-io")
+    lstopo_row(whole, "PCI scan: lstopo --whole-io vs --no-io")
+
+    head = ("what", "anchor", "ours", "ratio / extra [95% CI]", "target", "")
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    print()
+    for r in [head] + rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    print()
+    print(
+        f"{args.launch_rounds} interleaved launch rounds, {args.helper_rounds} helper rounds, "
+        f"{args.lstopo_rounds} lstopo rounds, in {elapsed:.0f} s. Medians of wall time; ratio and"
+    )
+    print("extra are medians of per-round pairs, with a distribution-free 95% interval for that median.")
+    print("Helper anchor: `true` run directly. PCI-scan rows: anchor is `lstopo-no-graphics --no-io`.")
+    print()
+    print("detail (wall ms: median, IQR; CPU ms user+sys incl. waited children: median):")
+    for c in [ours, plain, same, direct, cpu, xml] + ([live] if live else []) + [no_io, important, whole]:
+        q1, q3 = quartiles(c.wall)
+        print(
+            f"  {c.name:<34} {ms(statistics.median(c.wall)):7.2f}  [{ms(q1):7.2f}, {ms(q3):7.2f}]"
+            f"  cpu {ms(statistics.median(c.cpu)):7.2f}   n={len(c.wall)}"
+        )
+    print(f"  mpirun+flags = {shlex.join(same.argv)}")
+    return 1 if (missed and args.strict) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
