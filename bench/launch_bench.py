@@ -153,11 +153,12 @@ def find_tool(name):
     return path
 
 
-def gpurun_mpirun_flags(gpurun, env):
-    """The mpirun command gpurun would run, from its --dry-run report, with `true` in place of
-    the rank helper: the fairest anchor (same mapping, binding and -x flags)."""
+def gpurun_mpirun_command(gpurun, env, extra=()):
+    """The mpirun command gpurun would run (from its --dry-run report): the rank helper job
+    itself, and the same with `true` in place of the rank helper, the fairest anchor (same
+    mapping, binding and -x flags)."""
     out = subprocess.run(
-        [gpurun, "--dry-run", "--cpu-only", "-np", "2", "true"], env=env, capture_output=True, text=True
+        [gpurun, "--dry-run", *extra, "-np", "2", "true"], env=env, capture_output=True, text=True
     )
     if out.returncode != 0:
         raise Fail(f"gpurun --dry-run failed ({out.returncode}): {out.stderr.strip()}")
@@ -167,18 +168,25 @@ def gpurun_mpirun_flags(gpurun, env):
             helper = next((i for i, a in enumerate(argv) if os.path.basename(a) == "gpurun-rank"), None)
             if helper is None:
                 break
-            return argv[:helper] + ["true"]
+            return argv, argv[:helper] + ["true"]
     raise Fail("gpurun --dry-run printed no 'command:' line with gpurun-rank in it")
 
 
 def bench_launch(build, env, rounds):
     gpurun = os.path.join(build, "launcher", "gpurun")
     mpirun = find_tool("mpirun")
+    job, anchor = gpurun_mpirun_command(gpurun, env, ["--cpu-only"])
     ours = Cmd("gpurun", [gpurun, "--cpu-only", "-np", "2", "true"], env)
     plain = Cmd("mpirun", [mpirun, "-np", "2", "true"], env)
-    same = Cmd("mpirun+flags", gpurun_mpirun_flags(gpurun, env), env)
-    interleaved([ours, plain, same], rounds, warmup=3)
-    return ours, plain, same
+    same = Cmd("mpirun+flags", anchor, env)
+    # Decomposition: the helper job gpurun starts, run by hand; gpurun's planning alone.
+    helpers = Cmd("mpirun+flags gpurun-rank", job, env)
+    dry = Cmd("gpurun --dry-run", [gpurun, "--dry-run", "--cpu-only", "-np", "2", "true"], env)
+    # GPU mode, planned from the XML topology (no GPU needed, no PCI scan, no binding).
+    gpu_xml = Cmd("gpurun GPU mode, XML topology", [gpurun, "--topology", TOPOLOGY_XML, "-np", "2", "true"], env)
+    cmds = [ours, plain, same, helpers, dry, gpu_xml]
+    interleaved(cmds, rounds, warmup=3)
+    return cmds
 
 
 def bench_helper(build, env, rounds):
@@ -276,7 +284,8 @@ def main():
         print(line)
     started = time.monotonic()
     try:
-        ours, plain, same = bench_launch(build, env, args.launch_rounds)
+        launch = bench_launch(build, env, args.launch_rounds)
+        ours, plain, same, helpers, dry, gpu_xml = launch
         direct, cpu, xml, live = bench_helper(build, env, args.helper_rounds)
         no_io, important, whole = bench_lstopo(env, args.lstopo_rounds)
     except Fail as e:
@@ -307,6 +316,18 @@ def main():
 
     launch_row(plain, "`mpirun -np 2 true`")
     launch_row(same, "mpirun, gpurun's flags")
+    r = statistics.median(paired(gpu_xml.wall, same.wall, lambda a, b: a / b))
+    lo, hi = median_ci(paired(gpu_xml.wall, same.wall, lambda a, b: a / b))
+    rows.append(
+        (
+            "launch, GPU mode from XML, vs same flags",
+            f"{ms(statistics.median(same.wall)):.1f} ms",
+            f"{ms(statistics.median(gpu_xml.wall)):.1f} ms",
+            f"x{r:.3f} [{lo:.3f}, {hi:.3f}]",
+            "ratio <= 1.10",
+            "info",
+        )
+    )
 
     def helper_row(cmd, label, informational=False):
         nonlocal missed
@@ -364,13 +385,23 @@ def main():
     print("Helper anchor: `true` run directly. PCI-scan rows: anchor is `lstopo-no-graphics --no-io`.")
     print()
     print("detail (wall ms: median, IQR; CPU ms user+sys incl. waited children: median):")
-    for c in [ours, plain, same, direct, cpu, xml] + ([live] if live else []) + [no_io, important, whole]:
+    for c in launch + [direct, cpu, xml] + ([live] if live else []) + [no_io, important, whole]:
         q1, q3 = quartiles(c.wall)
         print(
             f"  {c.name:<34} {ms(statistics.median(c.wall)):7.2f}  [{ms(q1):7.2f}, {ms(q3):7.2f}]"
             f"  cpu {ms(statistics.median(c.cpu)):7.2f}   n={len(c.wall)}"
         )
     print(f"  mpirun+flags = {shlex.join(same.argv)}")
+    print()
+
+    def extra(a, b):
+        return statistics.median(paired(a.wall, b.wall, lambda x, y: ms(x - y)))
+
+    print("where gpurun's launch overhead goes (medians of per-round differences, ms):")
+    print(f"  gpurun - mpirun+flags (the whole overhead)          {extra(ours, same):6.2f}")
+    print(f"    rank helpers: mpirun+flags gpurun-rank - mpirun+flags  {extra(helpers, same):6.2f}")
+    print(f"    front end: gpurun - mpirun+flags gpurun-rank           {extra(ours, helpers):6.2f}")
+    print(f"  gpurun --dry-run alone (start, topology, plan, report) {ms(statistics.median(dry.wall)):6.2f}")
     return 1 if (missed and args.strict) else 0
 
 

@@ -15,12 +15,10 @@ namespace {
 using probes::Error;
 
 constexpr const char* description =
-    "Start one MPI rank per GPU, each bound to the CPU cores and NUMA memory nearest its GPU, with the "
-    "environment PyTorch, Horovod and plain MPI+NCCL expect. Wraps Open MPI's mpirun.";
+    "Start one MPI rank per GPU, each bound to the CPU cores and NUMA memory nearest its GPU,\n"
+    "with the environment PyTorch, Horovod and plain MPI+NCCL expect. Wraps Open MPI's mpirun.";
 
-constexpr const char* footer = R"(Usage: gpurun [OPTIONS] [-np N] [--] PROGRAM [ARGS...]
-
-Examples:
+constexpr const char* footer = R"(Examples:
   gpurun -np 8 python train.py            one rank per GPU on this node
   gpurun --dry-run                         show the plan and the mpirun command
   gpurun --cpu-only -np 2 ./app            rehearse without GPUs
@@ -28,6 +26,15 @@ Examples:
 
 Exit status: the job's own status (128+N when it ended by signal N); 2 for usage or input
 errors, before anything starts. See gpurun(1).)";
+
+// CLI11's usage line cannot say that the program and its arguments follow the options.
+class HelpFormatter : public CLI::Formatter {
+public:
+    std::string make_usage(const CLI::App*, std::string) const override
+    {
+        return "\nUsage: gpurun [OPTIONS] [-np N] [--] PROGRAM [ARGS...]\n";
+    }
+};
 
 std::size_t edit_distance(const std::string& a, const std::string& b)
 {
@@ -87,7 +94,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.prefix_command();
     app.set_help_flag();
     app.footer(footer);
-    app.get_formatter()->column_width(34);
+    app.formatter(std::make_shared<HelpFormatter>());
+    app.get_formatter()->column_width(30);
 
     bool help = false;
     bool version = false;
@@ -151,7 +159,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
             } else if (a.find('=') == std::string::npos) {
                 const std::string name = a.rfind("--", 0) == 0 ? a.substr(2) : a.substr(1);
                 for (const CLI::Option* opt : app.get_options()) {
-                    if (opt->get_type_size() != 0 && (opt->check_lname(name) || opt->check_sname(name))) {
+                    if (opt->get_items_expected_min() > 0 && (opt->check_lname(name) || opt->check_sname(name))) {
                         value_next = true;
                     }
                 }

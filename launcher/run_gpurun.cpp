@@ -156,9 +156,13 @@ int run(const std::vector<std::string>& argv)
     }
 
     if (!o.program.empty() && is_local(o.hosts, local_host) && !probes::find_executable(o.program[0], env("PATH"))) {
-        throw Error(fmt::format("program not found: '{}' is not {}", o.program[0],
-                                o.program[0].find('/') != std::string::npos ? "an executable file"
-                                                                             : "an executable in PATH"));
+        std::string what = fmt::format("program not found: '{}' is not {}", o.program[0],
+                                       o.program[0].find('/') != std::string::npos ? "an executable file"
+                                                                                    : "an executable in PATH");
+        if (!o.dry_run) {
+            throw Error(what);
+        }
+        notes.push_back(what + " here");
     }
 
     std::string mpirun = "mpirun";

@@ -57,6 +57,10 @@ hwloc_topology_t prepare(const char* xml_path, bool with_io)
     if (xml_path != nullptr && hwloc_topology_set_xml(topology, xml_path) != 0) {
         int err = errno;
         hwloc_topology_destroy(topology);
+        if (err == EINVAL) {
+            throw Error(fmt::format("cannot read topology {}: not an hwloc XML file; write one with lstopo --of xml",
+                                    xml_path));
+        }
         throw Error(fmt::format("cannot read topology {}: {}", xml_path, std::strerror(err)));
     }
     // PCI devices are dropped unless asked for, also from XML. Caches and other costly extras are

@@ -34,6 +34,14 @@ TEST(Cli, MpirunStyleNpAndProgramArgumentsUntouched)
     EXPECT_EQ(r.options.program, (std::vector<std::string>{"python", "-np", "3", "--bind", "x", "a b"}));
 }
 
+TEST(Cli, NpAfterFlagsAndOptionValues)
+{
+    auto r = parse({"--cpu-only", "--bind", "cores", "-np", "2", "prog", "-np", "5"});
+    EXPECT_EQ(r.options.np, 2U);
+    EXPECT_TRUE(r.options.plan.cpu_only);
+    EXPECT_EQ(r.options.program, (std::vector<std::string>{"prog", "-np", "5"}));
+}
+
 TEST(Cli, DoubleDashEndsOptions)
 {
     auto r = parse({"--cpu-only", "-n", "2", "--", "--weird-program-name", "--help"});

@@ -1,0 +1,143 @@
+// Golden tests of the real gpurun binary: exit code, stdout and stderr for --help, --dry-run and
+// every usage error. UPDATE_GOLDEN=1 rewrites the golden files from the current output.
+#include "probes/command.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/topology_xml.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <unistd.h>
+
+using test_support::EnvChanges;
+using test_support::TempDir;
+
+namespace {
+
+struct Case {
+    const char* name;
+    std::vector<std::string> args;
+    EnvChanges env;
+    bool root_only = false;
+};
+
+const std::string demo = "@SOURCE@/share/gpukit/topologies/dgx-a100-like.xml";
+
+std::vector<Case> cases()
+{
+    return {
+        {"help", {"--help"}, {}},
+        {"version", {"--version"}, {}},
+        {"dry_run_text", {"--dry-run", "--topology", demo, "--master-port", "29500", "--", "python", "train.py", "--lr", "0.1"}, {}},
+        {"dry_run_json", {"--dry-run", "--json", "--topology", demo, "--master-port", "29500", "python", "train.py"}, {}},
+        {"dry_run_two_hosts", {"-H", "n01:8,n02:4", "--dry-run", "--topology", demo, "--master-port", "29500", "python"}, {}},
+        {"dry_run_shared_gpus",
+         {"-np", "4", "--ranks-per-gpu", "2", "--gpu-visibility", "isolate", "--bind", "cores", "--cpus-per-rank", "2",
+          "--sysroot", "@TMP@", "--dry-run", "--topology", demo, "--master-port", "29500", "./app", "a b"},
+         {}},
+        {"dry_run_visible_devices", {"--dry-run", "--topology", demo, "--master-port", "29500", "prog"},
+         {{"CUDA_VISIBLE_DEVICES", "6,1"}}},
+        {"error_unknown_flag", {"--bnid", "numa", "prog"}, {}},
+        {"error_bad_bind", {"--bind", "sockets", "prog"}, {}},
+        {"error_np_zero", {"-np", "0", "prog"}, {}},
+        {"error_no_program", {"-np", "2"}, {}},
+        {"error_too_many_ranks", {"--topology", demo, "-np", "9", "--dry-run", "prog"}, {}},
+        {"error_no_gpus_in_topology", {"--topology", "@TMP@/cpu-only.xml", "--dry-run", "prog"}, {}},
+        {"error_no_visible_gpus", {"--topology", demo, "--dry-run", "prog"}, {{"CUDA_VISIBLE_DEVICES", ""}}},
+        {"error_bad_visible_devices", {"--topology", demo, "--dry-run", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,9"}}},
+        {"error_unreadable_topology", {"--topology", "@TMP@/missing.xml", "--dry-run", "prog"}, {}},
+        {"error_not_a_topology", {"--topology", "@TMP@/hosts", "--dry-run", "prog"}, {}},
+        {"error_bad_hostfile", {"--hostfile", "@TMP@/hosts", "--topology", demo, "--dry-run", "prog"}, {}},
+        {"error_missing_mpirun", {"--cpu-only", "-np", "1", "/bin/true"}, {{"PATH", "@TMP@/empty-bin"}}},
+        {"error_program_not_found", {"--cpu-only", "-np", "1", "no-such-program-xyz"}, {}},
+        {"error_root_without_consent", {"--cpu-only", "-np", "1", "/bin/true"},
+         {{"OMPI_ALLOW_RUN_AS_ROOT", test_support::unset_var}}, true},
+    };
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to)
+{
+    if (from.empty()) {
+        return text;
+    }
+    for (std::size_t pos = 0; (pos = text.find(from, pos)) != std::string::npos; pos += to.size()) {
+        text.replace(pos, from.size(), to);
+    }
+    return text;
+}
+
+class GpurunCli : public ::testing::TestWithParam<Case> {
+protected:
+    void SetUp() override
+    {
+        test_support::TopologyXml t("cpunode");
+        t.package();
+        t.numa(0, 0, 4);
+        t.write(m_dir / "cpu-only.xml");
+        std::ofstream(m_dir / "hosts") << "n01 slots=8\nn02 slots=eight\n";
+        std::filesystem::create_directory(m_dir / "empty-bin");
+    }
+
+    std::string expand(const std::string& s) const
+    {
+        return replace_all(replace_all(s, "@SOURCE@", GPUKIT_SOURCE_DIR), "@TMP@", m_dir.path().string());
+    }
+
+    std::string normalise(std::string s) const
+    {
+        s = replace_all(s, m_dir.path().string(), "@TMP@");
+        s = replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
+        s = replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
+        if (auto mpirun = probes::find_executable("mpirun", std::getenv("PATH"))) {
+            s = replace_all(s, *mpirun + " ", "@MPIRUN@ ");
+            s = replace_all(s, "\"" + *mpirun + "\"", "\"@MPIRUN@\"");
+        }
+        return s;
+    }
+
+    TempDir m_dir;
+};
+
+} // namespace
+
+TEST_P(GpurunCli, MatchesGolden)
+{
+    const Case& c = GetParam();
+    if (c.root_only && geteuid() != 0) {
+        GTEST_SKIP() << "only meaningful as root";
+    }
+    std::vector<std::string> argv{GPURUN_PATH};
+    for (const auto& a : c.args) {
+        argv.push_back(expand(a));
+    }
+    EnvChanges env{{"CUDA_VISIBLE_DEVICES", test_support::unset_var},
+                   {"CUDA_MPS_PIPE_DIRECTORY", test_support::unset_var},
+                   {"MASTER_ADDR", test_support::unset_var},
+                   {"MASTER_PORT", test_support::unset_var},
+                   {"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
+                   {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                   {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                   {"LD_LIBRARY_PATH", test_support::unset_var},
+                   {"COLUMNS", "100"}};
+    for (const auto& [k, v] : c.env) {
+        env[k] = v == test_support::unset_var ? v : expand(v);
+    }
+    auto r = test_support::run(argv, env, std::chrono::seconds(30));
+    const std::string actual = normalise("exit: " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out +
+                                         "--- stderr\n" + r.err);
+    const auto golden = std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/cli/golden" / (std::string(c.name) + ".txt");
+    if (std::getenv("UPDATE_GOLDEN") != nullptr) {
+        std::ofstream(golden) << actual;
+        GTEST_SKIP() << "golden written: " << golden;
+    }
+    std::ifstream in(golden);
+    ASSERT_TRUE(in) << "no golden file " << golden << "; run with UPDATE_GOLDEN=1 and review it";
+    std::stringstream expected;
+    expected << in.rdbuf();
+    EXPECT_EQ(actual, expected.str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, GpurunCli, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });

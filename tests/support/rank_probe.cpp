@@ -1,0 +1,48 @@
+// The program integration tests start under gpurun. It writes what the rank sees into
+// $PROBE_DIR/rank-$RANK.txt: selected environment variables, its Cpus_allowed_list and its
+// arguments (one "arg=" line each). PROBE_EXIT_RANK/PROBE_EXIT make one rank exit with a code;
+// PROBE_SLEEP makes every rank write its pid to $PROBE_DIR/pid-$RANK and sleep.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+int main(int argc, char** argv)
+{
+    const char* dir = std::getenv("PROBE_DIR");
+    const char* rank = std::getenv("RANK");
+    if (dir == nullptr || rank == nullptr) {
+        return 99;
+    }
+    std::ofstream out(std::string(dir) + "/rank-" + rank + ".txt");
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                             "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "GPURUN_GPU", "GPURUN_GPU_BUS_ID",
+                             "GPURUN_GPU_UUID", "GPURUN_CPUS", "GPURUN_NUMA", "OMP_NUM_THREADS"}) {
+        const char* value = std::getenv(name);
+        out << name << '=' << (value != nullptr ? value : "<unset>") << '\n';
+    }
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+            std::string value = line.substr(line.find(':') + 1);
+            value.erase(0, value.find_first_not_of(" \t"));
+            out << "Cpus_allowed_list=" << value << '\n';
+        }
+    }
+    for (int i = 1; i < argc; ++i) {
+        out << "arg=" << argv[i] << '\n';
+    }
+    out.close();
+    const char* sleep_for = std::getenv("PROBE_SLEEP");
+    if (sleep_for != nullptr) {
+        std::ofstream(std::string(dir) + "/pid-" + rank) << getpid() << '\n';
+        sleep(static_cast<unsigned>(std::atoi(sleep_for)));
+    }
+    const char* exit_rank = std::getenv("PROBE_EXIT_RANK");
+    if (exit_rank != nullptr && std::string(exit_rank) == rank) {
+        return std::atoi(std::getenv("PROBE_EXIT") != nullptr ? std::getenv("PROBE_EXIT") : "1");
+    }
+    return 0;
+}
