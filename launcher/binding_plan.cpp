@@ -37,8 +37,8 @@ CpuSet join(const std::vector<CpuSet>& cores, std::size_t first, std::size_t cou
 
 } // namespace
 
-NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool,
-                   const PlanOptions& options, unsigned local_ranks, const std::string& host)
+NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+    unsigned local_ranks, const std::string& host)
 {
     NodePlan plan;
     const std::string where = !host.empty() ? host : (!layout.hostname.empty() ? layout.hostname : "this node");
@@ -55,8 +55,8 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
             const std::size_t needed = (local_ranks + pool.size() - 1) / pool.size();
             throw Error(fmt::format("{} ranks on host {} but only {} GPU{}{}; pass --ranks-per-gpu {} to share "
                                     "GPUs, or lower -np",
-                                    local_ranks, where, pool.size(), pool.size() == 1 ? "" : "s",
-                                    per_gpu > 1 ? fmt::format(" for {} ranks each", per_gpu) : "", needed));
+                local_ranks, where, pool.size(), pool.size() == 1 ? "" : "s",
+                per_gpu > 1 ? fmt::format(" for {} ranks each", per_gpu) : "", needed));
         }
     }
 
@@ -105,7 +105,8 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
 
     std::vector<DomainGroup> groups;
     for (unsigned r = 0; r < local_ranks; ++r) {
-        auto it = std::find_if(groups.begin(), groups.end(), [&](const DomainGroup& g) { return g.domain == domains[r]; });
+        auto it =
+            std::find_if(groups.begin(), groups.end(), [&](const DomainGroup& g) { return g.domain == domains[r]; });
         if (it == groups.end()) {
             groups.push_back(DomainGroup{domains[r], {r}});
         } else {
@@ -129,8 +130,8 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
         if (fixed > 0 && free_cores.size() < std::size_t(fixed) * m) {
             throw Error(fmt::format("--cpus-per-rank {}: {} rank{} near {} (cpus {}) need {} cores but only {} are "
                                     "free on {}; lower --cpus-per-rank",
-                                    fixed, m, m == 1 ? "" : "s", numa_words(domain_numa), group.domain.to_list(),
-                                    std::size_t(fixed) * m, free_cores.size(), where));
+                fixed, m, m == 1 ? "" : "s", numa_words(domain_numa), group.domain.to_list(), std::size_t(fixed) * m,
+                free_cores.size(), where));
         }
         if (free_cores.size() >= std::max<std::size_t>(m, std::size_t(want) * m)) {
             const std::size_t share = want > 0 ? want : free_cores.size() / m;
@@ -143,10 +144,10 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
             }
         } else {
             const std::size_t domain_cores = layout.cores_in(group.domain).size();
-            plan.notes.push_back(fmt::format("{} ranks share the {} core{} of {} (cpus {}) on {}: fewer free cores than "
-                                             "ranks",
-                                             m, domain_cores, domain_cores == 1 ? "" : "s", numa_words(domain_numa),
-                                             group.domain.to_list(), where));
+            plan.notes.push_back(fmt::format(
+                "{} ranks share the {} core{} of {} (cpus {}) on {}: fewer free cores than "
+                "ranks",
+                m, domain_cores, domain_cores == 1 ? "" : "s", numa_words(domain_numa), group.domain.to_list(), where));
             for (unsigned r : group.ranks) {
                 plan.ranks[r].cpus = group.domain;
                 plan.ranks[r].shared = true;
@@ -168,7 +169,7 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
 }
 
 JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
-                 std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host)
+    std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host)
 {
     JobPlan job;
     const unsigned per_gpu = std::max(1U, options.ranks_per_gpu);
@@ -188,7 +189,7 @@ JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu
         }
         if (total == 0 && !options.cpu_only) {
             throw Error(fmt::format("no GPUs found on {}; pass --cpu-only -np N to run ranks without GPUs",
-                                    local_host.empty() ? "this node" : local_host));
+                local_host.empty() ? "this node" : local_host));
         }
         np = total;
     }
@@ -209,15 +210,16 @@ JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu
     }
     if (remaining > 0) {
         throw Error(fmt::format("-np {} but the hosts hold only {} slot{} ({}); add hosts or slots, or lower -np", *np,
-                                total_slots, total_slots == 1 ? "" : "s",
-                                fmt::join([&] {
-                                    std::vector<std::string> v;
-                                    for (const auto& h : list) {
-                                        v.push_back(fmt::format("{}:{}", h.name, h.slots.value_or(capacity)));
-                                    }
-                                    return v;
-                                }(),
-                                          ",")));
+            total_slots, total_slots == 1 ? "" : "s",
+            fmt::join(
+                [&] {
+                    std::vector<std::string> v;
+                    for (const auto& h : list) {
+                        v.push_back(fmt::format("{}:{}", h.name, h.slots.value_or(capacity)));
+                    }
+                    return v;
+                }(),
+                ",")));
     }
     unsigned rank = 0;
     for (const auto& h : job.hosts) {

@@ -15,11 +15,11 @@ namespace launcher {
 struct RankBinding {
     unsigned local_rank = 0;
     std::optional<probes::Gpu> gpu; ///< nullopt with --cpu-only
-    unsigned cuda_index = 0;        ///< the GPU's position in the pool: its CUDA device number
-    probes::CpuSet cpus;            ///< CPUs to bind to (all allowed CPUs with --bind none)
-    std::vector<unsigned> numa;     ///< NUMA nodes for memory (empty: no memory binding)
-    unsigned cores = 0;             ///< whole cores in `cpus`
-    bool shared = false;            ///< too few cores: these CPUs are shared with other ranks
+    unsigned cuda_index = 0; ///< the GPU's position in the pool: its CUDA device number
+    probes::CpuSet cpus; ///< CPUs to bind to (all allowed CPUs with --bind none)
+    std::vector<unsigned> numa; ///< NUMA nodes for memory (empty: no memory binding)
+    unsigned cores = 0; ///< whole cores in `cpus`
+    bool shared = false; ///< too few cores: these CPUs are shared with other ranks
     std::string hca;
 };
 
@@ -33,8 +33,8 @@ struct NodePlan {
 /// (to bind) compute the same answer. Local rank i gets pool GPU i / ranks_per_gpu; ranks that share
 /// a domain (NUMA node, package) split its free whole cores. Throws probes::Error when the node
 /// cannot hold the ranks (more ranks than GPUs, too few cores for --cpus-per-rank).
-NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool,
-                   const PlanOptions& options, unsigned local_ranks, const std::string& host = "");
+NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+    unsigned local_ranks, const std::string& host = "");
 
 /// One rank of the job.
 struct JobRank {
@@ -52,8 +52,7 @@ struct JobPlan {
 /// Places `np` ranks (default: every GPU of every host) on the hosts in order, filling each
 /// host's slots like `mpirun --map-by slot`, and plans each node from `layout` (the real nodes
 /// plan from their own topology). No hosts means this node alone, named `local_host`.
-JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool,
-                 const PlanOptions& options, std::optional<unsigned> np, const std::vector<HostSlots>& hosts,
-                 const std::string& local_host);
+JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+    std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host);
 
 } // namespace launcher

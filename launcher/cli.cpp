@@ -1,7 +1,7 @@
 #include "launcher/cli.hpp"
 
-#include "launcher/hostfile.hpp"
 #include "launcher/helper_args.hpp"
+#include "launcher/hostfile.hpp"
 #include "probes/error.hpp"
 
 #include <CLI/CLI.hpp>
@@ -66,7 +66,7 @@ T choose(const std::string& option, const std::string& value, const std::vector<
     }
     std::string hint = closest_match(value, names);
     throw Error(fmt::format("{} {}: expected one of {}{}", option, value, fmt::join(names, ", "),
-                            hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+        hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
 }
 
 } // namespace
@@ -106,24 +106,25 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     std::string host_list;
     app.add_flag("-h,--help", help, "Print this help and exit");
     app.add_flag("--version", version, "Print the version and exit");
-    auto* np_opt = app.add_option("-n,--np", np, "Number of ranks (-np N also works); default: one per GPU")
-                       ->type_name("N");
+    auto* np_opt =
+        app.add_option("-n,--np", np, "Number of ranks (-np N also works); default: one per GPU")->type_name("N");
     app.add_option("-H,--host", host_list, "Hosts and slots, as h1:8,h2:8")->type_name("LIST");
     app.add_option("--hostfile", o.hostfile, "Hostfile: 'host slots=N' or 'host:N' lines")->type_name("FILE");
     app.add_option("--bind", bind, "CPU binding: numa (default), socket, cores or none")->type_name("MODE");
     app.add_option("--cpus-per-rank", o.plan.cpus_per_rank, "Whole cores per rank (default: an equal share)")
         ->type_name("K");
-    app.add_option("--ranks-per-gpu", o.plan.ranks_per_gpu, "Ranks that share each GPU (default 1)")
-        ->type_name("K");
+    app.add_option("--ranks-per-gpu", o.plan.ranks_per_gpu, "Ranks that share each GPU (default 1)")->type_name("K");
     app.add_option("--gpu-visibility", visibility,
-                   "all (default: every GPU visible, rank's is GPURUN_GPU) or isolate (CUDA_VISIBLE_DEVICES=its GPU)")
+           "all (default: every GPU visible, rank's is GPURUN_GPU) or isolate (CUDA_VISIBLE_DEVICES=its GPU)")
         ->type_name("MODE");
     app.add_option("--mem-bind", memory, "Memory policy on the rank's NUMA nodes: preferred (default), strict, none")
         ->type_name("POLICY");
     app.add_flag("--cpu-only", o.plan.cpu_only, "Run without GPUs: ranks get disjoint cores spread over NUMA nodes");
     app.add_option("--topology", o.plan.topology_file, "Plan from this hwloc XML instead of this machine")
         ->type_name("FILE");
-    app.add_option("--sysroot", o.plan.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
+    app.add_option(
+           "--sysroot", o.plan.sysroot, "Read sysfs (GPU locality fallback) and the MPS pipe under DIR (default /)")
+        ->type_name("DIR");
     app.add_flag("--dry-run", o.dry_run, "Print the plan and the mpirun command; start nothing");
     app.add_flag("--json", o.json, "With --dry-run: print the plan as JSON");
     app.add_flag("--report-bindings", o.report_bindings, "Each rank prints the binding it really got");
@@ -133,9 +134,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.add_option("--master-addr", o.master_addr, "MASTER_ADDR for the ranks (default: first host)")
         ->type_name("ADDR");
     unsigned master_port = 0;
-    auto* port_opt =
-        app.add_option("--master-port", master_port, "MASTER_PORT for the ranks (default: a free port)")
-            ->type_name("PORT");
+    auto* port_opt = app.add_option("--master-port", master_port, "MASTER_PORT for the ranks (default: a free port)")
+                         ->type_name("PORT");
     app.add_option("-x", o.exports, "Export NAME (or NAME=VALUE) to every rank, as mpirun -x")
         ->type_name("NAME[=VALUE]")
         ->allow_extra_args(false)
@@ -201,7 +201,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         std::string word = rest.front().substr(0, rest.front().find('='));
         std::string hint = closest_match(word, names);
         throw Error(fmt::format("unknown option '{}'{}; see gpurun --help", word,
-                                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+            hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
     }
     o.program = rest;
 
@@ -215,16 +215,12 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         o.master_port = master_port;
     }
     o.plan.bind = choose<BindMode>("--bind", bind,
-                                   {{"numa", BindMode::numa},
-                                    {"socket", BindMode::socket},
-                                    {"cores", BindMode::cores},
-                                    {"none", BindMode::none}});
-    o.plan.visibility =
-        choose<GpuVisibility>("--gpu-visibility", visibility, {{"all", GpuVisibility::all}, {"isolate", GpuVisibility::isolate}});
+        {{"numa", BindMode::numa}, {"socket", BindMode::socket}, {"cores", BindMode::cores}, {"none", BindMode::none}});
+    o.plan.visibility = choose<GpuVisibility>(
+        "--gpu-visibility", visibility, {{"all", GpuVisibility::all}, {"isolate", GpuVisibility::isolate}});
     o.plan.memory = choose<probes::MemoryPolicy>("--mem-bind", memory,
-                                                 {{"preferred", probes::MemoryPolicy::preferred},
-                                                  {"strict", probes::MemoryPolicy::strict},
-                                                  {"none", probes::MemoryPolicy::none}});
+        {{"preferred", probes::MemoryPolicy::preferred}, {"strict", probes::MemoryPolicy::strict},
+            {"none", probes::MemoryPolicy::none}});
     if (o.plan.ranks_per_gpu == 0) {
         throw Error("--ranks-per-gpu 0: a GPU needs at least one rank");
     }

@@ -21,8 +21,8 @@ bool valid_host_name(std::string_view name)
         return false;
     }
     for (char c : name) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                  c == '.' || c == '_' || c == ':' || c == '[' || c == ']';
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+            c == '_' || c == ':' || c == '[' || c == ']';
         if (!ok) {
             return false;
         }
@@ -58,8 +58,8 @@ HostSlots parse_host_slots(std::string_view entry, const std::string& where)
     if (!entry.empty() && entry.front() == '[') {
         std::size_t close = entry.find(']');
         colon = (close != std::string_view::npos && close + 1 < entry.size() && entry[close + 1] == ':')
-                    ? close + 1
-                    : std::string_view::npos;
+            ? close + 1
+            : std::string_view::npos;
     }
     HostSlots host;
     std::string_view name = entry;
@@ -68,7 +68,7 @@ HostSlots parse_host_slots(std::string_view entry, const std::string& where)
         auto slots = parse_count(entry.substr(colon + 1));
         if (!slots) {
             throw Error(fmt::format("{}: '{}' has a bad slot count '{}'; write host:N with N a positive number", where,
-                                    entry, entry.substr(colon + 1)));
+                entry, entry.substr(colon + 1)));
         }
         host.slots = slots;
     }
@@ -87,7 +87,8 @@ std::vector<HostSlots> parse_host_list(std::string_view text)
     std::size_t pos = 0;
     while (true) {
         std::size_t comma = text.find(',', pos);
-        std::string_view entry = trim(text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
+        std::string_view entry =
+            trim(text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
         if (entry.empty()) {
             throw Error(fmt::format("-H {}: empty host entry; write -H host1:N,host2:N", text));
         }
@@ -154,8 +155,8 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
                     host.slots = n;
                 }
             } else {
-                throw Error(fmt::format("{}: unknown word '{}'; a hostfile line is 'host slots=N' or 'host:N'", where,
-                                        word));
+                throw Error(
+                    fmt::format("{}: unknown word '{}'; a hostfile line is 'host slots=N' or 'host:N'", where, word));
             }
         }
         hosts.push_back(std::move(host));

@@ -71,10 +71,11 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds)
                 if (!from_terminal) {
                     kill(pid, sig);
                 }
-                deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                     std::chrono::duration<double>(grace_seconds));
+                deadline = now +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(grace_seconds));
                 fmt::print(stderr, "gpurun: {} received, stopping the job ({}s grace; again to kill now)\n",
-                           strsignal(sig), grace_seconds);
+                    strsignal(sig), grace_seconds);
             } else if (!killed) {
                 deadline = now;
             }

@@ -5,10 +5,14 @@ namespace launcher {
 const char* to_string(BindMode mode)
 {
     switch (mode) {
-    case BindMode::numa: return "numa";
-    case BindMode::socket: return "socket";
-    case BindMode::cores: return "cores";
-    case BindMode::none: return "none";
+    case BindMode::numa:
+        return "numa";
+    case BindMode::socket:
+        return "socket";
+    case BindMode::cores:
+        return "cores";
+    case BindMode::none:
+        return "none";
     }
     return "?";
 }
@@ -21,9 +25,12 @@ const char* to_string(GpuVisibility visibility)
 const char* to_string(probes::MemoryPolicy policy)
 {
     switch (policy) {
-    case probes::MemoryPolicy::none: return "none";
-    case probes::MemoryPolicy::preferred: return "preferred";
-    case probes::MemoryPolicy::strict: return "strict";
+    case probes::MemoryPolicy::none:
+        return "none";
+    case probes::MemoryPolicy::preferred:
+        return "preferred";
+    case probes::MemoryPolicy::strict:
+        return "strict";
     }
     return "?";
 }

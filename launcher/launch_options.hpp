@@ -21,12 +21,12 @@ enum class GpuVisibility { all, isolate };
 /// the plan from these, so they travel to the helper as arguments.
 struct PlanOptions {
     BindMode bind = BindMode::numa;
-    unsigned cpus_per_rank = 0;   ///< whole cores per rank; 0 = an equal share (1 in cores mode)
+    unsigned cpus_per_rank = 0; ///< whole cores per rank; 0 = an equal share (1 in cores mode)
     unsigned ranks_per_gpu = 1;
     bool cpu_only = false;
     GpuVisibility visibility = GpuVisibility::all;
     probes::MemoryPolicy memory = probes::MemoryPolicy::preferred;
-    std::string topology_file;    ///< "" = this machine
+    std::string topology_file; ///< "" = this machine
     std::string sysroot = "/";
 
     friend bool operator==(const PlanOptions&, const PlanOptions&) = default;

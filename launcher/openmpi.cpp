@@ -40,8 +40,8 @@ MpiLauncher find_openmpi(const char* path_env)
     if (flavour != "Open MPI") {
         throw probes::Error(fmt::format("{} is {}, not Open MPI{}; gpurun drives Open MPI's mpirun: put Open "
                                         "MPI's bin directory first in PATH",
-                                        *path, flavour == "unknown" ? "an unknown MPI" : flavour,
-                                        result.timed_out ? " (mpirun --version did not answer in 10 s)" : ""));
+            *path, flavour == "unknown" ? "an unknown MPI" : flavour,
+            result.timed_out ? " (mpirun --version did not answer in 10 s)" : ""));
     }
     return MpiLauncher{*path, flavour};
 }
@@ -53,11 +53,11 @@ bool root_allowed(bool flag, const char* allow, const char* confirm)
 }
 
 std::vector<std::string> openmpi_command(const std::string& mpirun, const JobPlan& job, const LaunchOptions& options,
-                                         bool allow_root, const std::vector<std::string>& forwarded_env,
-                                         const std::string& helper, const std::vector<std::string>& helper_args)
+    bool allow_root, const std::vector<std::string>& forwarded_env, const std::string& helper,
+    const std::vector<std::string>& helper_args)
 {
-    std::vector<std::string> argv{mpirun, "-np", std::to_string(job.ranks.size()), "--bind-to", "none", "--map-by",
-                                  "slot"};
+    std::vector<std::string> argv{
+        mpirun, "-np", std::to_string(job.ranks.size()), "--bind-to", "none", "--map-by", "slot"};
     std::string hosts;
     for (const auto& h : job.hosts) {
         hosts += fmt::format("{}{}:{}", hosts.empty() ? "" : ",", h.name, h.slots.value_or(1));

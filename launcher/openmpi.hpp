@@ -27,10 +27,8 @@ bool root_allowed(bool flag, const char* allow, const char* confirm);
 
 /// `mpirun -np N --bind-to none --map-by slot -H host:n,... [-x ...] HELPER HELPER_ARGS...`.
 /// Open MPI binding is switched off: the helper binds each rank itself.
-std::vector<std::string> openmpi_command(const std::string& mpirun, const JobPlan& job,
-                                         const LaunchOptions& options, bool allow_root,
-                                         const std::vector<std::string>& forwarded_env,
-                                         const std::string& helper,
-                                         const std::vector<std::string>& helper_args);
+std::vector<std::string> openmpi_command(const std::string& mpirun, const JobPlan& job, const LaunchOptions& options,
+    bool allow_root, const std::vector<std::string>& forwarded_env, const std::string& helper,
+    const std::vector<std::string>& helper_args);
 
 } // namespace launcher

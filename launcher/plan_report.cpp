@@ -23,7 +23,7 @@ std::string shell_quote(const std::vector<std::string>& argv)
         }
         bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
             return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   std::string_view("-_./:=,+@%").find(c) != std::string_view::npos;
+                std::string_view("-_./:=,+@%").find(c) != std::string_view::npos;
         });
         if (plain) {
             out += arg;
@@ -50,9 +50,9 @@ std::string render_text(const PlanReport& r)
     for (const auto& jr : ranks) {
         const auto& b = jr.binding;
         rows.push_back({std::to_string(jr.rank), jr.host, std::to_string(b.local_rank),
-                        b.gpu ? std::to_string(b.gpu->physical_index) : "-",
-                        b.gpu ? b.gpu->bus_id.to_string() : "-", b.gpu ? b.gpu->name : "-", numa_list(b.numa),
-                        b.cpus.to_list() + (b.shared ? " (shared)" : ""), b.hca.empty() ? "-" : b.hca});
+            b.gpu ? std::to_string(b.gpu->physical_index) : "-", b.gpu ? b.gpu->bus_id.to_string() : "-",
+            b.gpu ? b.gpu->name : "-", numa_list(b.numa), b.cpus.to_list() + (b.shared ? " (shared)" : ""),
+            b.hca.empty() ? "-" : b.hca});
     }
     std::vector<std::size_t> width(rows[0].size(), 0);
     for (const auto& row : rows) {
@@ -64,8 +64,8 @@ std::string render_text(const PlanReport& r)
     const auto& p = r.options.plan;
     std::string what = p.cpu_only ? "CPU only" : fmt::format("GPUs from {}", r.gpu_source);
     out += fmt::format("gpurun: {} rank{} on {} host{} ({}; bind {}, memory {}, gpu visibility {})\n", ranks.size(),
-                       ranks.size() == 1 ? "" : "s", r.job.hosts.size(), r.job.hosts.size() == 1 ? "" : "s", what,
-                       to_string(p.bind), to_string(p.memory), to_string(p.visibility));
+        ranks.size() == 1 ? "" : "s", r.job.hosts.size(), r.job.hosts.size() == 1 ? "" : "s", what, to_string(p.bind),
+        to_string(p.memory), to_string(p.visibility));
     for (const auto& row : rows) {
         std::string line;
         for (std::size_t c = 0; c < row.size(); ++c) {
@@ -93,40 +93,26 @@ nlohmann::json render_json(const PlanReport& r)
         const auto& b = jr.binding;
         nlohmann::json gpu = nullptr;
         if (b.gpu) {
-            gpu = {{"index", b.gpu->physical_index},
-                   {"bus_id", b.gpu->bus_id.to_string()},
-                   {"name", b.gpu->name},
-                   {"uuid", b.gpu->uuid.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.gpu->uuid)},
-                   {"cuda_device", r.options.plan.visibility == GpuVisibility::isolate ? 0U : b.cuda_index},
-                   {"visible_devices", r.options.plan.visibility == GpuVisibility::isolate
-                                           ? nlohmann::json(b.gpu->selector)
-                                           : nlohmann::json(nullptr)}};
+            gpu = {{"index", b.gpu->physical_index}, {"bus_id", b.gpu->bus_id.to_string()}, {"name", b.gpu->name},
+                {"uuid", b.gpu->uuid.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.gpu->uuid)},
+                {"cuda_device", r.options.plan.visibility == GpuVisibility::isolate ? 0U : b.cuda_index},
+                {"visible_devices",
+                    r.options.plan.visibility == GpuVisibility::isolate ? nlohmann::json(b.gpu->selector)
+                                                                        : nlohmann::json(nullptr)}};
         }
-        ranks.push_back({{"rank", jr.rank},
-                         {"local_rank", b.local_rank},
-                         {"host", jr.host},
-                         {"gpu", gpu},
-                         {"numa", b.numa},
-                         {"cpus", b.cpus.to_list()},
-                         {"cores", b.cores},
-                         {"shared_cpus", b.shared},
-                         {"hca", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)}});
+        ranks.push_back({{"rank", jr.rank}, {"local_rank", b.local_rank}, {"host", jr.host}, {"gpu", gpu},
+            {"numa", b.numa}, {"cpus", b.cpus.to_list()}, {"cores", b.cores}, {"shared_cpus", b.shared},
+            {"hca", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)}});
     }
     nlohmann::json hosts = nlohmann::json::array();
     for (const auto& h : r.job.hosts) {
         hosts.push_back({{"host", h.name}, {"ranks", h.slots.value_or(0)}});
     }
     const auto& p = r.options.plan;
-    return {{"ranks", ranks},
-            {"hosts", hosts},
-            {"command", r.command},
-            {"notes", r.notes},
-            {"gpu_source", p.cpu_only ? nlohmann::json(nullptr) : nlohmann::json(r.gpu_source)},
-            {"bind", to_string(p.bind)},
-            {"memory", to_string(p.memory)},
-            {"gpu_visibility", to_string(p.visibility)},
-            {"ranks_per_gpu", p.ranks_per_gpu},
-            {"cpu_only", p.cpu_only}};
+    return {{"ranks", ranks}, {"hosts", hosts}, {"command", r.command}, {"notes", r.notes},
+        {"gpu_source", p.cpu_only ? nlohmann::json(nullptr) : nlohmann::json(r.gpu_source)},
+        {"bind", to_string(p.bind)}, {"memory", to_string(p.memory)}, {"gpu_visibility", to_string(p.visibility)},
+        {"ranks_per_gpu", p.ranks_per_gpu}, {"cpu_only", p.cpu_only}};
 }
 
 } // namespace launcher

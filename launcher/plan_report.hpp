@@ -14,9 +14,9 @@ namespace launcher {
 struct PlanReport {
     const JobPlan& job;
     const LaunchOptions& options;
-    std::string gpu_source;            ///< "nvml", "topology" or "" with --cpu-only
-    std::vector<std::string> notes;    ///< inventory and plan notes
-    std::vector<std::string> command;  ///< the exact launcher argv
+    std::string gpu_source; ///< "nvml", "topology" or "" with --cpu-only
+    std::vector<std::string> notes; ///< inventory and plan notes
+    std::vector<std::string> command; ///< the exact launcher argv
 };
 
 std::string render_text(const PlanReport& report);

@@ -11,7 +11,9 @@
 #include "probes/topology.hpp"
 
 #include <arpa/inet.h>
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
@@ -65,16 +67,15 @@ std::string rank_helper_path()
     if (ec) {
         throw Error(fmt::format("cannot find gpurun's own location (/proc/self/exe: {}); set GPUKIT_RANK_HELPER to "
                                 "the gpurun-rank program",
-                                ec.message()));
+            ec.message()));
     }
     return (self.parent_path() / "gpurun-rank").string();
 }
 
 bool is_local(const std::vector<HostSlots>& hosts, const std::string& local_host)
 {
-    return std::all_of(hosts.begin(), hosts.end(), [&](const HostSlots& h) {
-        return h.name == "localhost" || h.name == "127.0.0.1" || h.name == local_host;
-    });
+    return std::all_of(hosts.begin(), hosts.end(),
+        [&](const HostSlots& h) { return h.name == "localhost" || h.name == "127.0.0.1" || h.name == local_host; });
 }
 
 std::string mps_note(const probes::Sysroot& sysroot)
@@ -86,7 +87,7 @@ std::string mps_note(const probes::Sysroot& sysroot)
     if (sysroot.exists(dir + "/control")) {
         return fmt::format("ranks share GPUs; MPS is running (control pipe {}/control), so their kernels run "
                            "concurrently",
-                           dir);
+            dir);
     }
     return "ranks share GPUs and MPS is not running: they take turns on each GPU; start MPS with "
            "'nvidia-cuda-mps-control -d' for concurrent kernels";
@@ -113,16 +114,16 @@ int run(const std::vector<std::string>& argv)
         }
     }
 
-    const bool allow_root = root_allowed(o.allow_run_as_root, env("OMPI_ALLOW_RUN_AS_ROOT"),
-                                         env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
+    const bool allow_root =
+        root_allowed(o.allow_run_as_root, env("OMPI_ALLOW_RUN_AS_ROOT"), env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
     if (!o.dry_run && geteuid() == 0 && !allow_root) {
         throw Error("running as root, which Open MPI refuses; pass --allow-run-as-root, or set both "
                     "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
     }
 
     const bool from_file = !o.plan.topology_file.empty();
-    probes::Topology topology = from_file ? probes::Topology::load_xml(o.plan.topology_file)
-                                          : probes::Topology::load_live(!o.plan.cpu_only);
+    probes::Topology topology =
+        from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only);
     const probes::NodeLayout layout = topology.layout();
 
     probes::GpuInventory inventory;
@@ -136,10 +137,10 @@ int run(const std::vector<std::string>& argv)
         inventory = probes::discover_gpus(layout, inv);
         if (inventory.pool.empty()) {
             throw Error(fmt::format("no GPUs found on {}{}; pass --cpu-only to run ranks without GPUs",
-                                    layout.hostname.empty() ? "this node" : layout.hostname,
-                                    inventory.visible_devices_set ? " (CUDA_VISIBLE_DEVICES is empty)"
-                                    : from_file ? fmt::format(" in {}", o.plan.topology_file)
-                                                : fmt::format(" (NVML and the PCI devices hwloc sees)")));
+                layout.hostname.empty() ? "this node" : layout.hostname,
+                inventory.visible_devices_set ? " (CUDA_VISIBLE_DEVICES is empty)"
+                    : from_file               ? fmt::format(" in {}", o.plan.topology_file)
+                                              : fmt::format(" (NVML and the PCI devices hwloc sees)")));
         }
     }
 
@@ -152,13 +153,13 @@ int run(const std::vector<std::string>& argv)
         notes.push_back(mps_note(probes::Sysroot(o.plan.sysroot)));
     }
     if (from_file && !o.dry_run) {
-        notes.push_back(fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
+        notes.push_back(
+            fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
     }
 
     if (!o.program.empty() && is_local(o.hosts, local_host) && !probes::find_executable(o.program[0], env("PATH"))) {
         std::string what = fmt::format("program not found: '{}' is not {}", o.program[0],
-                                       o.program[0].find('/') != std::string::npos ? "an executable file"
-                                                                                    : "an executable in PATH");
+            o.program[0].find('/') != std::string::npos ? "an executable file" : "an executable in PATH");
         if (!o.dry_run) {
             throw Error(what);
         }
@@ -179,14 +180,22 @@ int run(const std::vector<std::string>& argv)
     helper.plan = o.plan;
     helper.report_bindings = o.report_bindings;
     helper.program = o.program.empty() ? std::vector<std::string>{"PROGRAM"} : o.program;
-    helper.master_addr = !o.master_addr.empty()        ? o.master_addr
-                         : env("MASTER_ADDR") != nullptr ? env("MASTER_ADDR")
-                         : o.hosts.empty()              ? "127.0.0.1"
-                                                        : o.hosts.front().name;
+    const char* env_addr = env("MASTER_ADDR");
+    helper.master_addr = !o.master_addr.empty()    ? o.master_addr
+        : env_addr != nullptr && *env_addr != '\0' ? env_addr
+        : o.hosts.empty()                          ? "127.0.0.1"
+                                                   : o.hosts.front().name;
     if (o.master_port) {
         helper.master_port = *o.master_port;
-    } else if (const char* port = env("MASTER_PORT"); port != nullptr && std::atoi(port) > 0) {
-        helper.master_port = static_cast<unsigned>(std::atoi(port));
+    } else if (const char* port = env("MASTER_PORT"); port != nullptr && *port != '\0') {
+        unsigned value = 0;
+        auto [ptr, ec] = std::from_chars(port, port + std::strlen(port), value);
+        if (ec != std::errc() || *ptr != '\0' || value == 0 || value > 65535) {
+            throw Error(fmt::format("MASTER_PORT={}: expected a port number from 1 to 65535; fix or unset it, or "
+                                    "pass --master-port",
+                port));
+        }
+        helper.master_port = value;
     } else {
         helper.master_port = free_port();
     }
@@ -225,8 +234,8 @@ int run(const std::vector<std::string>& argv)
         fmt::print(stderr, "gpurun: note: {}\n", note);
     }
     if (!probes::find_executable(helper_path, nullptr)) {
-        throw Error(fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER",
-                                helper_path));
+        throw Error(
+            fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER", helper_path));
     }
     std::cout.flush();
     return run_job(command, o.grace_seconds);

@@ -57,8 +57,8 @@ int run(const std::vector<std::string>& args)
     }
 
     const bool from_file = !o.plan.topology_file.empty();
-    probes::Topology topology = from_file ? probes::Topology::load_xml(o.plan.topology_file)
-                                          : probes::Topology::load_live(!o.plan.cpu_only);
+    probes::Topology topology =
+        from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only);
     const probes::NodeLayout layout = topology.layout();
     std::vector<probes::Gpu> pool;
     if (!o.plan.cpu_only) {
@@ -73,7 +73,7 @@ int run(const std::vector<std::string>& args)
     const NodePlan plan = plan_node(layout, pool, o.plan, context->local_size, layout.hostname);
     const RankBinding& mine = plan.ranks.at(context->local_rank);
     const std::string who = fmt::format("rank {} ({}, local rank {})", context->rank,
-                                        layout.hostname.empty() ? "localhost" : layout.hostname, mine.local_rank);
+        layout.hostname.empty() ? "localhost" : layout.hostname, mine.local_rank);
 
     if (o.plan.bind != BindMode::none) {
         try {
@@ -99,7 +99,9 @@ int run(const std::vector<std::string>& args)
         set("MASTER_PORT", std::to_string(o.master_port));
     }
     set("GPURUN_CPUS", mine.cpus.to_list());
-    set("GPURUN_NUMA", fmt::format("{}", fmt::join(mine.numa, ",")));
+    if (!mine.numa.empty()) {
+        set("GPURUN_NUMA", fmt::format("{}", fmt::join(mine.numa, ",")));
+    }
     if (!mine.hca.empty()) {
         set("GPURUN_HCA", mine.hca);
     }
@@ -121,11 +123,11 @@ int run(const std::vector<std::string>& args)
     }
 
     if (o.report_bindings) {
-        const std::string gpu = mine.gpu ? fmt::format("gpu {} {} {}", mine.gpu->physical_index,
-                                                       mine.gpu->bus_id.to_string(), mine.gpu->name)
-                                         : std::string("no gpu");
+        const std::string gpu = mine.gpu
+            ? fmt::format("gpu {} {} {}", mine.gpu->physical_index, mine.gpu->bus_id.to_string(), mine.gpu->name)
+            : std::string("no gpu");
         fmt::print(stderr, "gpurun: {}: {}; cpus {}; memory {}{}\n", who, gpu, topology.cpu_binding().to_list(),
-                   topology.memory_binding(), topology.is_this_system() ? "" : " (XML topology: not bound)");
+            topology.memory_binding(), topology.is_this_system() ? "" : " (XML topology: not bound)");
         std::fflush(stderr);
     }
     exec_program(o.program);

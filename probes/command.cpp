@@ -17,7 +17,7 @@ namespace probes {
 std::optional<std::string> find_executable(const std::string& name, const char* path)
 {
     auto usable = [](const std::string& file) {
-        struct stat st {};
+        struct stat st { };
         return stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(file.c_str(), X_OK) == 0;
     };
     if (name.empty()) {
@@ -106,8 +106,7 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
     }
     close(fds[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) { }
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return result;
 }

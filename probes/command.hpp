@@ -9,9 +9,9 @@ namespace probes {
 
 /// What an external command did.
 struct CommandResult {
-    int exit_code = -1;          ///< exit status, or 128+signal
+    int exit_code = -1; ///< exit status, or 128+signal
     bool timed_out = false;
-    std::string output;          ///< stdout and stderr together
+    std::string output; ///< stdout and stderr together
 };
 
 /// Runs argv[0] (searched in PATH) with argv, never through a shell, with a deadline after which

@@ -56,7 +56,8 @@ CpuSet CpuSet::parse(std::string_view cpulist)
     std::size_t pos = 0;
     while (pos <= text.size()) {
         std::size_t comma = text.find(',', pos);
-        std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+        std::string_view item =
+            text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
         std::size_t dash = item.find('-');
         if (dash == std::string_view::npos) {
             cpus.push_back(parse_number(item, cpulist));
@@ -107,24 +108,23 @@ bool CpuSet::contains(unsigned cpu) const
 CpuSet CpuSet::intersect(const CpuSet& other) const
 {
     std::vector<unsigned> out;
-    std::set_intersection(m_cpus.begin(), m_cpus.end(), other.m_cpus.begin(), other.m_cpus.end(),
-                          std::back_inserter(out));
+    std::set_intersection(
+        m_cpus.begin(), m_cpus.end(), other.m_cpus.begin(), other.m_cpus.end(), std::back_inserter(out));
     return CpuSet(std::move(out));
 }
 
 CpuSet CpuSet::unite(const CpuSet& other) const
 {
     std::vector<unsigned> out;
-    std::set_union(m_cpus.begin(), m_cpus.end(), other.m_cpus.begin(), other.m_cpus.end(),
-                   std::back_inserter(out));
+    std::set_union(m_cpus.begin(), m_cpus.end(), other.m_cpus.begin(), other.m_cpus.end(), std::back_inserter(out));
     return CpuSet(std::move(out));
 }
 
 CpuSet CpuSet::minus(const CpuSet& other) const
 {
     std::vector<unsigned> out;
-    std::set_difference(m_cpus.begin(), m_cpus.end(), other.m_cpus.begin(), other.m_cpus.end(),
-                        std::back_inserter(out));
+    std::set_difference(
+        m_cpus.begin(), m_cpus.end(), other.m_cpus.begin(), other.m_cpus.end(), std::back_inserter(out));
     return CpuSet(std::move(out));
 }
 

@@ -21,8 +21,7 @@ public:
     void* find(const char* name) const;
 
     /// Fills a typed function pointer; returns whether the symbol was there.
-    template <typename Fn>
-    bool bind(Fn& fn, const char* name) const
+    template <typename Fn> bool bind(Fn& fn, const char* name) const
     {
         fn = reinterpret_cast<Fn>(find(name));
         return fn != nullptr;

@@ -9,7 +9,7 @@ namespace probes {
 /// value that was wrong and what to do; `main` prints it once and picks the exit code.
 class Error : public std::runtime_error {
 public:
-    explicit Error(const std::string& message) : std::runtime_error(message) {}
+    explicit Error(const std::string& message) : std::runtime_error(message) { }
 };
 
 } // namespace probes

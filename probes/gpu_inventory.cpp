@@ -101,8 +101,7 @@ Locality sysfs_locality(const PciAddress& address, const NodeLayout& layout, con
     return out;
 }
 
-std::vector<Gpu> gpus_from_nvml(const std::vector<NvmlGpu>& nvml_gpus, const NodeLayout& layout,
-                                const Sysroot& sysroot)
+std::vector<Gpu> gpus_from_nvml(const std::vector<NvmlGpu>& nvml_gpus, const NodeLayout& layout, const Sysroot& sysroot)
 {
     std::vector<Gpu> out;
     for (const auto& n : nvml_gpus) {
@@ -137,8 +136,8 @@ std::vector<Gpu> select_visible(const std::vector<Gpu>& all, std::string_view vi
         std::string token = trim(rest.substr(0, comma));
         const Gpu* match = nullptr;
         auto fail = [&](const std::string& why) {
-            throw Error(fmt::format("CUDA_VISIBLE_DEVICES={}: entry '{}' {}; this node's GPUs are: {}",
-                                    visible_devices, token, why, describe_gpus(all)));
+            throw Error(fmt::format("CUDA_VISIBLE_DEVICES={}: entry '{}' {}; this node's GPUs are: {}", visible_devices,
+                token, why, describe_gpus(all)));
         };
         if (token.empty()) {
             fail("is empty");
@@ -161,8 +160,8 @@ std::vector<Gpu> select_visible(const std::vector<Gpu>& all, std::string_view vi
             }
             if (match == nullptr) {
                 fail(std::any_of(all.begin(), all.end(), [](const Gpu& g) { return !g.uuid.empty(); })
-                         ? "matches no GPU UUID"
-                         : "is a UUID, and GPU UUIDs are only known through NVML, which is not available");
+                        ? "matches no GPU UUID"
+                        : "is a UUID, and GPU UUIDs are only known through NVML, which is not available");
             }
         } else if (starts_with(token, "MIG-")) {
             std::string parent = token.substr(4);
@@ -213,15 +212,15 @@ GpuInventory discover_gpus(const NodeLayout& layout, const InventoryOptions& opt
         } catch (const Error& e) {
             all = gpus_from_topology(layout);
             inventory.source = "topology";
-            inventory.notes.push_back(fmt::format("NVML not used ({}); GPUs taken from the PCI devices hwloc sees",
-                                                  e.what()));
+            inventory.notes.push_back(
+                fmt::format("NVML not used ({}); GPUs taken from the PCI devices hwloc sees", e.what()));
         }
     }
     for (const auto& gpu : all) {
         if (!gpu.locality.known()) {
             inventory.notes.push_back(fmt::format("locality of GPU {} ({}) is unknown to hwloc and sysfs; its "
                                                   "ranks may use all allowed CPUs",
-                                                  gpu.physical_index, gpu.bus_id.to_string()));
+                gpu.physical_index, gpu.bus_id.to_string()));
         }
     }
     if (options.visible_devices) {

@@ -19,22 +19,22 @@ struct Gpu {
     unsigned physical_index = 0; ///< position among all the node's GPUs in PCI bus order
     PciAddress bus_id;
     std::string name;
-    std::string uuid;            ///< "GPU-..." when known (NVML, or the topology's NVML osdev)
+    std::string uuid; ///< "GPU-..." when known (NVML, or the topology's NVML osdev)
     std::optional<std::uint64_t> memory_total;
     std::vector<std::string> mig_uuids;
     /// What selects this GPU in CUDA_VISIBLE_DEVICES: the incoming entry, else the UUID, else the
     /// PCI-order index (valid with CUDA_DEVICE_ORDER=PCI_BUS_ID).
     std::string selector;
     Locality locality;
-    std::string hca;             ///< nearest OpenFabrics device, "" when none
+    std::string hca; ///< nearest OpenFabrics device, "" when none
 };
 
 /// The GPUs a job may use on this node, in CUDA's order: the order of CUDA_VISIBLE_DEVICES when
 /// it is set, else PCI bus order.
 struct GpuInventory {
     std::vector<Gpu> pool;
-    std::string source;               ///< "nvml" or "topology" (hwloc PCI devices)
-    std::vector<std::string> notes;   ///< why a fallback was taken, locality caveats
+    std::string source; ///< "nvml" or "topology" (hwloc PCI devices)
+    std::vector<std::string> notes; ///< why a fallback was taken, locality caveats
     bool visible_devices_set = false; ///< CUDA_VISIBLE_DEVICES narrowed the pool
 };
 
@@ -43,8 +43,8 @@ std::vector<Gpu> gpus_from_topology(const NodeLayout& layout);
 
 /// GPUs as NVML reports them, placed with the topology (or sysfs when hwloc lacks the device),
 /// sorted into PCI bus order.
-std::vector<Gpu> gpus_from_nvml(const std::vector<NvmlGpu>& nvml_gpus, const NodeLayout& layout,
-                                const Sysroot& sysroot);
+std::vector<Gpu> gpus_from_nvml(
+    const std::vector<NvmlGpu>& nvml_gpus, const NodeLayout& layout, const Sysroot& sysroot);
 
 /// Locality from /sys/bus/pci/devices/<bdf>/{local_cpulist,numa_node}; source "unknown" when
 /// neither says anything.
@@ -59,7 +59,7 @@ struct InventoryOptions {
     bool from_topology_file = false; ///< never ask this machine's NVML about a file's GPUs
     Sysroot sysroot;
     std::optional<std::string> visible_devices; ///< CUDA_VISIBLE_DEVICES, when set
-    std::string nvml_library;                   ///< "" for the default (GPUKIT_NVML_LIBRARY or soname)
+    std::string nvml_library; ///< "" for the default (GPUKIT_NVML_LIBRARY or soname)
 };
 
 /// The pool: NVML when it loads, else the topology's PCI devices; then CUDA_VISIBLE_DEVICES.

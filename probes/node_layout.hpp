@@ -13,9 +13,9 @@ namespace probes {
 /// bound to them.
 struct NumaNode {
     unsigned os_index = 0;
-    CpuSet cpus;                 ///< allowed CPUs of the node; empty for CPU-less nodes
-    std::uint64_t memory = 0;    ///< bytes
-    bool gpu_memory = false;     ///< hwloc subtype "GPUMemory"
+    CpuSet cpus; ///< allowed CPUs of the node; empty for CPU-less nodes
+    std::uint64_t memory = 0; ///< bytes
+    bool gpu_memory = false; ///< hwloc subtype "GPUMemory"
     bool has_cpus() const { return !cpus.empty() && !gpu_memory; }
 };
 
@@ -30,8 +30,8 @@ struct Package {
 /// among them.
 struct Locality {
     CpuSet cpus;
-    std::vector<unsigned> numa;  ///< NUMA OS indexes, ascending
-    std::string source;          ///< "hwloc", "sysfs" or "unknown"
+    std::vector<unsigned> numa; ///< NUMA OS indexes, ascending
+    std::string source; ///< "hwloc", "sysfs" or "unknown"
     bool known() const { return source != "unknown"; }
 };
 
@@ -40,12 +40,12 @@ struct PciFunction {
     PciAddress address;
     std::uint16_t vendor_id = 0;
     std::uint16_t device_id = 0;
-    std::uint16_t class_id = 0;  ///< class and subclass, e.g. 0x0302
-    std::string name;            ///< model name where the topology has one
-    std::string uuid;            ///< "GPU-..." where the topology has one (hwloc NVML osdev)
+    std::uint16_t class_id = 0; ///< class and subclass, e.g. 0x0302
+    std::string name; ///< model name where the topology has one
+    std::string uuid; ///< "GPU-..." where the topology has one (hwloc NVML osdev)
     std::vector<std::string> os_devices;
     Locality locality;
-    std::string nearest_hca;     ///< the closest OpenFabrics device in the PCI tree, if any
+    std::string nearest_hca; ///< the closest OpenFabrics device in the PCI tree, if any
 
     /// An NVIDIA GPU: vendor 0x10de with class 3D controller (0x0302) or VGA (0x0300). NVSwitch
     /// (0x0680), audio and other vendors' VGA are not GPUs.
@@ -63,12 +63,12 @@ struct Hca {
 /// probes::Topology, or written by hand in tests.
 struct NodeLayout {
     std::string hostname;
-    CpuSet allowed;                  ///< CPUs this process may use (cgroups, affinity)
-    std::vector<CpuSet> cores;       ///< allowed PUs of each core (SMT siblings together)
+    CpuSet allowed; ///< CPUs this process may use (cgroups, affinity)
+    std::vector<CpuSet> cores; ///< allowed PUs of each core (SMT siblings together)
     std::vector<NumaNode> numa_nodes;
     std::vector<Package> packages;
-    std::vector<PciFunction> pci;    ///< in PCI bus order
-    std::vector<Hca> hcas;           ///< in PCI bus order
+    std::vector<PciFunction> pci; ///< in PCI bus order
+    std::vector<Hca> hcas; ///< in PCI bus order
 
     const PciFunction* find_pci(const PciAddress& address) const;
     /// NUMA nodes with CPUs that share CPUs with `cpus`, ascending OS index.

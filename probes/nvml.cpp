@@ -55,7 +55,7 @@ Nvml Nvml::load(const std::string& file)
     if (missing != nullptr) {
         throw Error(fmt::format("{} is not a usable NVML library: it lacks {}; point GPUKIT_NVML_LIBRARY "
                                 "at libnvidia-ml.so.1 from the NVIDIA driver",
-                                file, missing));
+            file, missing));
     }
     library.bind(api.error_string, "nvmlErrorString");
     library.bind(api.name, "nvmlDeviceGetName");
@@ -74,7 +74,9 @@ Nvml Nvml::load(const std::string& file)
     return nvml;
 }
 
-Nvml::Nvml(DynamicLibrary library, NvmlApi api) : m_library(std::move(library)), m_api(api) {}
+Nvml::Nvml(DynamicLibrary library, NvmlApi api) : m_library(std::move(library)), m_api(api)
+{
+}
 
 Nvml::Nvml(Nvml&& other) noexcept
     : m_library(std::move(other.m_library)), m_api(other.m_api), m_initialised(other.m_initialised)

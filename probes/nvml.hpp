@@ -40,11 +40,11 @@ struct Memory {
 /// load; an optional one that is null means "feature absent".
 struct NvmlApi {
     // required
-    nvml_abi::Return (*init)() = nullptr;                                        // nvmlInit_v2
-    nvml_abi::Return (*shutdown)() = nullptr;                                    // nvmlShutdown
-    nvml_abi::Return (*device_count)(unsigned int*) = nullptr;                   // nvmlDeviceGetCount_v2
+    nvml_abi::Return (*init)() = nullptr; // nvmlInit_v2
+    nvml_abi::Return (*shutdown)() = nullptr; // nvmlShutdown
+    nvml_abi::Return (*device_count)(unsigned int*) = nullptr; // nvmlDeviceGetCount_v2
     nvml_abi::Return (*handle_by_index)(unsigned int, nvml_abi::Device*) = nullptr; // ..._v2
-    nvml_abi::Return (*pci_info)(nvml_abi::Device, nvml_abi::PciInfo*) = nullptr;   // _v3, else _v2
+    nvml_abi::Return (*pci_info)(nvml_abi::Device, nvml_abi::PciInfo*) = nullptr; // _v3, else _v2
     // optional
     const char* (*error_string)(nvml_abi::Return) = nullptr;
     nvml_abi::Return (*name)(nvml_abi::Device, char*, unsigned int) = nullptr;

@@ -10,7 +10,7 @@ namespace probes {
 /// tests can lay out DIR/sys/... and DIR/proc/... without touching the machine.
 class Sysroot {
 public:
-    explicit Sysroot(std::filesystem::path root = "/") : m_root(std::move(root)) {}
+    explicit Sysroot(std::filesystem::path root = "/") : m_root(std::move(root)) { }
 
     /// The host path of an absolute system path such as "/sys/bus/pci/devices".
     std::filesystem::path path(const std::string& system_path) const;

@@ -58,19 +58,20 @@ hwloc_topology_t prepare(const char* xml_path, bool with_io)
         int err = errno;
         hwloc_topology_destroy(topology);
         if (err == EINVAL) {
-            throw Error(fmt::format("cannot read topology {}: not an hwloc XML file; write one with lstopo --of xml",
-                                    xml_path));
+            throw Error(fmt::format(
+                "cannot read topology {}: not an hwloc XML file; write one with lstopo --of xml", xml_path));
         }
         throw Error(fmt::format("cannot read topology {}: {}", xml_path, std::strerror(err)));
     }
     // PCI devices are dropped unless asked for, also from XML. Caches and other costly extras are
     // irrelevant to GPU locality and cost load time in the per-rank helper.
-    hwloc_topology_set_io_types_filter(topology, with_io ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_io_types_filter(
+        topology, with_io ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE);
     hwloc_topology_set_cache_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_NONE);
     hwloc_topology_set_icache_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_NONE);
 #if HWLOC_API_VERSION >= 0x00020800
-    hwloc_topology_set_flags(topology, HWLOC_TOPOLOGY_FLAG_NO_DISTANCES | HWLOC_TOPOLOGY_FLAG_NO_MEMATTRS |
-                                           HWLOC_TOPOLOGY_FLAG_NO_CPUKINDS);
+    hwloc_topology_set_flags(
+        topology, HWLOC_TOPOLOGY_FLAG_NO_DISTANCES | HWLOC_TOPOLOGY_FLAG_NO_MEMATTRS | HWLOC_TOPOLOGY_FLAG_NO_CPUKINDS);
 #endif
     hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
     hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
@@ -86,7 +87,7 @@ hwloc_topology_t load(const char* xml_path, bool with_io = true)
         if (xml_path != nullptr) {
             throw Error(fmt::format("cannot load topology {}: hwloc_topology_load: {}; is it an hwloc XML "
                                     "file (lstopo --of xml)?",
-                                    xml_path, std::strerror(err)));
+                xml_path, std::strerror(err)));
         }
         throw Error(fmt::format("hwloc_topology_load failed: {}", std::strerror(err)));
     }
@@ -178,12 +179,11 @@ Topology Topology::load_xml(const std::string& path)
     }
     if (child > 0) {
         int status = 0;
-        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-        }
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) { }
         if (WIFSIGNALED(status)) {
             throw Error(fmt::format("cannot load topology {}: hwloc crashed reading it ({}); the file is "
                                     "malformed: write it again with lstopo --of xml",
-                                    path, strsignal(WTERMSIG(status))));
+                path, strsignal(WTERMSIG(status))));
         }
     }
     return Topology(load(path.c_str()));
@@ -243,7 +243,7 @@ NodeLayout Topology::layout() const
         out.numa_nodes.push_back(std::move(node));
     }
     std::sort(out.numa_nodes.begin(), out.numa_nodes.end(),
-              [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+        [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
 
     for (hwloc_obj_t p = nullptr; (p = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, p));) {
         out.packages.push_back(Package{p->os_index, to_cpu_set(p->cpuset).intersect(out.allowed)});
@@ -296,7 +296,7 @@ NodeLayout Topology::layout() const
         out.pci.push_back(std::move(fn));
     }
     std::sort(out.pci.begin(), out.pci.end(),
-              [](const PciFunction& a, const PciFunction& b) { return a.address < b.address; });
+        [](const PciFunction& a, const PciFunction& b) { return a.address < b.address; });
 
     for (hwloc_obj_t hca : hca_objs) {
         hwloc_obj_t hca_pci = pci_parent(hca);

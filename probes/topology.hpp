@@ -47,7 +47,7 @@ public:
     std::string memory_binding() const;
 
 private:
-    explicit Topology(hwloc_topology* topology) : m_topology(topology) {}
+    explicit Topology(hwloc_topology* topology) : m_topology(topology) { }
     hwloc_topology* m_topology = nullptr;
 };
 

@@ -30,15 +30,18 @@ std::vector<Case> cases()
     return {
         {"help", {"--help"}, {}},
         {"version", {"--version"}, {}},
-        {"dry_run_text", {"--dry-run", "--topology", demo, "--master-port", "29500", "--", "python", "train.py", "--lr", "0.1"}, {}},
-        {"dry_run_json", {"--dry-run", "--json", "--topology", demo, "--master-port", "29500", "python", "train.py"}, {}},
-        {"dry_run_two_hosts", {"-H", "n01:8,n02:4", "--dry-run", "--topology", demo, "--master-port", "29500", "python"}, {}},
+        {"dry_run_text",
+            {"--dry-run", "--topology", demo, "--master-port", "29500", "--", "python", "train.py", "--lr", "0.1"}, {}},
+        {"dry_run_json", {"--dry-run", "--json", "--topology", demo, "--master-port", "29500", "python", "train.py"},
+            {}},
+        {"dry_run_two_hosts",
+            {"-H", "n01:8,n02:4", "--dry-run", "--topology", demo, "--master-port", "29500", "python"}, {}},
         {"dry_run_shared_gpus",
-         {"-np", "4", "--ranks-per-gpu", "2", "--gpu-visibility", "isolate", "--bind", "cores", "--cpus-per-rank", "2",
-          "--sysroot", "@TMP@", "--dry-run", "--topology", demo, "--master-port", "29500", "./app", "a b"},
-         {}},
+            {"-np", "4", "--ranks-per-gpu", "2", "--gpu-visibility", "isolate", "--bind", "cores", "--cpus-per-rank",
+                "2", "--sysroot", "@TMP@", "--dry-run", "--topology", demo, "--master-port", "29500", "./app", "a b"},
+            {}},
         {"dry_run_visible_devices", {"--dry-run", "--topology", demo, "--master-port", "29500", "prog"},
-         {{"CUDA_VISIBLE_DEVICES", "6,1"}}},
+            {{"CUDA_VISIBLE_DEVICES", "6,1"}}},
         {"error_unknown_flag", {"--bnid", "numa", "prog"}, {}},
         {"error_bad_bind", {"--bind", "sockets", "prog"}, {}},
         {"error_np_zero", {"-np", "0", "prog"}, {}},
@@ -53,7 +56,7 @@ std::vector<Case> cases()
         {"error_missing_mpirun", {"--cpu-only", "-np", "1", "/bin/true"}, {{"PATH", "@TMP@/empty-bin"}}},
         {"error_program_not_found", {"--cpu-only", "-np", "1", "no-such-program-xyz"}, {}},
         {"error_root_without_consent", {"--cpu-only", "-np", "1", "/bin/true"},
-         {{"OMPI_ALLOW_RUN_AS_ROOT", test_support::unset_var}}, true},
+            {{"OMPI_ALLOW_RUN_AS_ROOT", test_support::unset_var}}, true},
     };
 }
 
@@ -113,20 +116,16 @@ TEST_P(GpurunCli, MatchesGolden)
         argv.push_back(expand(a));
     }
     EnvChanges env{{"CUDA_VISIBLE_DEVICES", test_support::unset_var},
-                   {"CUDA_MPS_PIPE_DIRECTORY", test_support::unset_var},
-                   {"MASTER_ADDR", test_support::unset_var},
-                   {"MASTER_PORT", test_support::unset_var},
-                   {"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
-                   {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-                   {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-                   {"LD_LIBRARY_PATH", test_support::unset_var},
-                   {"COLUMNS", "100"}};
+        {"CUDA_MPS_PIPE_DIRECTORY", test_support::unset_var}, {"MASTER_ADDR", test_support::unset_var},
+        {"MASTER_PORT", test_support::unset_var}, {"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
+        {"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+        {"LD_LIBRARY_PATH", test_support::unset_var}, {"COLUMNS", "100"}};
     for (const auto& [k, v] : c.env) {
         env[k] = v == test_support::unset_var ? v : expand(v);
     }
     auto r = test_support::run(argv, env, std::chrono::seconds(30));
-    const std::string actual = normalise("exit: " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out +
-                                         "--- stderr\n" + r.err);
+    const std::string actual =
+        normalise("exit: " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err);
     const auto golden = std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/cli/golden" / (std::string(c.name) + ".txt");
     if (std::getenv("UPDATE_GOLDEN") != nullptr) {
         std::ofstream(golden) << actual;
@@ -140,4 +139,4 @@ TEST_P(GpurunCli, MatchesGolden)
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, GpurunCli, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+    [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });

@@ -121,10 +121,14 @@ int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* pci)
 const char* nvmlErrorString(int result)
 {
     switch (result) {
-    case 0: return "Success";
-    case 9: return "Driver Not Loaded";
-    case 12: return "NVML Shared Library Not Found";
-    default: return "Unknown Error";
+    case 0:
+        return "Success";
+    case 9:
+        return "Driver Not Loaded";
+    case 12:
+        return "NVML Shared Library Not Found";
+    default:
+        return "Unknown Error";
     }
 }
 

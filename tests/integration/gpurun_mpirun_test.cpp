@@ -47,14 +47,10 @@ protected:
         if (m_cpus.size() < 2) {
             GTEST_SKIP() << "needs 2 CPUs to check disjoint binding; this machine allows " << m_cpus.to_list();
         }
-        m_env = {{"PROBE_DIR", m_dir.path().string()},
-                 {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-                 {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-                 {"OMPI_MCA_btl_vader_single_copy_mechanism", "none"},
-                 {"CUDA_VISIBLE_DEVICES", test_support::unset_var},
-                 {"OMP_NUM_THREADS", test_support::unset_var},
-                 {"MASTER_ADDR", test_support::unset_var},
-                 {"MASTER_PORT", test_support::unset_var}};
+        m_env = {{"PROBE_DIR", m_dir.path().string()}, {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+            {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}, {"OMPI_MCA_btl_vader_single_copy_mechanism", "none"},
+            {"CUDA_VISIBLE_DEVICES", test_support::unset_var}, {"OMP_NUM_THREADS", test_support::unset_var},
+            {"MASTER_ADDR", test_support::unset_var}, {"MASTER_PORT", test_support::unset_var}};
     }
 
     test_support::Finished gpurun(std::vector<std::string> args, const EnvChanges& extra = {})

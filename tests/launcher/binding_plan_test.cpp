@@ -18,8 +18,8 @@ protected:
     TempDir m_dir;
 };
 
-std::string plan_error(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& o,
-                       unsigned ranks)
+std::string plan_error(
+    const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& o, unsigned ranks)
 {
     try {
         launcher::plan_node(layout, pool, o, ranks, "n01");
@@ -229,7 +229,8 @@ TEST_F(BindingPlan, JobFillsHostsInSlotOrder)
     EXPECT_EQ(job.ranks[4].rank, 4U);
     EXPECT_EQ(job.ranks[4].binding.local_rank, 0U);
 
-    auto all = launcher::plan_job(layout, pool, PlanOptions{}, std::nullopt, {{"a", std::nullopt}, {"b", std::nullopt}}, "x");
+    auto all =
+        launcher::plan_job(layout, pool, PlanOptions{}, std::nullopt, {{"a", std::nullopt}, {"b", std::nullopt}}, "x");
     EXPECT_EQ(all.ranks.size(), 8U) << "default -np: every GPU of every host";
     auto local = launcher::plan_job(layout, pool, PlanOptions{}, std::nullopt, {}, "me");
     EXPECT_EQ(local.ranks.size(), 4U);

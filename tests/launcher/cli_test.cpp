@@ -52,9 +52,9 @@ TEST(Cli, DoubleDashEndsOptions)
 TEST(Cli, AllOptions)
 {
     auto r = parse({"--np=2", "-H", "n1:2,n2:2", "--cpus-per-rank", "3", "--ranks-per-gpu", "2", "--gpu-visibility",
-                    "isolate", "--mem-bind", "strict", "--topology", "t.xml", "--sysroot", "/s", "--report-bindings",
-                    "--allow-run-as-root", "--grace", "2.5", "--master-addr", "n1", "--master-port", "1234", "-x",
-                    "A=1", "-x", "B", "prog"});
+        "isolate", "--mem-bind", "strict", "--topology", "t.xml", "--sysroot", "/s", "--report-bindings",
+        "--allow-run-as-root", "--grace", "2.5", "--master-addr", "n1", "--master-port", "1234", "-x", "A=1", "-x", "B",
+        "prog"});
     const auto& o = r.options;
     EXPECT_EQ(o.np, 2U);
     ASSERT_EQ(o.hosts.size(), 2U);
@@ -83,9 +83,10 @@ TEST(Cli, HelpAndVersion)
 
 TEST(Cli, UsageErrorsSayWhatAndSuggest)
 {
-    EXPECT_EQ(error_of({"--bnid", "numa", "prog"}), "unknown option '--bnid' (did you mean --bind?); see gpurun --help");
+    EXPECT_EQ(
+        error_of({"--bnid", "numa", "prog"}), "unknown option '--bnid' (did you mean --bind?); see gpurun --help");
     EXPECT_EQ(error_of({"--bind", "numaa", "prog"}),
-              "--bind numaa: expected one of numa, socket, cores, none (did you mean numa?)");
+        "--bind numaa: expected one of numa, socket, cores, none (did you mean numa?)");
     EXPECT_EQ(error_of({"-np", "0", "prog"}), "-np 0: a job needs at least one rank");
     EXPECT_NE(error_of({"-np", "x", "prog"}).find("see gpurun --help"), std::string::npos);
     EXPECT_NE(error_of({"-np", "2"}).find("no program to run"), std::string::npos);

@@ -51,13 +51,16 @@ TEST(Hostfile, OpenMpiAndHydraFormsCommentsAndBlankLines)
 TEST(Hostfile, ErrorsNameFileAndLine)
 {
     EXPECT_EQ(error_of([] { launcher::parse_hostfile("n01 slots=8\nn02 cpus=4\n", "hosts.txt"); }),
-              "hosts.txt:2: unknown word 'cpus=4'; a hostfile line is 'host slots=N' or 'host:N'");
-    EXPECT_NE(error_of([] { launcher::parse_hostfile("n01 slots=\n", "h"); }).find("h:1: 'slots=' needs a positive number"),
-              std::string::npos);
+        "hosts.txt:2: unknown word 'cpus=4'; a hostfile line is 'host slots=N' or 'host:N'");
+    EXPECT_NE(
+        error_of([] { launcher::parse_hostfile("n01 slots=\n", "h"); }).find("h:1: 'slots=' needs a positive number"),
+        std::string::npos);
     EXPECT_NE(error_of([] { launcher::parse_hostfile("n01 slots=2 slots=3\n", "h"); }).find("slots given twice"),
-              std::string::npos);
+        std::string::npos);
     EXPECT_NE(error_of([] { launcher::parse_hostfile("# only comments\n", "h"); }).find("no hosts"), std::string::npos);
-    EXPECT_NE(error_of([] { launcher::parse_hostfile(std::string("n01\0x", 5), "h"); }).find("binary"), std::string::npos);
-    EXPECT_NE(error_of([] { launcher::read_hostfile("/nonexistent/hosts"); }).find("cannot read hostfile /nonexistent/hosts"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of([] { launcher::parse_hostfile(std::string("n01\0x", 5), "h"); }).find("binary"), std::string::npos);
+    EXPECT_NE(
+        error_of([] { launcher::read_hostfile("/nonexistent/hosts"); }).find("cannot read hostfile /nonexistent/hosts"),
+        std::string::npos);
 }

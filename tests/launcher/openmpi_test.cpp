@@ -33,11 +33,12 @@ TEST(OpenMpi, CommandLine)
     job.hosts = {{"n01", 2}, {"n02", 1}};
     launcher::LaunchOptions options;
     options.exports = {"NCCL_DEBUG=INFO"};
-    auto argv = launcher::openmpi_command("/usr/bin/mpirun", job, options, true, {"PATH"}, "/opt/gpurun-rank",
-                                          {"--", "python", "a b"});
-    EXPECT_EQ(argv, (std::vector<std::string>{"/usr/bin/mpirun", "-np", "3", "--bind-to", "none", "--map-by", "slot",
-                                              "-H", "n01:2,n02:1", "--allow-run-as-root", "-x", "PATH", "-x",
-                                              "NCCL_DEBUG=INFO", "/opt/gpurun-rank", "--", "python", "a b"}));
+    auto argv = launcher::openmpi_command(
+        "/usr/bin/mpirun", job, options, true, {"PATH"}, "/opt/gpurun-rank", {"--", "python", "a b"});
+    EXPECT_EQ(argv,
+        (std::vector<std::string>{"/usr/bin/mpirun", "-np", "3", "--bind-to", "none", "--map-by", "slot", "-H",
+            "n01:2,n02:1", "--allow-run-as-root", "-x", "PATH", "-x", "NCCL_DEBUG=INFO", "/opt/gpurun-rank", "--",
+            "python", "a b"}));
     auto no_root = launcher::openmpi_command("mpirun", job, options, false, {}, "h", {"--", "p"});
     EXPECT_EQ(std::count(no_root.begin(), no_root.end(), "--allow-run-as-root"), 0);
 }

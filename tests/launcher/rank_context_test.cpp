@@ -22,16 +22,16 @@ TEST(RankContext, EveryLauncherFamily)
         const char* family;
     } cases[] = {
         {{{"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "5"},
-          {"OMPI_COMM_WORLD_SIZE", "8"}},
-         "Open MPI"},
+             {"OMPI_COMM_WORLD_SIZE", "8"}},
+            "Open MPI"},
         {{{"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "4"}, {"PMI_RANK", "5"}, {"PMI_SIZE", "8"}},
-         "MPICH/Intel MPI (Hydra)"},
+            "MPICH/Intel MPI (Hydra)"},
         {{{"MV2_COMM_WORLD_LOCAL_RANK", "1"}, {"MV2_COMM_WORLD_LOCAL_SIZE", "4"}, {"MV2_COMM_WORLD_RANK", "5"},
-          {"MV2_COMM_WORLD_SIZE", "8"}},
-         "MVAPICH2"},
+             {"MV2_COMM_WORLD_SIZE", "8"}},
+            "MVAPICH2"},
         {{{"PALS_LOCAL_RANKID", "1"}, {"PALS_LOCAL_SIZE", "4"}, {"PALS_RANKID", "5"}, {"PMI_SIZE", "8"}}, "Cray PALS"},
         {{{"SLURM_LOCALID", "1"}, {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}},
-         "Slurm"},
+            "Slurm"},
         {{{"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}, {"RANK", "5"}, {"WORLD_SIZE", "8"}}, "torchrun-style"},
     };
     for (const auto& c : cases) {
@@ -47,9 +47,9 @@ TEST(RankContext, EveryLauncherFamily)
 
 TEST(RankContext, OpenMpiWinsOverStaleSlurmVariables)
 {
-    auto ctx = read({{"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"},
-                     {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
-                     {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+    auto ctx = read({{"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"}, {"SLURM_PROCID", "0"},
+        {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+        {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
     ASSERT_TRUE(ctx);
     EXPECT_EQ(ctx->launcher, "Open MPI");
     EXPECT_EQ(ctx->local_rank, 3U);

@@ -36,8 +36,8 @@ TEST(PciAddress, OrdersByDomainBusDeviceFunction)
 
 TEST(PciAddress, RejectsWhatIsNotAnAddress)
 {
-    for (const char* bad : {"", "GPU-1234", "0000:1b:00", "0000:1g:00.0", "0000:1b:20.0", "0000:1b:00.8",
-                            ":1b:00.0", "0000:100:00.0"}) {
+    for (const char* bad :
+        {"", "GPU-1234", "0000:1b:00", "0000:1g:00.0", "0000:1b:20.0", "0000:1b:00.8", ":1b:00.0", "0000:100:00.0"}) {
         EXPECT_FALSE(PciAddress::parse(bad)) << bad;
     }
 }

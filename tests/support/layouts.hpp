@@ -49,10 +49,8 @@ inline TopologyXml nps4_four_gpus()
         const char* gpu;
         const char* hca_bus;
         const char* hca;
-    } place[] = {{3, "0000:03:00.0", "0000:04:00.0", "mlx5_0"},
-                 {1, "0000:44:00.0", "0000:43:00.0", "mlx5_1"},
-                 {7, "0000:84:00.0", "0000:83:00.0", "mlx5_2"},
-                 {5, "0000:c4:00.0", "0000:c3:00.0", "mlx5_3"}};
+    } place[] = {{3, "0000:03:00.0", "0000:04:00.0", "mlx5_0"}, {1, "0000:44:00.0", "0000:43:00.0", "mlx5_1"},
+        {7, "0000:84:00.0", "0000:83:00.0", "mlx5_2"}, {5, "0000:c4:00.0", "0000:c3:00.0", "mlx5_3"}};
     for (const auto& p : place) {
         unsigned sw = t.pci_switch(T::at_numa(numa[p.node]));
         t.gpu(T::at_switch(sw), p.gpu);

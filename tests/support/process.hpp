@@ -23,7 +23,7 @@ inline const std::string unset_var = "\x01unset";
 /// Runs argv (no shell) with the current environment plus `env`, stdin from /dev/null, and
 /// returns its exit code and output. Killed after `timeout`.
 Finished run(const std::vector<std::string>& argv, const EnvChanges& env = {},
-             std::chrono::milliseconds timeout = std::chrono::seconds(60));
+    std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 /// Starts argv in the background with stdout and stderr going to `log`; returns its pid.
 pid_t start(const std::vector<std::string>& argv, const EnvChanges& env, const std::string& log);

@@ -33,8 +33,8 @@ std::string bitmap(const std::set<unsigned>& bits)
 
 std::string sets(const std::set<unsigned>& cpus, const std::set<unsigned>& nodes)
 {
-    return fmt::format(R"(cpuset="{0}" complete_cpuset="{0}" nodeset="{1}" complete_nodeset="{1}")", bitmap(cpus),
-                       bitmap(nodes));
+    return fmt::format(
+        R"(cpuset="{0}" complete_cpuset="{0}" nodeset="{1}" complete_nodeset="{1}")", bitmap(cpus), bitmap(nodes));
 }
 
 } // namespace
@@ -62,8 +62,8 @@ unsigned TopologyXml::pci_switch(Attach where)
 }
 
 void TopologyXml::pci(Attach where, const std::string& bus_id, std::uint16_t vendor, std::uint16_t device,
-                      std::uint16_t class_id, std::vector<std::pair<std::string, int>> os_devices,
-                      std::vector<std::pair<std::string, std::string>> infos)
+    std::uint16_t class_id, std::vector<std::pair<std::string, int>> os_devices,
+    std::vector<std::pair<std::string, std::string>> infos)
 {
     m_pci.push_back(Pci{where, bus_id, vendor, device, class_id, std::move(os_devices), std::move(infos)});
 }
@@ -155,7 +155,7 @@ std::string TopologyXml::xml() const
         auto device_xml = [&](const Pci& p, const std::string& in) {
             std::string d = fmt::format("{}<object type=\"PCIDev\" gp_index=\"{}\" pci_busid=\"{}\" pci_type=\"{:04x} "
                                         "[{:04x}:{:04x}] [{:04x}:0000] a1\" pci_link_speed=\"0.000000\"",
-                                        in, gp++, p.bus_id, p.class_id, p.vendor, p.device, p.vendor);
+                in, gp++, p.bus_id, p.class_id, p.vendor, p.device, p.vendor);
             std::vector<std::pair<std::string, std::string>> pci_infos, os_infos;
             for (const auto& info : p.infos) {
                 (info.first.rfind("PCI", 0) == 0 ? pci_infos : os_infos).push_back(info);
@@ -169,8 +169,8 @@ std::string TopologyXml::xml() const
             }
             bool first = true;
             for (const auto& [name, type] : p.os_devices) {
-                d += fmt::format("{}  <object type=\"OSDev\" gp_index=\"{}\" name=\"{}\" osdev_type=\"{}\"", in, gp++,
-                                 name, type);
+                d += fmt::format(
+                    "{}  <object type=\"OSDev\" gp_index=\"{}\" name=\"{}\" osdev_type=\"{}\"", in, gp++, name, type);
                 if (first && !os_infos.empty()) {
                     d += ">\n";
                     for (const auto& [k, v] : os_infos) {
@@ -186,7 +186,7 @@ std::string TopologyXml::xml() const
         };
         s += fmt::format("{}<object type=\"Bridge\" gp_index=\"{}\" bridge_type=\"0-1\" depth=\"0\" "
                          "bridge_pci=\"0000:[00-ff]\">\n",
-                         indent, gp++);
+            indent, gp++);
         for (const Pci* p : devices) {
             s += device_xml(*p, indent + "  ");
         }
@@ -194,7 +194,7 @@ std::string TopologyXml::xml() const
             s += fmt::format("{}  <object type=\"Bridge\" gp_index=\"{}\" bridge_type=\"1-1\" depth=\"1\" "
                              "bridge_pci=\"0000:[00-ff]\" pci_busid=\"0000:{:02x}:1f.0\" pci_type=\"0604 [10b5:8747] "
                              "[0000:0000] ca\" pci_link_speed=\"0.000000\">\n",
-                             indent, gp++, 0xf0 + sw);
+                indent, gp++, 0xf0 + sw);
             for (const auto& p : m_pci) {
                 if (p.where.kind == Attach::Kind::pci_switch && p.where.index == sw) {
                     s += device_xml(p, indent + "    ");
@@ -210,41 +210,42 @@ std::string TopologyXml::xml() const
            "<topology version=\"2.0\">\n";
     out += fmt::format("  <object type=\"Machine\" gp_index=\"{}\" os_index=\"0\" {} allowed_cpuset=\"{}\" "
                        "allowed_nodeset=\"{}\">\n",
-                       gp++, sets(all_cpus, all_nodes), bitmap(allowed), bitmap(all_nodes));
+        gp++, sets(all_cpus, all_nodes), bitmap(allowed), bitmap(all_nodes));
     out += fmt::format("    <info name=\"HostName\" value=\"{}\"/>\n", m_hostname);
     for (unsigned p = 0; p < m_packages; ++p) {
         out += fmt::format("    <object type=\"Package\" gp_index=\"{}\" os_index=\"{}\" {}>\n", gp++, p,
-                           sets(pkg_cpus[p], pkg_nodes[p]));
+            sets(pkg_cpus[p], pkg_nodes[p]));
         std::vector<std::size_t> nodes;
         for (std::size_t i = 0; i < m_numa.size(); ++i) {
             if (m_numa[i].package == p) {
                 nodes.push_back(i);
             }
         }
-        std::size_t cpu_nodes = std::count_if(nodes.begin(), nodes.end(), [&](std::size_t i) { return !m_numa[i].gpu_memory; });
+        std::size_t cpu_nodes =
+            std::count_if(nodes.begin(), nodes.end(), [&](std::size_t i) { return !m_numa[i].gpu_memory; });
         const bool grouped = cpu_nodes > 1;
         for (std::size_t i : nodes) {
             const auto& n = m_numa[i];
             auto cpus = n.gpu_memory ? pkg_cpus[p] : numa_cpus(i);
             std::string in = grouped && !n.gpu_memory ? "        " : "      ";
             if (grouped && !n.gpu_memory) {
-                out += fmt::format("      <object type=\"Group\" gp_index=\"{}\" {} kind=\"1001\" subkind=\"0\">\n", gp++,
-                                   sets(cpus, {n.os_index}));
+                out += fmt::format("      <object type=\"Group\" gp_index=\"{}\" {} kind=\"1001\" subkind=\"0\">\n",
+                    gp++, sets(cpus, {n.os_index}));
             }
             out += fmt::format("{}<object type=\"NUMANode\" gp_index=\"{}\" os_index=\"{}\" {}{} "
                                "local_memory=\"{}\"/>\n",
-                               in, gp++, n.os_index, sets(cpus, {n.os_index}),
-                               n.gpu_memory ? " subtype=\"GPUMemory\"" : "", 68719476736ULL);
+                in, gp++, n.os_index, sets(cpus, {n.os_index}), n.gpu_memory ? " subtype=\"GPUMemory\"" : "",
+                68719476736ULL);
             if (!n.gpu_memory) {
                 for (const auto& core : numa_cores[i]) {
                     std::set<unsigned> pus(core.pus.begin(), core.pus.end());
                     out += fmt::format("{}<object type=\"Core\" gp_index=\"{}\" os_index=\"{}\" cpuset=\"{}\" "
                                        "complete_cpuset=\"{}\">\n",
-                                       in, gp++, core.os_index, bitmap(pus), bitmap(pus));
+                        in, gp++, core.os_index, bitmap(pus), bitmap(pus));
                     for (unsigned pu : core.pus) {
                         out += fmt::format("{}  <object type=\"PU\" gp_index=\"{}\" os_index=\"{}\" cpuset=\"{}\" "
                                            "complete_cpuset=\"{}\"/>\n",
-                                           in, gp++, pu, bitmap({pu}), bitmap({pu}));
+                            in, gp++, pu, bitmap({pu}), bitmap({pu}));
                     }
                     out += in + "</object>\n";
                 }

@@ -13,7 +13,7 @@ namespace test_support {
 /// and host bridges (optionally with PCI switches) carrying PCI devices and their OS devices.
 class TopologyXml {
 public:
-    explicit TopologyXml(std::string hostname = "testnode") : m_hostname(std::move(hostname)) {}
+    explicit TopologyXml(std::string hostname = "testnode") : m_hostname(std::move(hostname)) { }
 
     /// A package; returns its index (also its OS index).
     unsigned package();
@@ -36,8 +36,8 @@ public:
     /// A PCI device. `os_devices` are (name, osdev_type) pairs: 3 = OpenFabrics, 2 = network,
     /// 1 = GPU, 5 = co-processor. `infos` are (name, value) pairs put on the first OS device.
     void pci(Attach where, const std::string& bus_id, std::uint16_t vendor, std::uint16_t device,
-             std::uint16_t class_id, std::vector<std::pair<std::string, int>> os_devices = {},
-             std::vector<std::pair<std::string, std::string>> infos = {});
+        std::uint16_t class_id, std::vector<std::pair<std::string, int>> os_devices = {},
+        std::vector<std::pair<std::string, std::string>> infos = {});
     /// An NVIDIA datacenter GPU (10de:20b0, class 0302), optionally with an nvml OS device
     /// carrying a UUID.
     void gpu(Attach where, const std::string& bus_id, const std::string& uuid = "");

@@ -1,0 +1,41 @@
+# Shared by scripts/demo and scripts/test: install what is missing, then configure and build.
+set -euo pipefail
+
+GPUKIT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-"$GPUKIT_ROOT/build"}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        echo "gpukit: need root (or sudo) to install: $*" >&2
+        exit 1
+    fi
+}
+
+# install_missing PACKAGE...: apt-get installs only the Debian packages not installed yet.
+install_missing() {
+    local missing=()
+    local p
+    for p in "$@"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$p")
+        fi
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "gpukit: installing ${missing[*]}"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    fi
+}
+
+BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev openmpi-bin
+                hwloc-nox)
+TEST_PACKAGES=(libgtest-dev clang-format)
+
+build() {
+    cmake -S "$GPUKIT_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake --build "$BUILD_DIR" -j"$(nproc)"
+}
