@@ -26,6 +26,7 @@ import math
 import os
 import platform
 import random
+import resource
 import shlex
 import shutil
 import statistics
@@ -103,6 +104,41 @@ def interleaved(cmds, rounds, warmup):
                 c.run_once()
             else:
                 c.sample()
+
+
+class OtherLoad:
+    """How much CPU other processes (any namespace: /proc/stat is system-wide) and the hypervisor
+    (steal) took while a phase ran: on a 2-CPU machine, anything else running skews wall times."""
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            fields = []
+        tick = os.sysconf("SC_CLK_TCK")
+        fields += [0] * (8 - len(fields))
+        idle = fields[3] + fields[4]
+        steal = fields[7]
+        busy = sum(fields[:8]) - idle - steal
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ours = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+        return time.monotonic(), busy / tick, steal / tick, ours, bool(fields[0])
+
+    def stop(self):
+        """(other, steal) as fractions of all CPUs over the phase, or None without /proc/stat."""
+        t0, busy0, steal0, ours0, ok = self.start
+        t1, busy1, steal1, ours1, _ = self._sample()
+        capacity = (t1 - t0) * (os.cpu_count() or 1)
+        if not ok or capacity <= 0:
+            return None
+        other = max(0.0, (busy1 - busy0) - (ours1 - ours0))
+        return other / capacity, (steal1 - steal0) / capacity
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,10 +320,17 @@ def main():
         print(line)
     started = time.monotonic()
     try:
+        loads = []
+        watch = OtherLoad()
         launch = bench_launch(build, env, args.launch_rounds)
+        loads.append(("launch", watch.stop()))
         ours, plain, same, helpers, dry, gpu_xml = launch
+        watch = OtherLoad()
         direct, cpu, xml, live = bench_helper(build, env, args.helper_rounds)
+        loads.append(("helper", watch.stop()))
+        watch = OtherLoad()
         no_io, important, whole = bench_lstopo(env, args.lstopo_rounds)
+        loads.append(("lstopo", watch.stop()))
     except Fail as e:
         print(f"launch_bench: {e}", file=sys.stderr)
         return 2
@@ -383,6 +426,22 @@ def main():
     )
     print("extra are medians of per-round pairs, with a distribution-free 95% interval for that median.")
     print("Helper anchor: `true` run directly. PCI-scan rows: anchor is `lstopo-no-graphics --no-io`.")
+    busy = []
+    parts = []
+    for phase, load in loads:
+        if load is None:
+            continue
+        other, steal = load
+        parts.append(f"{phase} {100 * other:.0f}% (steal {100 * steal:.0f}%)")
+        if other + steal > 0.10:
+            busy.append(phase)
+    if parts:
+        print(f"CPU taken by other processes while each phase ran, share of all {os.cpu_count()} CPUs: " + ", ".join(parts))
+    if busy:
+        print(
+            f"WARNING: the machine was busy during the {', '.join(busy)} phase(s) (over 10% of its CPUs went "
+            "elsewhere): those wall times and ratios are unreliable; rerun on an idle machine."
+        )
     print()
     print("detail (wall ms: median, IQR; CPU ms user+sys incl. waited children: median):")
     for c in launch + [direct, cpu, xml] + ([live] if live else []) + [no_io, important, whole]:
