@@ -10,7 +10,8 @@ namespace probes {
 
 DynamicLibrary::DynamicLibrary(const std::string& file) : m_file(file)
 {
-    m_handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // Never unmapped: GPU user-space drivers are not written to be unloaded and reloaded.
+    m_handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (m_handle == nullptr) {
         const char* why = dlerror();
         throw Error(fmt::format("cannot load {}: {}", file, why != nullptr ? why : "unknown dlopen error"));

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <hwloc.h>
 #include <sched.h>
+#include <string_view>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -166,25 +168,50 @@ Topology Topology::load_live(bool with_io)
 Topology Topology::load_xml(const std::string& path)
 {
     // hwloc 2.9 crashes on some malformed XML (objects without complete_cpuset, for one). Load it
-    // once in a child so bad input gives an error, not a crash.
+    // once in a child so bad input gives an error, not a crash. The child reports an ordinary
+    // load error through a pipe; any other end of the child is a crash.
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        throw Error(fmt::format("cannot load topology {}: pipe: {}", path, std::strerror(errno)));
+    }
     pid_t child = fork();
     if (child == 0) {
+        close(fds[0]);
         try {
             hwloc_topology_t t = load(path.c_str());
             hwloc_topology_destroy(t);
             _exit(0);
-        } catch (...) {
-            _exit(1);
+        } catch (const Error& e) {
+            std::string_view message = e.what();
+            ssize_t ignored = write(fds[1], message.data(), message.size());
+            (void)ignored;
+            _exit(3);
         }
     }
-    if (child > 0) {
-        int status = 0;
-        while (waitpid(child, &status, 0) < 0 && errno == EINTR) { }
-        if (WIFSIGNALED(status)) {
-            throw Error(fmt::format("cannot load topology {}: hwloc crashed reading it ({}); the file is "
-                                    "malformed: write it again with lstopo --of xml",
-                path, strsignal(WTERMSIG(status))));
+    close(fds[1]);
+    if (child < 0) {
+        close(fds[0]);
+        throw Error(fmt::format("cannot load topology {}: fork: {}", path, std::strerror(errno)));
+    }
+    std::string message;
+    char buffer[512];
+    ssize_t n = 0;
+    while ((n = read(fds[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR)) {
+        if (n > 0) {
+            message.append(buffer, static_cast<std::size_t>(n));
         }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) { }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3 && !message.empty()) {
+        throw Error(message);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        throw Error(fmt::format("cannot load topology {}: hwloc crashed reading it ({}); the file is malformed: "
+                                "write it again with lstopo --of xml",
+            path,
+            WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : fmt::format("exit status {}", WEXITSTATUS(status))));
     }
     return Topology(load(path.c_str()));
 }

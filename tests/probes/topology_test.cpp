@@ -1,3 +1,4 @@
+#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
 #include "probes/topology.hpp"
@@ -197,4 +198,27 @@ TEST(Topology, LiveMachineLoadsAndBindsForReal)
     EXPECT_FALSE(layout.cores.empty());
     EXPECT_FALSE(layout.hostname.empty());
     EXPECT_FALSE(topology.cpu_binding().empty());
+}
+
+TEST(Topology, ShippedDemoTopologyIsTheWritersOutputAndPlansEightGpus)
+{
+    TempDir dir;
+    auto fresh = dir / "demo.xml";
+    auto r = probes::run_command({WRITE_DEMO_TOPOLOGY, fresh.string()}, std::chrono::seconds(30));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto shipped = std::filesystem::path(GPUKIT_SOURCE_DIR) / "share/gpukit/topologies/dgx-a100-like.xml";
+    auto slurp = [](const std::filesystem::path& p) {
+        std::ifstream in(p);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_EQ(slurp(fresh), slurp(shipped)) << "regenerate with build/tests/write_demo_topology " << shipped;
+
+    auto layout = probes::Topology::load_xml(shipped.string()).layout();
+    auto gpus = probes::gpus_from_topology(layout);
+    ASSERT_EQ(gpus.size(), 8U) << "NVSwitches and the BMC VGA are not GPUs";
+    EXPECT_EQ(gpus[0].locality.numa, std::vector<unsigned>{3});
+    EXPECT_EQ(gpus[7].locality.numa, std::vector<unsigned>{5});
+    EXPECT_EQ(gpus[5].hca, "mlx5_5");
+    EXPECT_EQ(layout.numa_nodes.size(), 8U);
+    EXPECT_EQ(layout.cores.size(), 128U);
 }

@@ -1,0 +1,81 @@
+// libFuzzer targets for every parser gpurun feeds with outside text. Built with -DGPUKIT_FUZZ=ON
+// (clang); FUZZ_TARGET selects the parser. A parser may reject input with probes::Error, never
+// crash, hang or leak; what it accepts must survive a round trip.
+#include "launcher/helper_args.hpp"
+#include "launcher/hostfile.hpp"
+#include "probes/cpu_set.hpp"
+#include "probes/error.hpp"
+#include "probes/gpu_inventory.hpp"
+#include "probes/pci_address.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<probes::Gpu> fuzz_gpus()
+{
+    std::vector<probes::Gpu> gpus(3);
+    for (unsigned i = 0; i < 3; ++i) {
+        gpus[i].physical_index = i;
+        gpus[i].bus_id = probes::PciAddress{0, static_cast<std::uint8_t>(i + 1), 0, 0};
+        gpus[i].uuid = "GPU-" + std::to_string(i) + "abc";
+        gpus[i].mig_uuids = {"MIG-" + std::to_string(i)};
+    }
+    return gpus;
+}
+
+void fuzz_one(const std::string& text)
+{
+#if FUZZ_TARGET == 1
+    auto set = probes::CpuSet::parse(text);
+    if (probes::CpuSet::parse(set.to_list()) != set) {
+        std::abort();
+    }
+#elif FUZZ_TARGET == 2
+    if (auto a = probes::PciAddress::parse(text)) {
+        if (probes::PciAddress::parse(a->to_string()) != a) {
+            std::abort();
+        }
+    }
+#elif FUZZ_TARGET == 3
+    launcher::parse_hostfile(text, "fuzz");
+    launcher::parse_host_list(text);
+#elif FUZZ_TARGET == 4
+    static const auto gpus = fuzz_gpus();
+    auto pool = probes::select_visible(gpus, text);
+    if (pool.size() > 3 * text.size() + 3) {
+        std::abort();
+    }
+#elif FUZZ_TARGET == 5
+    std::vector<std::string> args;
+    std::size_t pos = 0;
+    while (pos <= text.size()) {
+        std::size_t nul = text.find('\0', pos);
+        args.push_back(text.substr(pos, nul == std::string::npos ? std::string::npos : nul - pos));
+        if (nul == std::string::npos) {
+            break;
+        }
+        pos = nul + 1;
+    }
+    auto parsed = launcher::parse_helper_arguments(args);
+    if (launcher::parse_helper_arguments(launcher::helper_arguments(parsed)) != parsed) {
+        std::abort();
+    }
+#else
+#error "FUZZ_TARGET must be 1..5"
+#endif
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+{
+    try {
+        fuzz_one(std::string(reinterpret_cast<const char*>(data), size));
+    } catch (const probes::Error&) {
+    }
+    return 0;
+}
