@@ -201,3 +201,44 @@ TEST_F(GpurunMpirun, ProgramNotFoundStartsNothing)
     EXPECT_EQ(r.err, "gpurun: program not found: '/nonexistent/train' is not an executable file\n");
     EXPECT_TRUE(r.out.empty());
 }
+
+TEST_F(GpurunMpirun, LauncherThatIgnoresSignalsIsKilledAfterTheGracePeriod)
+{
+    // A fake mpirun on PATH that says it is Open MPI, ignores SIGINT and SIGTERM, and leaves a
+    // child behind in its process group.
+    auto bin = m_dir / "bin";
+    std::filesystem::create_directory(bin);
+    std::ofstream(bin / "mpirun") << "#!/bin/sh\n"
+                                     "if [ \"$1\" = --version ]; then echo 'mpirun (Open MPI) 4.1.4'; exit 0; fi\n"
+                                     "trap '' INT TERM\n"
+                                     "sleep 120 &\n"
+                                     "echo $! > \"$PROBE_DIR/child\"\n"
+                                     "echo ready > \"$PROBE_DIR/ready\"\n"
+                                     "wait\n";
+    std::filesystem::permissions(bin / "mpirun", std::filesystem::perms::owner_all);
+    EnvChanges env = m_env;
+    env["PATH"] = bin.string() + ":" + std::getenv("PATH");
+    pid_t pid = test_support::start(
+        {GPURUN_PATH, "--cpu-only", "-np", "1", "--grace", "1", RANK_PROBE_PATH}, env, (m_dir / "log").string());
+    for (int i = 0; i < 200 && !std::filesystem::exists(m_dir / "ready"); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ASSERT_TRUE(std::filesystem::exists(m_dir / "ready"));
+    const auto sent = std::chrono::steady_clock::now();
+    kill(pid, SIGTERM);
+    int code = test_support::wait_for(pid, std::chrono::seconds(15));
+    const auto took = std::chrono::steady_clock::now() - sent;
+    EXPECT_EQ(code, 128 + SIGTERM);
+    EXPECT_GE(took, std::chrono::milliseconds(900)) << "SIGKILL came before the grace period ended";
+    EXPECT_LT(took, std::chrono::seconds(5));
+    pid_t child = 0;
+    std::ifstream(m_dir / "child") >> child;
+    ASSERT_GT(child, 0);
+    for (int i = 0; i < 50 && test_support::alive(child); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_FALSE(test_support::alive(child)) << "the launcher's child survived";
+    if (test_support::alive(child)) {
+        kill(child, SIGKILL);
+    }
+}
