@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -53,15 +54,27 @@ const char* info(hwloc_obj_t obj, const char* name)
 hwloc_topology_t prepare(const char* xml_path, bool with_io)
 {
     hwloc_topology_t topology = nullptr;
-    if (hwloc_topology_init(&topology) != 0) {
+    // Keep hwloc from dlopen()ing its plugins (libxml2+ICU, OpenCL, X11/NVCtrl; libpciaccess too
+    // without I/O): hwloc_topology_set_components() cannot stop that, it comes too late.
+    const bool set_blacklist = std::getenv("HWLOC_PLUGINS_BLACKLIST") == nullptr;
+    if (set_blacklist) {
+        setenv("HWLOC_PLUGINS_BLACKLIST",
+            with_io ? "hwloc_xml_libxml,hwloc_opencl,hwloc_gl" : "hwloc_xml_libxml,hwloc_opencl,hwloc_gl,hwloc_pci", 1);
+    }
+    const int init_rc = hwloc_topology_init(&topology);
+    if (set_blacklist) {
+        unsetenv("HWLOC_PLUGINS_BLACKLIST"); // not for mpirun or the program
+    }
+    if (init_rc != 0) {
         throw Error(fmt::format("hwloc_topology_init failed: {}", std::strerror(errno)));
     }
     if (xml_path != nullptr && hwloc_topology_set_xml(topology, xml_path) != 0) {
         int err = errno;
         hwloc_topology_destroy(topology);
         if (err == EINVAL) {
-            throw Error(fmt::format(
-                "cannot read topology {}: not an hwloc XML file; write one with lstopo --of xml", xml_path));
+            throw Error(fmt::format("cannot read topology {}: not an hwloc XML file (hwloc_topology_set_xml: {}); "
+                                    "write one with lstopo --of xml",
+                xml_path, std::strerror(err)));
         }
         throw Error(fmt::format("cannot read topology {}: {}", xml_path, std::strerror(err)));
     }
@@ -77,6 +90,8 @@ hwloc_topology_t prepare(const char* xml_path, bool with_io)
 #endif
     hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
     hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
+    // The x86 backend binds to every PU in turn to run cpuid (a VM exit each in a VM); sysfs has what we use.
+    hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
     return topology;
 }
 
@@ -87,8 +102,8 @@ hwloc_topology_t load(const char* xml_path, bool with_io = true)
         int err = errno;
         hwloc_topology_destroy(topology);
         if (xml_path != nullptr) {
-            throw Error(fmt::format("cannot load topology {}: hwloc_topology_load: {}; is it an hwloc XML "
-                                    "file (lstopo --of xml)?",
+            throw Error(fmt::format("cannot read topology {}: not an hwloc XML file (hwloc_topology_load: {}); "
+                                    "write one with lstopo --of xml",
                 xml_path, std::strerror(err)));
         }
         throw Error(fmt::format("hwloc_topology_load failed: {}", std::strerror(err)));
@@ -165,8 +180,11 @@ Topology Topology::load_live(bool with_io)
     return Topology(load(nullptr, with_io));
 }
 
-Topology Topology::load_xml(const std::string& path)
+Topology Topology::load_xml(const std::string& path, bool crash_guard)
 {
+    if (!crash_guard) {
+        return Topology(load(path.c_str()));
+    }
     // hwloc 2.9 crashes on some malformed XML (objects without complete_cpuset, for one). Load it
     // once in a child so bad input gives an error, not a crash. The child reports an ordinary
     // load error through a pipe; any other end of the child is a crash.

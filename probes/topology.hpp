@@ -21,8 +21,10 @@ public:
     /// CPU-only plans do not need it). Throws probes::Error naming the failing hwloc call.
     static Topology load_live(bool with_io = true);
     /// Loads an hwloc XML file (v1 or v2). A file hwloc cannot read, or one that would crash it, is
-    /// a probes::Error naming the file; the loading itself is tried in a child process first.
-    static Topology load_xml(const std::string& path);
+    /// a probes::Error naming the file. With `crash_guard` the loading is tried in a child process
+    /// first (hwloc crashes on some malformed files); without, a file that gpurun already loaded is
+    /// read once, which is what the per-rank helper does.
+    static Topology load_xml(const std::string& path, bool crash_guard = true);
 
     ~Topology();
     Topology(Topology&& other) noexcept;
