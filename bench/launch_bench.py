@@ -12,13 +12,18 @@
      I/O ~ 9 ms"), and where no GPU is present the helper's run up to its "no GPUs" exit is
      timed too, for information.
 
-Usage: bench/launch_bench.py [BUILD_DIR] [--launch-rounds N] [--helper-rounds N] [--strict]
+Usage: bench/launch_bench.py [BUILD_DIR] [--launch-rounds N] [--helper-rounds N] [--lstopo-rounds N]
+                             [--strict]
 
-BUILD_DIR (default `build`) holds launcher/gpurun and launcher/gpurun-rank. Needs only python3
-(standard library), Open MPI's mpirun and hwloc's lstopo-no-graphics. Every command's stdout and
-stderr go to /dev/null while it is timed; a command that exits with an unexpected status is run
-once more with its output shown and the benchmark stops (exit 2). Exit status 0 when all targets
-are met or --strict is not given; 1 with --strict when one is missed.
+BUILD_DIR (default `build`) holds launcher/gpurun and launcher/gpurun-rank; build it Release. Needs
+only python3 >= 3.9 (standard library), Open MPI's mpirun and hwloc's lstopo-no-graphics. Runs as
+root too (it sets OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1 then). Commands run interleaved, in a fresh
+random order each round; every command's stdout and stderr go to /dev/null while it is timed; one
+that exits with an unexpected status is run once more with its output shown and the benchmark
+stops (exit 2). Besides the table it prints where gpurun's launch overhead goes (the helper job
+gpurun starts, run by hand; gpurun --dry-run) and how much CPU other processes took during each
+phase, with a warning when the machine was busy. Exit status 0 when all targets are met or
+--strict is not given; 1 with --strict when one is missed. Takes about 20 s on 2 CPUs.
 """
 
 import argparse
