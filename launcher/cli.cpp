@@ -3,6 +3,7 @@
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "probes/error.hpp"
+#include "probes/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -36,24 +37,6 @@ public:
     }
 };
 
-std::size_t edit_distance(const std::string& a, const std::string& b)
-{
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) {
-        row[j] = j;
-    }
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
 template <typename T>
 T choose(const std::string& option, const std::string& value, const std::vector<std::pair<std::string, T>>& choices)
 {
@@ -64,26 +47,12 @@ T choose(const std::string& option, const std::string& value, const std::vector<
         }
         names.push_back(name);
     }
-    std::string hint = closest_match(value, names);
+    std::string hint = probes::closest_match(value, names);
     throw Error(fmt::format("{} {}: expected one of {}{}", option, value, fmt::join(names, ", "),
         hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
 }
 
 } // namespace
-
-std::string closest_match(const std::string& word, const std::vector<std::string>& candidates)
-{
-    std::string best;
-    std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
-    for (const auto& c : candidates) {
-        std::size_t d = edit_distance(word, c);
-        if (d < best_distance) {
-            best_distance = d;
-            best = c;
-        }
-    }
-    return best;
-}
 
 CliRequest parse_command_line(const std::vector<std::string>& argv_in)
 {
@@ -199,7 +168,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         }
         names.push_back("-np");
         std::string word = rest.front().substr(0, rest.front().find('='));
-        std::string hint = closest_match(word, names);
+        std::string hint = probes::closest_match(word, names);
         throw Error(fmt::format("unknown option '{}'{}; see gpurun --help", word,
             hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
     }

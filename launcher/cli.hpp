@@ -19,7 +19,4 @@ struct CliRequest {
 /// for usage errors (unknown option with a did-you-mean, bad values).
 CliRequest parse_command_line(const std::vector<std::string>& argv);
 
-/// The closest of `candidates` to `word`, when it is close enough to be a likely typo.
-std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
-
 } // namespace launcher

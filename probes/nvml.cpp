@@ -64,6 +64,27 @@ Nvml Nvml::load(const std::string& file)
     library.bind(api.driver_version, "nvmlSystemGetDriverVersion");
     library.bind(api.max_mig_devices, "nvmlDeviceGetMaxMigDeviceCount");
     library.bind(api.mig_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+    library.bind(api.cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2");
+    library.bind(api.compute_mode, "nvmlDeviceGetComputeMode");
+    library.bind(api.persistence_mode, "nvmlDeviceGetPersistenceMode");
+    library.bind(api.running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+    library.bind(api.ecc_mode, "nvmlDeviceGetEccMode");
+    library.bind(api.total_ecc_errors, "nvmlDeviceGetTotalEccErrors");
+    library.bind(api.retired_pages, "nvmlDeviceGetRetiredPages");
+    library.bind(api.retired_pages_pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+    library.bind(api.remapped_rows, "nvmlDeviceGetRemappedRows");
+    if (!library.bind(api.clock_event_reasons, "nvmlDeviceGetCurrentClocksEventReasons")) {
+        library.bind(api.clock_event_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    }
+    library.bind(api.pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+    library.bind(api.pcie_max_gen, "nvmlDeviceGetMaxPcieLinkGeneration");
+    library.bind(api.pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+    library.bind(api.pcie_max_width, "nvmlDeviceGetMaxPcieLinkWidth");
+    library.bind(api.utilization, "nvmlDeviceGetUtilizationRates");
+    library.bind(api.p2p_status, "nvmlDeviceGetP2PStatus");
+    library.bind(api.common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
+    library.bind(api.nvlink_state, "nvmlDeviceGetNvLinkState");
+    library.bind(api.nvlink_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
 
     Nvml nvml(std::move(library), api);
     nvml_abi::Return rc = api.init();
@@ -102,6 +123,16 @@ std::string Nvml::describe(nvml_abi::Return rc) const
     return fmt::format("NVML error {}", rc);
 }
 
+nvml_abi::Device Nvml::handle(unsigned index) const
+{
+    nvml_abi::Device device = nullptr;
+    nvml_abi::Return rc = m_api.handle_by_index(index, &device);
+    if (rc != nvml_abi::success) {
+        throw Error(fmt::format("nvmlDeviceGetHandleByIndex_v2({}) failed: {}", index, describe(rc)));
+    }
+    return device;
+}
+
 std::vector<NvmlGpu> Nvml::gpus() const
 {
     unsigned int count = 0;
@@ -111,11 +142,7 @@ std::vector<NvmlGpu> Nvml::gpus() const
     }
     std::vector<NvmlGpu> out;
     for (unsigned int i = 0; i < count; ++i) {
-        nvml_abi::Device device = nullptr;
-        rc = m_api.handle_by_index(i, &device);
-        if (rc != nvml_abi::success) {
-            throw Error(fmt::format("nvmlDeviceGetHandleByIndex_v2({}) failed: {}", i, describe(rc)));
-        }
+        nvml_abi::Device device = handle(i);
         nvml_abi::PciInfo pci{};
         rc = m_api.pci_info(device, &pci);
         if (rc != nvml_abi::success) {

@@ -34,6 +34,20 @@ struct Memory {
     unsigned long long free;
     unsigned long long used;
 };
+
+struct Utilization {
+    unsigned int gpu;
+    unsigned int memory;
+};
+
+constexpr int p2p_caps_read = 0;
+constexpr int p2p_caps_write = 1;
+constexpr int memory_error_corrected = 0;
+constexpr int memory_error_uncorrected = 1;
+constexpr int ecc_counter_aggregate = 1;
+constexpr int page_retirement_double_bit = 1;
+constexpr int page_retirement_single_bit = 0;
+constexpr unsigned max_nvlinks = 18;
 } // namespace nvml_abi
 
 /// One struct of NVML function pointers, filled by one loader. Required symbols are checked at
@@ -53,6 +67,27 @@ struct NvmlApi {
     nvml_abi::Return (*driver_version)(char*, unsigned int) = nullptr;
     nvml_abi::Return (*max_mig_devices)(nvml_abi::Device, unsigned int*) = nullptr;
     nvml_abi::Return (*mig_handle_by_index)(nvml_abi::Device, unsigned int, nvml_abi::Device*) = nullptr;
+    // health, for gpudoctor
+    nvml_abi::Return (*cuda_driver_version)(int*) = nullptr;                         // ..._v2
+    nvml_abi::Return (*compute_mode)(nvml_abi::Device, int*) = nullptr;
+    nvml_abi::Return (*persistence_mode)(nvml_abi::Device, int*) = nullptr;
+    nvml_abi::Return (*running_processes)(nvml_abi::Device, unsigned int*, void*) = nullptr; // _v3, count only
+    nvml_abi::Return (*ecc_mode)(nvml_abi::Device, int*, int*) = nullptr;
+    nvml_abi::Return (*total_ecc_errors)(nvml_abi::Device, int, int, unsigned long long*) = nullptr;
+    nvml_abi::Return (*retired_pages)(nvml_abi::Device, int, unsigned int*, unsigned long long*) = nullptr;
+    nvml_abi::Return (*retired_pages_pending)(nvml_abi::Device, int*) = nullptr;
+    nvml_abi::Return (*remapped_rows)(nvml_abi::Device, unsigned int*, unsigned int*, unsigned int*,
+                                      unsigned int*) = nullptr;
+    nvml_abi::Return (*clock_event_reasons)(nvml_abi::Device, unsigned long long*) = nullptr;
+    nvml_abi::Return (*pcie_gen)(nvml_abi::Device, unsigned int*) = nullptr;
+    nvml_abi::Return (*pcie_max_gen)(nvml_abi::Device, unsigned int*) = nullptr;
+    nvml_abi::Return (*pcie_width)(nvml_abi::Device, unsigned int*) = nullptr;
+    nvml_abi::Return (*pcie_max_width)(nvml_abi::Device, unsigned int*) = nullptr;
+    nvml_abi::Return (*utilization)(nvml_abi::Device, nvml_abi::Utilization*) = nullptr;
+    nvml_abi::Return (*p2p_status)(nvml_abi::Device, nvml_abi::Device, int, int*) = nullptr;
+    nvml_abi::Return (*common_ancestor)(nvml_abi::Device, nvml_abi::Device, int*) = nullptr;
+    nvml_abi::Return (*nvlink_state)(nvml_abi::Device, unsigned int, int*) = nullptr;
+    nvml_abi::Return (*nvlink_remote_pci)(nvml_abi::Device, unsigned int, nvml_abi::PciInfo*) = nullptr; // _v2
 };
 
 /// What NVML says about one physical GPU.
@@ -80,6 +115,10 @@ public:
     Nvml& operator=(const Nvml&) = delete;
 
     std::vector<NvmlGpu> gpus() const;
+    /// The handle of GPU `index` (NVML's enumeration). Throws probes::Error.
+    nvml_abi::Device handle(unsigned index) const;
+    /// NVML's error text for a return code.
+    std::string describe(nvml_abi::Return rc) const;
     std::optional<std::string> driver_version() const;
     const NvmlApi& api() const { return m_api; }
     const std::string& file() const { return m_library.file(); }
@@ -89,7 +128,6 @@ public:
 
 private:
     Nvml(DynamicLibrary library, NvmlApi api);
-    std::string describe(nvml_abi::Return rc) const;
 
     DynamicLibrary m_library;
     NvmlApi m_api;

@@ -3,9 +3,17 @@
 //   {"init_error": 0, "driver": "550.54.15",
 //    "gpus": [{"bus_id": "00000000:07:00.0", "name": "...", "uuid": "GPU-...",
 //              "memory_total": 85899345920, "mig": ["MIG-..."]}]}
+// Health fields per GPU (all optional): compute_mode, persistence, processes,
+//   ecc {enabled, corrected, uncorrected}, retired_pages {single, double, pending},
+//   remapped_rows {corrected, uncorrected, pending, failure}, clock_event_reasons,
+//   pcie {gen, max_gen, width, max_width}, utilization, nvlinks ["<remote bus id>", ...].
+// Top level: cuda_driver_version, p2p {"0-1": {"read": status, "write": status}},
+//   ancestor {"0-1": level}, default_ancestor, hang_in / crash_in "<function name>".
 // Built in variants: FAKE_NVML_MINIMAL exports only the symbols gpukit requires;
 // FAKE_NVML_NO_PCI also lacks nvmlDeviceGetPciInfo_v3/_v2, so the loader must refuse it.
+#include <csignal>
 #include <cstdio>
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -60,6 +68,48 @@ bool is_mig(void* handle)
     return reinterpret_cast<std::uintptr_t>(handle) >= 1000;
 }
 
+// The fixture can make any function hang (a wedged driver) or crash.
+void misbehave(const char* function)
+{
+    if (fixture().value("hang_in", "") == function) {
+        while (true) {
+            pause();
+        }
+    }
+    if (fixture().value("crash_in", "") == function) {
+        std::raise(SIGSEGV);
+    }
+}
+
+const nlohmann::json& gpu(void* device)
+{
+    return fixture()["gpus"][gpu_of(device)];
+}
+
+// A field of a GPU's fixture object, or NOT_SUPPORTED (3) when the fixture leaves it out.
+template <typename T>
+int field(void* device, const char* group, const char* key, T* out)
+{
+    const auto& g = gpu(device);
+    const nlohmann::json* node = &g;
+    if (group != nullptr) {
+        if (!g.contains(group)) {
+            return 3;
+        }
+        node = &g[group];
+    }
+    if (!node->contains(key)) {
+        return 3;
+    }
+    *out = (*node)[key].get<T>();
+    return 0;
+}
+
+std::string pair_key(void* a, void* b)
+{
+    return std::to_string(gpu_of(a)) + "-" + std::to_string(gpu_of(b));
+}
+
 int copy(const std::string& text, char* out, unsigned int length)
 {
     if (text.size() + 1 > length) {
@@ -76,6 +126,7 @@ extern "C" {
 int nvmlInit_v2()
 {
     load_fixture();
+    misbehave("nvmlInit_v2");
     return fixture().value("init_error", 0);
 }
 
@@ -86,6 +137,7 @@ int nvmlShutdown()
 
 int nvmlDeviceGetCount_v2(unsigned int* count)
 {
+    misbehave("nvmlDeviceGetCount_v2");
     *count = static_cast<unsigned int>(fixture()["gpus"].size());
     return 0;
 }
@@ -174,6 +226,163 @@ int nvmlDeviceGetMaxMigDeviceCount(void* device, unsigned int* count)
 int nvmlDeviceGetMigDeviceHandleByIndex(void* device, unsigned int index, void** mig)
 {
     *mig = reinterpret_cast<void*>((gpu_of(device) + 1) * 1000 + index);
+    return 0;
+}
+
+int nvmlSystemGetCudaDriverVersion_v2(int* version)
+{
+    *version = fixture().value("cuda_driver_version", 12040);
+    return 0;
+}
+
+int nvmlDeviceGetComputeMode(void* device, int* mode)
+{
+    return field(device, nullptr, "compute_mode", mode);
+}
+
+int nvmlDeviceGetPersistenceMode(void* device, int* mode)
+{
+    return field(device, nullptr, "persistence", mode);
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, void* infos)
+{
+    misbehave("nvmlDeviceGetComputeRunningProcesses_v3");
+    unsigned int n = gpu(device).value("processes", 0U);
+    if (infos == nullptr || *count < n) {
+        *count = n;
+        return n == 0 ? 0 : 7; // NVML_ERROR_INSUFFICIENT_SIZE
+    }
+    *count = n;
+    return 0;
+}
+
+int nvmlDeviceGetEccMode(void* device, int* current, int* pending)
+{
+    int rc = field(device, "ecc", "enabled", current);
+    *pending = *current;
+    return rc;
+}
+
+int nvmlDeviceGetTotalEccErrors(void* device, int type, int counter, unsigned long long* count)
+{
+    (void)counter;
+    return field(device, "ecc", type == 1 ? "uncorrected" : "corrected", count);
+}
+
+int nvmlDeviceGetRetiredPages(void* device, int cause, unsigned int* count, unsigned long long* addresses)
+{
+    unsigned int n = 0;
+    int rc = field(device, "retired_pages", cause == 1 ? "double" : "single", &n);
+    if (rc != 0) {
+        return rc;
+    }
+    if (addresses == nullptr || *count < n) {
+        *count = n;
+        return n == 0 ? 0 : 7;
+    }
+    *count = n;
+    return 0;
+}
+
+int nvmlDeviceGetRetiredPagesPendingStatus(void* device, int* pending)
+{
+    return field(device, "retired_pages", "pending", pending);
+}
+
+int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected, unsigned int* uncorrected, unsigned int* pending,
+                              unsigned int* failure)
+{
+    if (!gpu(device).contains("remapped_rows")) {
+        return 3;
+    }
+    const auto& r = gpu(device)["remapped_rows"];
+    *corrected = r.value("corrected", 0U);
+    *uncorrected = r.value("uncorrected", 0U);
+    *pending = r.value("pending", 0U);
+    *failure = r.value("failure", 0U);
+    return 0;
+}
+
+int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons)
+{
+    return field(device, nullptr, "clock_event_reasons", reasons);
+}
+
+int nvmlDeviceGetCurrPcieLinkGeneration(void* device, unsigned int* value)
+{
+    return field(device, "pcie", "gen", value);
+}
+
+int nvmlDeviceGetMaxPcieLinkGeneration(void* device, unsigned int* value)
+{
+    return field(device, "pcie", "max_gen", value);
+}
+
+int nvmlDeviceGetCurrPcieLinkWidth(void* device, unsigned int* value)
+{
+    return field(device, "pcie", "width", value);
+}
+
+int nvmlDeviceGetMaxPcieLinkWidth(void* device, unsigned int* value)
+{
+    return field(device, "pcie", "max_width", value);
+}
+
+int nvmlDeviceGetUtilizationRates(void* device, unsigned int* rates)
+{
+    unsigned int u = 0;
+    int rc = field(device, nullptr, "utilization", &u);
+    rates[0] = u;
+    rates[1] = 0;
+    return rc;
+}
+
+int nvmlDeviceGetP2PStatus(void* a, void* b, int index, int* status)
+{
+    *status = 0;
+    const auto& p2p = fixture().value("p2p", nlohmann::json::object());
+    for (const auto& key : {pair_key(a, b), pair_key(b, a)}) {
+        if (p2p.contains(key)) {
+            *status = p2p[key].value(index == 0 ? "read" : "write", 0);
+        }
+    }
+    return 0;
+}
+
+int nvmlDeviceGetTopologyCommonAncestor(void* a, void* b, int* level)
+{
+    *level = fixture().value("default_ancestor", 40);
+    const auto& anc = fixture().value("ancestor", nlohmann::json::object());
+    for (const auto& key : {pair_key(a, b), pair_key(b, a)}) {
+        if (anc.contains(key)) {
+            *level = anc[key].get<int>();
+        }
+    }
+    return 0;
+}
+
+int nvmlDeviceGetNvLinkState(void* device, unsigned int link, int* active)
+{
+    const auto& g = gpu(device);
+    if (!g.contains("nvlinks")) {
+        return 3;
+    }
+    if (link >= 18) {
+        return 2;
+    }
+    *active = link < g["nvlinks"].size() ? 1 : 0;
+    return 0;
+}
+
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* device, unsigned int link, PciInfo* pci)
+{
+    const auto& g = gpu(device);
+    if (!g.contains("nvlinks") || link >= g["nvlinks"].size()) {
+        return 2;
+    }
+    std::memset(pci, 0, sizeof *pci);
+    std::snprintf(pci->bus_id, sizeof pci->bus_id, "%s", g["nvlinks"][link].get<std::string>().c_str());
     return 0;
 }
 #endif

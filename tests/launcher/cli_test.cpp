@@ -1,5 +1,6 @@
 #include "launcher/cli.hpp"
 #include "probes/error.hpp"
+#include "probes/spelling.hpp"
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,6 @@ TEST(Cli, UsageErrorsSayWhatAndSuggest)
 
 TEST(Cli, ClosestMatch)
 {
-    EXPECT_EQ(launcher::closest_match("--dry-rn", {"--dry-run", "--json"}), "--dry-run");
-    EXPECT_EQ(launcher::closest_match("--zzzzzz", {"--dry-run", "--json"}), "");
+    EXPECT_EQ(probes::closest_match("--dry-rn", {"--dry-run", "--json"}), "--dry-run");
+    EXPECT_EQ(probes::closest_match("--zzzzzz", {"--dry-run", "--json"}), "");
 }

@@ -1,0 +1,6 @@
+#include "doctor/gpudoctor.hpp"
+
+int main(int argc, char** argv)
+{
+    return doctor::run_gpudoctor(argc, argv);
+}

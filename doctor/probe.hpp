@@ -1,0 +1,52 @@
+#pragma once
+
+#include "doctor/facts.hpp"
+#include "doctor/finding.hpp"
+#include "doctor/policy.hpp"
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace doctor {
+
+/// What collectors may look at: where /sys and /proc are, which topology file, the environment
+/// as it was when gpudoctor started.
+struct CollectContext {
+    std::string sysroot = "/";
+    std::string topology_file;                 ///< "" = this machine
+    std::map<std::string, std::string> env;    ///< a copy of the environment
+    std::chrono::milliseconds timeout{10000};  ///< per collector
+
+    const char* getenv(const std::string& name) const;
+};
+
+/// Reads the machine for one area and returns plain facts. Only collectors touch the machine.
+/// Every collector runs in a child process with a deadline (see runner.hpp), so one that hangs
+/// or crashes in a GPU library becomes an `error` and the others still report.
+struct Collector {
+    std::string name;
+    std::function<nlohmann::json(const CollectContext&)> collect;
+};
+
+/// A check as users select it (`--only`, `--skip`, `gpudoctor list`): the collectors it needs
+/// and a pure rule from facts to findings.
+struct Probe {
+    std::string name;
+    std::string summary;
+    std::vector<std::string> collectors;
+    std::function<std::vector<Finding>(const Facts&, const Policy&)> judge;
+    std::vector<CodeInfo> codes;
+};
+
+/// The one explicit table of probes, in display order.
+const std::vector<Probe>& probe_table();
+/// The one explicit table of collectors.
+const std::vector<Collector>& collector_table();
+
+/// Every finding code of every probe, plus the runner's own (`<probe>.error`, `<probe>.skip`).
+std::vector<CodeInfo> all_codes();
+
+} // namespace doctor

@@ -1,0 +1,115 @@
+#include "doctor/checks/checks.hpp"
+#include "doctor/probe.hpp"
+#include "doctor/runner.hpp"
+#include "probes/error.hpp"
+#include "probes/spelling.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace doctor {
+
+const std::vector<Collector>& collector_table()
+{
+    static const std::vector<Collector> table = {
+        checks::host_collector(),
+        checks::nvml_collector(),
+        checks::topology_collector(),
+    };
+    return table;
+}
+
+const std::vector<Probe>& probe_table()
+{
+    static const std::vector<Probe> table = {
+        checks::driver_probe(),
+        checks::gpus_probe(),
+    };
+    return table;
+}
+
+const char* CollectContext::getenv(const std::string& name) const
+{
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+}
+
+std::vector<CodeInfo> all_codes()
+{
+    std::vector<CodeInfo> out;
+    for (const auto& p : probe_table()) {
+        out.insert(out.end(), p.codes.begin(), p.codes.end());
+        out.push_back({p.name + ".error", fmt::format("the {} probe could not run", p.name),
+                       "Its collector timed out, crashed, or its rule broke. A GPU library call that hangs (a "
+                       "wedged driver, a GPU that fell off the bus) shows up here; the other probes still ran.",
+                       "Look at dmesg (Xid errors), nvidia-smi, and run again with a longer --timeout."});
+        out.push_back({p.name + ".skip", fmt::format("the {} probe was not checked", p.name),
+                       "The facts it needs were not collected (a snapshot taken with --only/--skip, or an older "
+                       "snapshot). A skipped probe is never a pass.",
+                       ""});
+    }
+    return out;
+}
+
+std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip)
+{
+    const auto& table = probe_table();
+    std::vector<std::string> names;
+    for (const auto& p : table) {
+        names.push_back(p.name);
+    }
+    auto words = [](const std::string& list) {
+        std::vector<std::string> out;
+        std::size_t pos = 0;
+        while (pos <= list.size() && !list.empty()) {
+            std::size_t comma = list.find(',', pos);
+            std::string w = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+            if (!w.empty()) {
+                out.push_back(w);
+            }
+            if (comma == std::string::npos) {
+                break;
+            }
+            pos = comma + 1;
+        }
+        return out;
+    };
+    auto matches = [&](const std::string& word, const std::string& option) {
+        std::vector<const Probe*> out;
+        for (const auto& p : table) {
+            if (p.name.rfind(word, 0) == 0) {
+                out.push_back(&p);
+            }
+        }
+        if (out.empty()) {
+            std::string hint = probes::closest_match(word, names);
+            throw probes::Error(fmt::format("{} {}: no probe is called that{}; 'gpudoctor list' shows them", option,
+                                            word, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+        }
+        return out;
+    };
+    std::vector<const Probe*> selected;
+    auto only_words = words(only);
+    if (only_words.empty()) {
+        for (const auto& p : table) {
+            selected.push_back(&p);
+        }
+    } else {
+        for (const auto& w : only_words) {
+            for (const Probe* p : matches(w, "--only")) {
+                if (std::find(selected.begin(), selected.end(), p) == selected.end()) {
+                    selected.push_back(p);
+                }
+            }
+        }
+        std::sort(selected.begin(), selected.end());
+    }
+    for (const auto& w : words(skip)) {
+        for (const Probe* p : matches(w, "--skip")) {
+            selected.erase(std::remove(selected.begin(), selected.end(), p), selected.end());
+        }
+    }
+    return selected;
+}
+
+} // namespace doctor

@@ -1,0 +1,245 @@
+#include "doctor/gpudoctor.hpp"
+#include "doctor/report.hpp"
+#include "doctor/runner.hpp"
+#include "probes/error.hpp"
+#include "probes/spelling.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+
+#ifndef GPUKIT_VERSION
+#define GPUKIT_VERSION "unknown"
+#endif
+
+extern char** environ;
+
+namespace doctor {
+
+namespace {
+
+using probes::Error;
+
+std::string read_file(const std::string& path, const char* what)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
+{
+    CollectContext ctx;
+    ctx.sysroot = sysroot;
+    ctx.topology_file = topology;
+    ctx.timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
+    for (char** e = environ; *e != nullptr; ++e) {
+        std::string entry(*e);
+        auto eq = entry.find('=');
+        if (eq != std::string::npos) {
+            ctx.env[entry.substr(0, eq)] = entry.substr(eq + 1);
+        }
+    }
+    return ctx;
+}
+
+Facts load_snapshot(const std::string& path)
+{
+    std::string text = path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {})
+                                   : read_file(path, "snapshot");
+    nlohmann::json doc;
+    try {
+        doc = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error(fmt::format("{} is not a gpudoctor snapshot: {}", path, e.what()));
+    }
+    if (!doc.is_object() || !doc.contains("gpudoctor_snapshot") || !doc.contains("facts") ||
+        !doc["facts"].is_object()) {
+        throw Error(fmt::format("{} is not a gpudoctor snapshot: no \"gpudoctor_snapshot\" and \"facts\" keys; write "
+                                "one with 'gpudoctor snapshot > node.json'",
+                                path));
+    }
+    return doc["facts"];
+}
+
+int run(int argc, char** argv)
+{
+    CLI::App app("Tell whether this node is fit to train, and why not.", "gpudoctor");
+    app.require_subcommand(0, 1);
+    app.set_help_all_flag();
+    bool version = false;
+    app.add_flag("--version", version, "Print the version and exit");
+    app.footer("Exit status: 0 fit (warnings allowed), 1 a check failed, 2 usage or input error, 3 gpudoctor "
+               "itself could not run. See gpudoctor(1).");
+
+    // Options shared by the subcommands that collect.
+    struct Common {
+        bool json = false;
+        bool quiet = false;
+        bool no_color = false;
+        bool strict = false;
+        std::string sysroot = "/";
+        std::string topology;
+        std::string only;
+        std::string skip;
+        std::string policy_file;
+        std::string from;
+        double timeout = 10.0;
+        int expect_gpus = -1;
+    } c;
+    auto add_selection = [&](CLI::App* sub) {
+        sub->add_option("--only", c.only, "Run only these probes (names or prefixes, comma-separated)")
+            ->type_name("LIST");
+        sub->add_option("--skip", c.skip, "Leave out these probes")->type_name("LIST");
+        sub->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
+        sub->add_option("--topology", c.topology, "Use this hwloc XML instead of this machine's topology")
+            ->type_name("FILE");
+        sub->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
+    };
+
+    auto* check = app.add_subcommand("check", "Check the node and report (the default)");
+    add_selection(check);
+    check->add_flag("--json", c.json, "Print the report as JSON");
+    check->add_flag("--quiet", c.quiet, "Print only problems and the summary");
+    check->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
+    check->add_flag("--strict", c.strict, "Warnings fail too");
+    bool quick = true;
+    check->add_flag("--quick", quick, "Quick tier: NVML, sysfs and files, no GPU work (the default)");
+    check->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
+    check->add_option("--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)")->type_name("N");
+    check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
+        ->type_name("FILE");
+
+    auto* snapshot = app.add_subcommand("snapshot", "Print every collected fact as JSON, for check --from");
+    add_selection(snapshot);
+
+    auto* list = app.add_subcommand("list", "List the probes in the order they run");
+    bool list_json = false;
+    list->add_flag("--json", list_json, "As JSON");
+
+    auto* explain = app.add_subcommand("explain", "Explain a finding code and its remedy");
+    std::string code;
+    explain->add_option("CODE", code, "A finding code, e.g. gpus.ecc_uncorrected")->required();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) {
+            std::cout << app.help();
+            return 0;
+        }
+        throw Error(fmt::format("{}; see gpudoctor --help", e.what()));
+    }
+    if (version) {
+        std::cout << fmt::format("gpudoctor (gpukit) {}\n", GPUKIT_VERSION);
+        return 0;
+    }
+
+    if (list->parsed()) {
+        nlohmann::json out = nlohmann::json::array();
+        std::string text;
+        for (const auto& p : probe_table()) {
+            out.push_back({{"name", p.name}, {"summary", p.summary}, {"collectors", p.collectors}});
+            text += fmt::format("{:<11} {}\n", p.name, p.summary);
+        }
+        std::cout << (list_json ? out.dump(2) + "\n" : text);
+        return 0;
+    }
+    if (explain->parsed()) {
+        std::vector<std::string> names;
+        for (const auto& info : all_codes()) {
+            if (info.code == code) {
+                std::cout << fmt::format("{}: {}\n\n{}\n\nRemedy: {}\n", info.code, info.title, info.explanation,
+                                         info.remedy.empty() ? "none needed" : info.remedy);
+                return 0;
+            }
+            names.push_back(info.code);
+        }
+        std::string hint = probes::closest_match(code, names);
+        throw Error(fmt::format("no finding code '{}'{}; 'gpudoctor list' shows the probes", code,
+                                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+    }
+
+    if (c.timeout <= 0 || c.timeout > 3600) {
+        throw Error(fmt::format("--timeout {}: expected seconds, more than 0 and at most 3600", c.timeout));
+    }
+    std::vector<const Probe*> probes = select_probes(c.only, c.skip);
+    const CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
+
+    if (snapshot->parsed()) {
+        nlohmann::json doc = {{"gpudoctor_snapshot", 1},
+                              {"version", GPUKIT_VERSION},
+                              {"facts", collect(collectors_for(probes), ctx)}};
+        std::cout << doc.dump(2) << '\n';
+        return 0;
+    }
+
+    Policy policy = Policy::defaults();
+    if (!c.policy_file.empty()) {
+        policy.merge_toml(read_file(c.policy_file, "policy"), c.policy_file);
+    }
+    if (c.expect_gpus >= 0) {
+        policy.expect_gpus = static_cast<unsigned>(c.expect_gpus);
+    } else if (check->count("--expect-gpus") > 0) {
+        throw Error(fmt::format("--expect-gpus {}: expected a number of GPUs, 0 or more", c.expect_gpus));
+    }
+
+    const Facts facts = c.from.empty() ? collect(collectors_for(probes), ctx) : load_snapshot(c.from);
+    const auto results = judge(probes, facts, policy);
+    ReportOptions options;
+    options.strict = c.strict;
+    options.quiet = c.quiet;
+    const char* no_color = std::getenv("NO_COLOR");
+    options.color = !c.no_color && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
+    if (c.json) {
+        std::cout << render_json(results, facts, options).dump(2) << '\n';
+    } else {
+        std::cout << render_text(results, facts, options);
+    }
+    return exit_code(results, c.strict);
+}
+
+} // namespace
+
+int run_gpudoctor(int argc, char** argv)
+{
+    // No subcommand means check.
+    std::vector<char*> args(argv, argv + argc);
+    static char check_word[] = "check";
+    bool has_subcommand = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "check" || a == "snapshot" || a == "list" || a == "explain" || a == "--help" || a == "-h" ||
+            a == "--version" || a == "--help-all") {
+            has_subcommand = true;
+            break;
+        }
+    }
+    if (!has_subcommand) {
+        args.insert(args.begin() + 1, check_word);
+    }
+    try {
+        return run(static_cast<int>(args.size()), args.data());
+    } catch (const Error& e) {
+        fmt::print(stderr, "gpudoctor: {}\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "gpudoctor: internal error: {}\n", e.what());
+        return 3;
+    }
+}
+
+} // namespace doctor

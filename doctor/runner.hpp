@@ -1,0 +1,35 @@
+#pragma once
+
+#include "doctor/probe.hpp"
+
+#include <vector>
+
+namespace doctor {
+
+/// Runs the collectors, all at once, each in its own child process (and process group) with
+/// ctx.timeout as its deadline. A collector that throws, hangs or crashes yields
+/// {"error": "..."} ("timed out after 10 s", "crashed (Segmentation fault)") for its name; the
+/// others are unaffected.
+Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx);
+
+/// The collectors the probes need, in table order, without repeats.
+std::vector<const Collector*> collectors_for(const std::vector<const Probe*>& probes);
+
+/// One probe's outcome.
+struct ProbeResult {
+    const Probe* probe = nullptr;
+    std::vector<Finding> findings;
+};
+
+/// Applies each probe's rule to the facts. A probe whose collector is missing from the facts is
+/// skipped with that reason; one whose collector broke is an error with the collector's message.
+std::vector<ProbeResult> judge(const std::vector<const Probe*>& probes, const Facts& facts, const Policy& policy);
+
+/// 0 no failure (warnings allowed), 1 a failure or error (or, with strict, a warning).
+int exit_code(const std::vector<ProbeResult>& results, bool strict);
+
+/// Probes named by `--only` / `--skip` (names or name prefixes, comma-separated). Throws
+/// probes::Error with a did-you-mean for a word that matches no probe.
+std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip);
+
+} // namespace doctor

@@ -1,0 +1,101 @@
+#include "doctor/runner.hpp"
+#include "probes/error.hpp"
+#include "tests/support/doctor_support.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <gtest/gtest.h>
+#include <thread>
+#include <unistd.h>
+
+using doctor::Collector;
+using doctor::Severity;
+
+TEST(Runner, CollectorsRunInParallelAndAHangBecomesAnError)
+{
+    Collector fine{"fine", [](const doctor::CollectContext&) { return nlohmann::json{{"x", 1}}; }};
+    Collector hang{"hang", [](const doctor::CollectContext&) {
+                       while (true) {
+                           pause();
+                       }
+                       return nlohmann::json();
+                   }};
+    Collector slow{"slow", [](const doctor::CollectContext&) {
+                       std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                       return nlohmann::json{{"y", 2}};
+                   }};
+    Collector crash{"crash", [](const doctor::CollectContext&) {
+                        std::raise(SIGSEGV);
+                        return nlohmann::json();
+                    }};
+    Collector throws{"throws", [](const doctor::CollectContext&) -> nlohmann::json {
+                         throw probes::Error("cannot read /sys/foo: Permission denied");
+                     }};
+    doctor::CollectContext ctx;
+    ctx.timeout = std::chrono::milliseconds(1000);
+    const auto start = std::chrono::steady_clock::now();
+    auto facts = doctor::collect({&fine, &hang, &slow, &crash, &throws}, ctx);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the deadline holds for all collectors at once";
+    EXPECT_EQ(facts["fine"]["x"], 1);
+    EXPECT_EQ(facts["slow"]["y"], 2);
+    EXPECT_EQ(doctor::collector_error(facts, "hang"), "timed out after 1 s");
+    EXPECT_NE(doctor::collector_error(facts, "crash").find("crashed (Segmentation fault)"), std::string::npos);
+    EXPECT_EQ(doctor::collector_error(facts, "throws"), "cannot read /sys/foo: Permission denied");
+}
+
+TEST(Runner, MissingOrBrokenFactsNeverPass)
+{
+    auto skipped = test_support::judge_one("gpus", nlohmann::json::object());
+    ASSERT_EQ(skipped.size(), 1U);
+    EXPECT_EQ(skipped[0].severity, Severity::skip);
+    EXPECT_EQ(skipped[0].code, "gpus.skip");
+    auto broken = test_support::judge_one("gpus", {{"nvml", {{"error", "timed out after 10 s"}}}, {"topology", {}}});
+    ASSERT_EQ(broken.size(), 1U);
+    EXPECT_EQ(broken[0].severity, Severity::error);
+    EXPECT_NE(broken[0].message.find("collecting nvml: timed out after 10 s"), std::string::npos);
+}
+
+TEST(Runner, ExitCodes)
+{
+    doctor::Probe p;
+    p.name = "x";
+    auto finding = [](const char* code, Severity s) { return doctor::Finding{code, s, "host", "m", "", nullptr}; };
+    std::vector<doctor::ProbeResult> results{{&p, {finding("x.a", Severity::pass), finding("x.b", Severity::warn)}}};
+    EXPECT_EQ(doctor::exit_code(results, false), 0);
+    EXPECT_EQ(doctor::exit_code(results, true), 1);
+    results[0].findings.push_back(finding("x.c", Severity::skip));
+    EXPECT_EQ(doctor::exit_code(results, false), 0);
+    results[0].findings.push_back(finding("x.d", Severity::error));
+    EXPECT_EQ(doctor::exit_code(results, false), 1);
+}
+
+TEST(Runner, SelectionByNameAndPrefixWithDidYouMean)
+{
+    auto only = doctor::select_probes("gpu", "");
+    ASSERT_EQ(only.size(), 1U);
+    EXPECT_EQ(only[0]->name, "gpus");
+    auto skip = doctor::select_probes("", "driver");
+    EXPECT_TRUE(std::none_of(skip.begin(), skip.end(), [](const doctor::Probe* p) { return p->name == "driver"; }));
+    try {
+        doctor::select_probes("drivr", "");
+        ADD_FAILURE();
+    } catch (const probes::Error& e) {
+        EXPECT_EQ(std::string(e.what()), "--only drivr: no probe is called that (did you mean driver?); 'gpudoctor list' "
+                                         "shows them");
+    }
+}
+
+TEST(Runner, EveryProbeDocumentsItsCodes)
+{
+    for (const auto& p : doctor::probe_table()) {
+        EXPECT_FALSE(p.codes.empty()) << p.name;
+        for (const auto& c : p.codes) {
+            EXPECT_EQ(c.code.rfind(p.name + ".", 0), 0U) << c.code << " belongs to " << p.name;
+            EXPECT_FALSE(c.explanation.empty()) << c.code;
+        }
+        for (const auto& c : p.collectors) {
+            EXPECT_NO_THROW(test_support::collector_named(c)) << p.name << " needs " << c;
+        }
+    }
+}

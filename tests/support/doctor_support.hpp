@@ -1,0 +1,62 @@
+#pragma once
+
+#include "doctor/probe.hpp"
+#include "doctor/runner.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace test_support {
+
+/// The probe called `name` from the table.
+inline const doctor::Probe& probe_named(const std::string& name)
+{
+    for (const auto& p : doctor::probe_table()) {
+        if (p.name == name) {
+            return p;
+        }
+    }
+    throw std::runtime_error("no probe " + name);
+}
+
+/// The collector called `name` from the table.
+inline const doctor::Collector& collector_named(const std::string& name)
+{
+    for (const auto& c : doctor::collector_table()) {
+        if (c.name == name) {
+            return c;
+        }
+    }
+    throw std::runtime_error("no collector " + name);
+}
+
+/// The findings of one probe judged on `facts` (with the runner's handling of missing and
+/// broken collectors).
+inline std::vector<doctor::Finding> judge_one(const std::string& probe, const doctor::Facts& facts,
+                                              const doctor::Policy& policy = doctor::Policy::defaults())
+{
+    auto results = doctor::judge({&probe_named(probe)}, facts, policy);
+    return results.front().findings;
+}
+
+/// The first finding with this code, or nullptr.
+inline const doctor::Finding* find_code(const std::vector<doctor::Finding>& findings, const std::string& code)
+{
+    auto it = std::find_if(findings.begin(), findings.end(), [&](const doctor::Finding& f) { return f.code == code; });
+    return it == findings.end() ? nullptr : &*it;
+}
+
+/// Codes of the findings with this severity, in order.
+inline std::vector<std::string> codes_with(const std::vector<doctor::Finding>& findings, doctor::Severity s)
+{
+    std::vector<std::string> out;
+    for (const auto& f : findings) {
+        if (f.severity == s) {
+            out.push_back(f.code);
+        }
+    }
+    return out;
+}
+
+} // namespace test_support
