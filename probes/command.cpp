@@ -43,7 +43,12 @@ std::optional<std::string> find_executable(const std::string& name, const char* 
     return std::nullopt;
 }
 
-CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout)
+namespace {
+
+// Runs argv; `envp` null: this process's environment and a PATH search (execvp); otherwise
+// `file` is executed with exactly `envp`.
+CommandResult run_child(
+    const std::vector<std::string>& argv, std::chrono::milliseconds timeout, const char* file, char* const* envp)
 {
     if (argv.empty()) {
         throw Error("run_command: empty argv");
@@ -71,7 +76,11 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
         }
         dup2(fds[1], 1);
         dup2(fds[1], 2);
-        execvp(args[0], args.data());
+        if (envp == nullptr) {
+            execvp(args[0], args.data());
+        } else {
+            execve(file, args.data(), envp);
+        }
         _exit(127);
     }
     close(fds[1]);
@@ -109,6 +118,35 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) { }
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return result;
+}
+
+} // namespace
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout)
+{
+    return run_child(argv, timeout, nullptr, nullptr);
+}
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+    const std::map<std::string, std::string>& env)
+{
+    if (argv.empty()) {
+        throw Error("run_command: empty argv");
+    }
+    auto path = env.find("PATH");
+    // Not found: execve fails in the child and the result is exit status 127, as with execvp.
+    std::string file = find_executable(argv[0], path == env.end() ? nullptr : path->second.c_str()).value_or(argv[0]);
+    std::vector<std::string> entries;
+    entries.reserve(env.size());
+    for (const auto& [name, value] : env) {
+        entries.push_back(name + "=" + value);
+    }
+    std::vector<char*> envp;
+    for (auto& e : entries) {
+        envp.push_back(e.data());
+    }
+    envp.push_back(nullptr);
+    return run_child(argv, timeout, file.c_str(), envp.data());
 }
 
 } // namespace probes
