@@ -1,0 +1,311 @@
+#include "doctor/checks/checks.hpp"
+#include "probes/command.hpp"
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace doctor::checks {
+
+namespace {
+
+// Which MPI a `mpirun --version` output is from. Kept here rather than shared with the launcher
+// so that gpudoctor does not depend on gpurun's library.
+std::string mpi_flavour(const std::string& out)
+{
+    if (out.find("Open MPI") != std::string::npos || out.find("OpenRTE") != std::string::npos) {
+        return "Open MPI";
+    }
+    if (out.find("Intel(R) MPI") != std::string::npos) {
+        return "Intel MPI";
+    }
+    if (out.find("MPICH") != std::string::npos || out.find("HYDRA") != std::string::npos) {
+        return "MPICH";
+    }
+    return "unknown";
+}
+
+std::string first_version(const std::string& text)
+{
+    static const std::regex version(R"((\d+\.\d+(\.\d+)?[a-z0-9]*))");
+    std::smatch m;
+    return std::regex_search(text, m, version) ? m.str(1) : std::string();
+}
+
+std::string head(const std::string& text, std::size_t lines)
+{
+    std::istringstream in(text);
+    std::string line;
+    std::string out;
+    for (std::size_t i = 0; i < lines && std::getline(in, line); ++i) {
+        if (!line.empty() && line.back() == '\r') {
+            line.pop_back();
+        }
+        out += (i == 0 ? "" : "\n") + line;
+    }
+    return out;
+}
+
+// Runs one command within what is left of the collector's budget, recording how it went.
+class CommandBudget {
+public:
+    explicit CommandBudget(const CollectContext& ctx)
+        : m_ctx(ctx), m_deadline(std::chrono::steady_clock::now() + ctx.timeout * 3 / 4)
+    {
+    }
+
+    /// nullopt when there was no time left to start it; the run's exit code, timeout and output otherwise.
+    std::optional<probes::CommandResult> run(const std::vector<std::string>& argv, nlohmann::json& record)
+    {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(m_deadline - std::chrono::steady_clock::now());
+        if (left < std::chrono::milliseconds(50)) {
+            record["not_run"] = "no time left within the collector's deadline";
+            return std::nullopt;
+        }
+        try {
+            probes::CommandResult r = probes::run_command(argv, left, m_ctx.env);
+            record["exit_code"] = r.exit_code;
+            record["timed_out"] = r.timed_out;
+            if (r.timed_out) {
+                record["timeout_ms"] = left.count();
+            }
+            return r;
+        } catch (const probes::Error& e) {
+            record["not_run"] = e.what();
+            return std::nullopt;
+        }
+    }
+
+private:
+    const CollectContext& m_ctx;
+    std::chrono::steady_clock::time_point m_deadline;
+};
+
+// The facts of `ompi_info --parsable --all`: version, CUDA support, PML components.
+void read_ompi_info(const std::string& output, nlohmann::json& record)
+{
+    std::istringstream in(output);
+    std::string line;
+    std::set<std::string> pml;
+    bool cuda_component = false;
+    nlohmann::json cuda = nullptr;
+    std::string cuda_from;
+    bool cuda_from_mpi = false;
+    while (std::getline(in, line)) {
+        if (!line.empty() && line.back() == '\r') {
+            line.pop_back();
+        }
+        // Open MPI 4 prints opal_built_with_cuda_support (opal:base), the FAQ and 5.x
+        // mpi_built_with_cuda_support (mpi:base); the mpi one wins when both are there.
+        static const std::string mpi_param = "mca:mpi:base:param:mpi_built_with_cuda_support:value:";
+        static const std::string opal_param = "mca:opal:base:param:opal_built_with_cuda_support:value:";
+        const bool is_mpi = line.rfind(mpi_param, 0) == 0;
+        if (is_mpi || (line.rfind(opal_param, 0) == 0 && !cuda_from_mpi)) {
+            const std::string v = line.substr(is_mpi ? mpi_param.size() : opal_param.size());
+            cuda = v == "true" ? nlohmann::json(true) : v == "false" ? nlohmann::json(false) : nlohmann::json(nullptr);
+            cuda_from = is_mpi ? "mpi_built_with_cuda_support" : "opal_built_with_cuda_support";
+            cuda_from_mpi = cuda_from_mpi || is_mpi;
+        } else if (line.rfind("ompi:version:full:", 0) == 0) {
+            record["version"] = line.substr(std::string("ompi:version:full:").size());
+        } else if (line.rfind("mca:pml:", 0) == 0) {
+            const std::string rest = line.substr(8);
+            const std::string component = rest.substr(0, rest.find(':'));
+            if (!component.empty() && component != "base") {
+                pml.insert(component);
+            }
+        } else if (line.rfind("mca:accelerator:cuda:", 0) == 0 || line.rfind("mca:btl:smcuda:", 0) == 0) {
+            cuda_component = true; // only built when Open MPI is configured --with-cuda
+        }
+    }
+    record["pml"] = pml;
+    record["pml_ucx"] = pml.count("ucx") > 0;
+    if (cuda.is_null() && cuda_component) {
+        cuda = true;
+        record["cuda_support_from"] = "components (accelerator/cuda or btl/smcuda)";
+    } else if (!cuda.is_null()) {
+        record["cuda_support_from"] = cuda_from;
+    }
+    record["cuda_support"] = cuda;
+    record["output_bytes"] = output.size();
+}
+
+} // namespace
+
+// mpirun in the environment's PATH: its flavour and version; for Open MPI, ompi_info's CUDA support
+// and PML components; ucx_info's version. Commands run with the environment snapshot.
+Collector mpi_collector()
+{
+    return {"mpi", [](const CollectContext& ctx) {
+                nlohmann::json out;
+                CommandBudget budget(ctx);
+                const char* path = ctx.getenv("PATH");
+                out["path_env"] = path != nullptr ? nlohmann::json(path) : nlohmann::json(nullptr);
+                auto mpirun = probes::find_executable("mpirun", path);
+                if (!mpirun) {
+                    out["mpirun"] = nullptr;
+                } else {
+                    out["mpirun"] = *mpirun;
+                    std::error_code ec;
+                    auto real = std::filesystem::canonical(*mpirun, ec);
+                    if (!ec) {
+                        out["mpirun_real"] = real.string();
+                    }
+                    nlohmann::json version;
+                    if (auto r = budget.run({*mpirun, "--version"}, version)) {
+                        version["output"] = head(r->output, 4);
+                        version["flavour"] = mpi_flavour(r->output);
+                        version["version"] = first_version(head(r->output, 4));
+                    }
+                    out["mpirun_version"] = version;
+                    if (version.value("flavour", std::string()) == "Open MPI") {
+                        // ompi_info of the same installation first, then PATH.
+                        auto dir_ompi_info = std::filesystem::path(*mpirun).parent_path() / "ompi_info";
+                        auto ompi_info = probes::find_executable(dir_ompi_info.string(), nullptr);
+                        if (!ompi_info) {
+                            ompi_info = probes::find_executable("ompi_info", path);
+                        }
+                        nlohmann::json info;
+                        info["path"] = ompi_info ? nlohmann::json(*ompi_info) : nlohmann::json(nullptr);
+                        if (ompi_info) {
+                            if (auto r = budget.run({*ompi_info, "--parsable", "--all"}, info)) {
+                                read_ompi_info(r->output, info);
+                            }
+                        }
+                        out["ompi_info"] = info;
+                    }
+                }
+                auto ucx_info = probes::find_executable("ucx_info", path);
+                nlohmann::json ucx;
+                ucx["path"] = ucx_info ? nlohmann::json(*ucx_info) : nlohmann::json(nullptr);
+                if (ucx_info) {
+                    if (auto r = budget.run({*ucx_info, "-v"}, ucx)) {
+                        // "# Library version: 1.15.0"
+                        auto at = r->output.find("version:");
+                        ucx["version"] =
+                            at == std::string::npos ? first_version(r->output) : first_version(r->output.substr(at));
+                    }
+                }
+                out["ucx"] = ucx;
+                return out;
+            }};
+}
+
+Probe mpi_probe()
+{
+    Probe p;
+    p.name = "mpi";
+    p.summary = "mpirun found, its flavour, Open MPI built with CUDA support, UCX";
+    p.collectors = {"mpi"};
+    p.codes = {
+        {"mpi.found", "mpirun found", "The mpirun first in PATH, its flavour and version, and UCX if present.", ""},
+        {"mpi.not_found", "no mpirun in PATH",
+            "gpurun launches ranks with Open MPI's mpirun. Jobs started with torchrun, srun or a cluster scheduler "
+            "do not need it.",
+            "install Open MPI (apt-get install openmpi-bin, or your cluster's module) or put its bin directory in "
+            "PATH; ignore this if jobs are launched with torchrun or srun"},
+        {"mpi.unresponsive", "mpirun --version did not work",
+            "mpirun was found but `mpirun --version` timed out, could not be started or printed nothing gpudoctor "
+            "recognises as an MPI.",
+            "run mpirun --version by hand; a broken installation or a wrapper script in PATH is the usual cause"},
+        {"mpi.not_openmpi", "mpirun is not Open MPI",
+            "The mpirun first in PATH is MPICH, Intel MPI or unknown. gpurun drives Open MPI's mpirun; other MPIs "
+            "work for jobs that launch themselves.",
+            "put Open MPI's bin directory first in PATH for gpurun"},
+        {"mpi.cuda_aware", "Open MPI is CUDA-aware",
+            "ompi_info says Open MPI was built with CUDA support: MPI calls can take GPU buffers.", ""},
+        {"mpi.no_cuda", "Open MPI without CUDA support",
+            "ompi_info says mpi_built_with_cuda_support is false: passing GPU buffers to MPI calls (mpi4py, "
+            "Horovod's MPI ops, CUDA-aware halo exchanges) crashes or copies through the host. NCCL-only jobs are "
+            "unaffected.",
+            "use an Open MPI built --with-cuda (and UCX with CUDA), e.g. NVIDIA HPC-X or a CUDA-enabled module"},
+        {"mpi.cuda_unknown", "Open MPI CUDA support not checked",
+            "ompi_info was not found next to mpirun or in PATH, did not answer, or did not print "
+            "mpi_built_with_cuda_support.",
+            ""},
+    };
+    p.judge = [](const Facts& facts, const Policy&) {
+        std::vector<Finding> out;
+        const auto& mpi = *collector_facts(facts, "mpi");
+        const auto mpirun = mpi.value("mpirun", nlohmann::json());
+        if (!mpirun.is_string()) {
+            out.push_back({"mpi.not_found", Severity::warn, "mpirun",
+                fmt::format("no mpirun in PATH ({}): gpurun needs Open MPI's mpirun; torchrun and srun "
+                            "users do not",
+                    mpi.value("path_env", nlohmann::json()).is_string() ? mpi["path_env"].get<std::string>()
+                                                                        : std::string("PATH unset")),
+                "install Open MPI (apt-get install openmpi-bin) or add its bin directory to PATH",
+                {{"path_env", mpi.value("path_env", nlohmann::json())}}});
+            return out;
+        }
+        const std::string where = mpirun.get<std::string>();
+        const auto version = mpi.value("mpirun_version", nlohmann::json::object());
+        const std::string flavour = version.value("flavour", std::string("unknown"));
+        const auto ucx = mpi.value("ucx", nlohmann::json::object());
+        std::string ucx_text;
+        if (ucx.value("version", std::string()) != "") {
+            ucx_text = fmt::format("; UCX {}", ucx["version"].get<std::string>());
+        }
+        if (mpi.value("ompi_info", nlohmann::json::object()).value("pml_ucx", false)) {
+            ucx_text += "; pml ucx";
+        }
+        if (flavour == "unknown") {
+            std::string why = version.contains("not_run") ? version.value("not_run", std::string())
+                : version.value("timed_out", false)
+                ? fmt::format("timed out after {} ms", version.value("timeout_ms", 0))
+                : fmt::format("exit status {}, output '{}'", version.value("exit_code", -1),
+                      version.value("output", std::string()));
+            out.push_back({"mpi.unresponsive", Severity::warn, where,
+                fmt::format("mpirun --version gave no MPI flavour: {}", why),
+                "run mpirun --version by hand; a broken installation or a wrapper script in PATH is the "
+                "usual cause",
+                mpi});
+            return out;
+        }
+        const std::string ver = version.value("version", std::string());
+        out.push_back({"mpi.found", Severity::pass, where,
+            fmt::format("{}{}{}", flavour, ver.empty() ? "" : " " + ver, ucx_text), "", version});
+        if (flavour != "Open MPI") {
+            out.push_back({"mpi.not_openmpi", Severity::warn, where,
+                fmt::format("{}, not Open MPI: gpurun drives Open MPI's mpirun", flavour),
+                "put Open MPI's bin directory first in PATH for gpurun (jobs that launch themselves are "
+                "unaffected)",
+                version});
+            return out;
+        }
+        const auto info = mpi.value("ompi_info", nlohmann::json::object());
+        const auto cuda = info.value("cuda_support", nlohmann::json());
+        if (cuda.is_boolean() && cuda.get<bool>()) {
+            out.push_back({"mpi.cuda_aware", Severity::pass, where,
+                fmt::format("Open MPI is built with CUDA support{}", info.value("pml_ucx", false) ? " (pml ucx)" : ""),
+                "", info});
+        } else if (cuda.is_boolean()) {
+            out.push_back({"mpi.no_cuda", Severity::warn, where,
+                "Open MPI is built without CUDA support: GPU buffers in MPI calls fail or copy through "
+                "the host (NCCL-only jobs are unaffected)",
+                "use an Open MPI built --with-cuda (e.g. NVIDIA HPC-X) if jobs pass GPU buffers to MPI", info});
+        } else {
+            std::string why;
+            if (!info.value("path", nlohmann::json()).is_string()) {
+                why = "ompi_info not found next to mpirun or in PATH";
+            } else if (info.contains("not_run")) {
+                why = fmt::format("ompi_info did not run: {}", info.value("not_run", std::string()));
+            } else if (info.value("timed_out", false)) {
+                why = fmt::format("ompi_info timed out after {} ms", info.value("timeout_ms", 0));
+            } else {
+                why = fmt::format(
+                    "ompi_info (exit status {}) printed no mpi_built_with_cuda_support", info.value("exit_code", -1));
+            }
+            out.push_back({"mpi.cuda_unknown", Severity::skip, where,
+                fmt::format("Open MPI CUDA support not checked: {}", why), "", info});
+        }
+        return out;
+    };
+    return p;
+}
+
+} // namespace doctor::checks
