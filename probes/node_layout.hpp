@@ -35,6 +35,16 @@ struct Locality {
     bool known() const { return source != "unknown"; }
 };
 
+/// One object above a PCI function in the topology tree. Chains of two functions meet at their
+/// lowest common ancestor, which says how traffic between them runs (see probes::pci_link).
+struct PciAncestor {
+    enum class Kind { pci_bridge, host_bridge, cpu_side };
+    Kind kind = Kind::cpu_side;
+    std::uint64_t id = 0; ///< hwloc gp_index: the same object has the same id in every chain
+    std::string name; ///< a bridge's bus id ("0000:f0:1f.0"), "HostBridge", "Package", "Group", ...
+    CpuSet cpus; ///< cpu_side only: the object's allowed CPUs
+};
+
 /// One PCI function as the topology sees it.
 struct PciFunction {
     PciAddress address;
@@ -46,6 +56,7 @@ struct PciFunction {
     std::vector<std::string> os_devices;
     Locality locality;
     std::string nearest_hca; ///< the closest OpenFabrics device in the PCI tree, if any
+    std::vector<PciAncestor> ancestors; ///< nearest first, up to the root; empty when not known
 
     /// An NVIDIA GPU: vendor 0x10de with class 3D controller (0x0302) or VGA (0x0300). NVSwitch
     /// (0x0680), audio and other vendors' VGA are not GPUs.

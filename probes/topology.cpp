@@ -173,6 +173,33 @@ PciAddress address_of(hwloc_obj_t pci)
     return PciAddress{a.domain, a.bus, a.dev, a.func};
 }
 
+// The objects above `pci`, nearest first: bridges, the host bridge, then CPU-side objects.
+std::vector<PciAncestor> ancestors_of(hwloc_obj_t pci, const CpuSet& allowed)
+{
+    std::vector<PciAncestor> out;
+    for (hwloc_obj_t p = pci->parent; p != nullptr; p = p->parent) {
+        PciAncestor a;
+        a.id = p->gp_index;
+        if (p->type == HWLOC_OBJ_BRIDGE && p->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+            a.kind = PciAncestor::Kind::host_bridge;
+            a.name = "HostBridge";
+        } else if (p->type == HWLOC_OBJ_BRIDGE) {
+            a.kind = PciAncestor::Kind::pci_bridge;
+            const auto& up = p->attr->bridge.upstream.pci;
+            a.name = PciAddress{up.domain, up.bus, up.dev, up.func}.to_string();
+        } else if (p->type == HWLOC_OBJ_PCI_DEVICE) {
+            a.kind = PciAncestor::Kind::pci_bridge;
+            a.name = address_of(p).to_string();
+        } else {
+            a.kind = PciAncestor::Kind::cpu_side;
+            a.name = hwloc_obj_type_string(p->type);
+            a.cpus = to_cpu_set(p->cpuset).intersect(allowed);
+        }
+        out.push_back(std::move(a));
+    }
+    return out;
+}
+
 } // namespace
 
 Topology Topology::load_live(bool with_io)
@@ -323,6 +350,7 @@ NodeLayout Topology::layout() const
             }
         }
         fn.locality = locality_of(t, p, out.numa_nodes);
+        fn.ancestors = ancestors_of(p, out.allowed);
         int best = 1 << 30;
         PciAddress best_address{};
         for (hwloc_obj_t hca : hca_objs) {
@@ -353,6 +381,63 @@ NodeLayout Topology::layout() const
     }
     std::sort(out.hcas.begin(), out.hcas.end(), [](const Hca& a, const Hca& b) { return a.address < b.address; });
     return out;
+}
+
+const char* to_string(PciLink link)
+{
+    switch (link) {
+    case PciLink::self:
+        return "X";
+    case PciLink::pix:
+        return "PIX";
+    case PciLink::pxb:
+        return "PXB";
+    case PciLink::phb:
+        return "PHB";
+    case PciLink::node:
+        return "NODE";
+    case PciLink::sys:
+        return "SYS";
+    case PciLink::unknown:
+        break;
+    }
+    return "?";
+}
+
+PciLink pci_link(const NodeLayout& layout, const PciFunction& a, const PciFunction& b)
+{
+    if (a.address == b.address) {
+        return PciLink::self;
+    }
+    if (a.ancestors.empty() || b.ancestors.empty()) {
+        return PciLink::unknown;
+    }
+    for (std::size_t i = 0; i < a.ancestors.size(); ++i) {
+        for (std::size_t j = 0; j < b.ancestors.size(); ++j) {
+            if (a.ancestors[i].id != b.ancestors[j].id) {
+                continue;
+            }
+            const PciAncestor& common = a.ancestors[i];
+            switch (common.kind) {
+            case PciAncestor::Kind::pci_bridge:
+                // i and j bridges lie below the common one on each side.
+                return i <= 1 && j <= 1 ? PciLink::pix : PciLink::pxb;
+            case PciAncestor::Kind::host_bridge:
+                return PciLink::phb;
+            case PciAncestor::Kind::cpu_side:
+                break;
+            }
+            const auto& na = a.locality.numa;
+            const auto& nb = b.locality.numa;
+            if (!na.empty() && !nb.empty()) {
+                const bool shared = std::any_of(
+                    na.begin(), na.end(), [&](unsigned n) { return std::find(nb.begin(), nb.end(), n) != nb.end(); });
+                return shared ? PciLink::node : PciLink::sys;
+            }
+            return layout.numa_of(common.cpus).size() <= 1 ? PciLink::node : PciLink::sys;
+        }
+    }
+    return PciLink::unknown;
 }
 
 void Topology::bind_cpus(const CpuSet& cpus) const

@@ -13,6 +13,22 @@ namespace probes {
 /// How memory is bound to the rank's NUMA nodes.
 enum class MemoryPolicy { none, preferred, strict };
 
+/// How traffic between two PCI devices runs, in `nvidia-smi topo -m` terms: through at most one
+/// PCIe switch (PIX), several bridges below the host bridge (PXB), the host bridge (PHB), the
+/// interconnect between host bridges of one NUMA node (NODE), or between NUMA nodes (SYS).
+enum class PciLink { self, pix, pxb, phb, node, sys, unknown };
+
+/// "X", "PIX", "PXB", "PHB", "NODE", "SYS", "?".
+const char* to_string(PciLink link);
+
+/// The link between two PCI functions of `layout`, from their ancestor chains (walked by hand:
+/// hwloc's common-ancestor call misbehaves on I/O objects). PIX when each side has at most one
+/// bridge below the common bridge (a switch: upstream port over downstream ports); PXB for deeper
+/// bridge trees; PHB when the chains meet at a host bridge; across host bridges NODE when the two
+/// devices share a NUMA node (or the meeting point spans at most one), else SYS. `unknown` when
+/// either chain is empty or they do not meet.
+PciLink pci_link(const NodeLayout& layout, const PciFunction& a, const PciFunction& b);
+
 /// The hwloc topology of this machine (live) or of an XML file, with I/O devices kept. The only
 /// place that talks to hwloc.
 class Topology {

@@ -4,8 +4,46 @@
 
 namespace doctor::checks {
 
-// The node as hwloc sees it: NUMA nodes, each NVIDIA GPU's PCI locality and nearest HCA, the
-// HCAs. Live (with PCI devices) or from --topology.
+namespace {
+
+// The objects above a GPU up to the first CPU-side one, nearest first: "0000:f0:1f.0",
+// "HostBridge", "Package". Lets a snapshot show why a pair got its link class.
+nlohmann::json pci_path(const probes::PciFunction* fn)
+{
+    nlohmann::json out = nlohmann::json::array();
+    if (fn == nullptr) {
+        return out;
+    }
+    for (const auto& a : fn->ancestors) {
+        out.push_back(a.name);
+        if (a.kind == probes::PciAncestor::Kind::cpu_side) {
+            break;
+        }
+    }
+    return out;
+}
+
+// The nvidia-smi topo -m class of every GPU pair, from the hwloc PCI tree.
+nlohmann::json gpu_links(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& gpus)
+{
+    nlohmann::json out = nlohmann::json::array();
+    for (std::size_t a = 0; a < gpus.size(); ++a) {
+        for (std::size_t b = a + 1; b < gpus.size(); ++b) {
+            const probes::PciFunction* fa = layout.find_pci(gpus[a].bus_id);
+            const probes::PciFunction* fb = layout.find_pci(gpus[b].bus_id);
+            probes::PciLink link =
+                fa != nullptr && fb != nullptr ? probes::pci_link(layout, *fa, *fb) : probes::PciLink::unknown;
+            out.push_back({{"a", gpus[a].bus_id.to_string()}, {"b", gpus[b].bus_id.to_string()},
+                {"link", probes::to_string(link)}});
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+// The node as hwloc sees it: NUMA nodes, each NVIDIA GPU's PCI locality, path up the PCI tree
+// and nearest HCA, the link class of every GPU pair, the HCAs. Live (with PCI devices) or from --topology.
 Collector topology_collector()
 {
     return {"topology", [](const CollectContext& ctx) {
@@ -19,28 +57,24 @@ Collector topology_collector()
                 out["cores"] = layout.cores.size();
                 nlohmann::json numa = nlohmann::json::array();
                 for (const auto& n : layout.numa_nodes) {
-                    numa.push_back({{"os_index", n.os_index},
-                                    {"cpus", n.cpus.to_list()},
-                                    {"memory", n.memory},
-                                    {"gpu_memory", n.gpu_memory}});
+                    numa.push_back({{"os_index", n.os_index}, {"cpus", n.cpus.to_list()}, {"memory", n.memory},
+                        {"gpu_memory", n.gpu_memory}});
                 }
                 out["numa_nodes"] = numa;
                 nlohmann::json gpus = nlohmann::json::array();
-                for (const auto& g : probes::gpus_from_topology(layout)) {
-                    gpus.push_back({{"index", g.physical_index},
-                                    {"bus_id", g.bus_id.to_string()},
-                                    {"name", g.name},
-                                    {"cpus", g.locality.cpus.to_list()},
-                                    {"numa", g.locality.numa},
-                                    {"hca", g.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.hca)}});
+                const auto topology_gpus = probes::gpus_from_topology(layout);
+                for (const auto& g : topology_gpus) {
+                    gpus.push_back({{"index", g.physical_index}, {"bus_id", g.bus_id.to_string()}, {"name", g.name},
+                        {"cpus", g.locality.cpus.to_list()}, {"numa", g.locality.numa},
+                        {"hca", g.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.hca)},
+                        {"pci_path", pci_path(layout.find_pci(g.bus_id))}});
                 }
                 out["gpus"] = gpus;
+                out["links"] = gpu_links(layout, topology_gpus);
                 nlohmann::json hcas = nlohmann::json::array();
                 for (const auto& h : layout.hcas) {
-                    hcas.push_back({{"name", h.name},
-                                    {"bus_id", h.address.to_string()},
-                                    {"cpus", h.locality.cpus.to_list()},
-                                    {"numa", h.locality.numa}});
+                    hcas.push_back({{"name", h.name}, {"bus_id", h.address.to_string()},
+                        {"cpus", h.locality.cpus.to_list()}, {"numa", h.locality.numa}});
                 }
                 out["hcas"] = hcas;
                 return out;
