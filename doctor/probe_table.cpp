@@ -15,6 +15,14 @@ const std::vector<Collector>& collector_table()
         checks::host_collector(),
         checks::nvml_collector(),
         checks::topology_collector(),
+        checks::libraries_collector(),
+        checks::frameworks_collector(),
+        checks::pci_collector(),
+        checks::network_collector(),
+        checks::limits_collector(),
+        checks::env_collector(),
+        checks::mpi_collector(),
+        checks::affinity_collector(),
     };
     return table;
 }
@@ -24,6 +32,15 @@ const std::vector<Probe>& probe_table()
     static const std::vector<Probe> table = {
         checks::driver_probe(),
         checks::gpus_probe(),
+        checks::libraries_probe(),
+        checks::frameworks_probe(),
+        checks::topology_probe(),
+        checks::p2p_probe(),
+        checks::network_probe(),
+        checks::nccl_env_probe(),
+        checks::limits_probe(),
+        checks::mpi_probe(),
+        checks::binding_probe(),
     };
     return table;
 }
@@ -40,13 +57,13 @@ std::vector<CodeInfo> all_codes()
     for (const auto& p : probe_table()) {
         out.insert(out.end(), p.codes.begin(), p.codes.end());
         out.push_back({p.name + ".error", fmt::format("the {} probe could not run", p.name),
-                       "Its collector timed out, crashed, or its rule broke. A GPU library call that hangs (a "
-                       "wedged driver, a GPU that fell off the bus) shows up here; the other probes still ran.",
-                       "Look at dmesg (Xid errors), nvidia-smi, and run again with a longer --timeout."});
+            "Its collector timed out, crashed, or its rule broke. A GPU library call that hangs (a "
+            "wedged driver, a GPU that fell off the bus) shows up here; the other probes still ran.",
+            "Look at dmesg (Xid errors), nvidia-smi, and run again with a longer --timeout."});
         out.push_back({p.name + ".skip", fmt::format("the {} probe was not checked", p.name),
-                       "The facts it needs were not collected (a snapshot taken with --only/--skip, or an older "
-                       "snapshot). A skipped probe is never a pass.",
-                       ""});
+            "The facts it needs were not collected (a snapshot taken with --only/--skip, or an older "
+            "snapshot). A skipped probe is never a pass.",
+            ""});
     }
     return out;
 }
@@ -84,7 +101,7 @@ std::vector<const Probe*> select_probes(const std::string& only, const std::stri
         if (out.empty()) {
             std::string hint = probes::closest_match(word, names);
             throw probes::Error(fmt::format("{} {}: no probe is called that{}; 'gpudoctor list' shows them", option,
-                                            word, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+                word, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
         }
         return out;
     };

@@ -1,6 +1,7 @@
 #include "doctor/gpudoctor.hpp"
 #include "doctor/report.hpp"
 #include "doctor/runner.hpp"
+#include "doctor/topo_report.hpp"
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
 
@@ -55,8 +56,8 @@ CollectContext make_context(const std::string& sysroot, const std::string& topol
 
 Facts load_snapshot(const std::string& path)
 {
-    std::string text = path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {})
-                                   : read_file(path, "snapshot");
+    std::string text =
+        path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(path, "snapshot");
     nlohmann::json doc;
     try {
         doc = nlohmann::json::parse(text);
@@ -67,7 +68,7 @@ Facts load_snapshot(const std::string& path)
         !doc["facts"].is_object()) {
         throw Error(fmt::format("{} is not a gpudoctor snapshot: no \"gpudoctor_snapshot\" and \"facts\" keys; write "
                                 "one with 'gpudoctor snapshot > node.json'",
-                                path));
+            path));
     }
     return doc["facts"];
 }
@@ -125,11 +126,19 @@ int run(int argc, char** argv)
 
     auto* list = app.add_subcommand("list", "List the probes in the order they run");
     bool list_json = false;
+    bool list_codes = false;
     list->add_flag("--json", list_json, "As JSON");
+    list->add_flag("--codes", list_codes, "List every finding code instead, with its title");
 
     auto* explain = app.add_subcommand("explain", "Explain a finding code and its remedy");
     std::string code;
     explain->add_option("CODE", code, "A finding code, e.g. gpus.ecc_uncorrected")->required();
+
+    auto* topo = app.add_subcommand("topo", "Print the GPU link matrix like nvidia-smi topo -m, with NUMA and NIC");
+    topo->add_flag("--json", c.json, "As JSON");
+    topo->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
+    topo->add_option("--topology", c.topology, "Use this hwloc XML (NVML is then not asked)")->type_name("FILE");
+    topo->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
 
     try {
         app.parse(argc, argv);
@@ -148,6 +157,17 @@ int run(int argc, char** argv)
         return 0;
     }
 
+    if (list->parsed() && list_codes) {
+        nlohmann::json out = nlohmann::json::array();
+        std::string text;
+        for (const auto& info : all_codes()) {
+            out.push_back({{"code", info.code}, {"title", info.title}, {"explanation", info.explanation},
+                {"remedy", info.remedy}});
+            text += fmt::format("{:<34} {}\n", info.code, info.title);
+        }
+        std::cout << (list_json ? out.dump(2) + "\n" : text);
+        return 0;
+    }
     if (list->parsed()) {
         nlohmann::json out = nlohmann::json::array();
         std::string text;
@@ -163,14 +183,14 @@ int run(int argc, char** argv)
         for (const auto& info : all_codes()) {
             if (info.code == code) {
                 std::cout << fmt::format("{}: {}\n\n{}\n\nRemedy: {}\n", info.code, info.title, info.explanation,
-                                         info.remedy.empty() ? "none needed" : info.remedy);
+                    info.remedy.empty() ? "none needed" : info.remedy);
                 return 0;
             }
             names.push_back(info.code);
         }
         std::string hint = probes::closest_match(code, names);
         throw Error(fmt::format("no finding code '{}'{}; 'gpudoctor list' shows the probes", code,
-                                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+            hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
     }
 
     if (c.timeout <= 0 || c.timeout > 3600) {
@@ -178,11 +198,13 @@ int run(int argc, char** argv)
     }
     std::vector<const Probe*> probes = select_probes(c.only, c.skip);
     const CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
+    if (topo->parsed()) {
+        return run_topo(ctx, c.json);
+    }
 
     if (snapshot->parsed()) {
-        nlohmann::json doc = {{"gpudoctor_snapshot", 1},
-                              {"version", GPUKIT_VERSION},
-                              {"facts", collect(collectors_for(probes), ctx)}};
+        nlohmann::json doc = {
+            {"gpudoctor_snapshot", 1}, {"version", GPUKIT_VERSION}, {"facts", collect(collectors_for(probes), ctx)}};
         std::cout << doc.dump(2) << '\n';
         return 0;
     }
@@ -222,8 +244,8 @@ int run_gpudoctor(int argc, char** argv)
     bool has_subcommand = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "check" || a == "snapshot" || a == "list" || a == "explain" || a == "--help" || a == "-h" ||
-            a == "--version" || a == "--help-all") {
+        if (a == "topo" || a == "check" || a == "snapshot" || a == "list" || a == "explain" || a == "--help" ||
+            a == "-h" || a == "--version" || a == "--help-all") {
             has_subcommand = true;
             break;
         }

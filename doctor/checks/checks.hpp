@@ -5,11 +5,28 @@
 /// Every collector and probe of gpudoctor; doctor/probe_table.cpp puts them in order.
 namespace doctor::checks {
 
-Collector host_collector();      // hostname, kernel, CPUs, /proc/cmdline
-Collector nvml_collector();      // driver files, NVML: GPUs, health, P2P, links
-Collector topology_collector();  // hwloc: GPU and NIC locality
+Collector host_collector(); // hostname, kernel, CPUs, /proc/cmdline
+Collector nvml_collector(); // driver files, NVML: GPUs, health, P2P, links
+Collector topology_collector(); // hwloc: GPU and NIC locality
+Collector libraries_collector(); // libcuda, cudart, cuDNN, cuBLAS, NCCL via dlopen: versions
+Collector frameworks_collector(); // python3: torch, tensorflow, jax, horovod, mxnet builds
+Collector pci_collector(); // sysfs: IOMMU mode, VM or not, PCIe ACS on bridges above GPUs
+Collector network_collector(); // sysfs: InfiniBand/RoCE ports, GPUDirect RDMA module
+Collector limits_collector(); // /dev/shm size, memlock and open-files limits
+Collector env_collector(); // NCCL/CUDA/MPI variables, network interfaces
+Collector mpi_collector(); // mpirun --version, ompi_info, ucx_info
+Collector affinity_collector(); // this process's CPU affinity and its GPU from the launcher's env
 
 Probe driver_probe();
 Probe gpus_probe();
+Probe libraries_probe();
+Probe frameworks_probe();
+Probe topology_probe();
+Probe p2p_probe();
+Probe network_probe();
+Probe nccl_env_probe();
+Probe limits_probe();
+Probe mpi_probe();
+Probe binding_probe();
 
 } // namespace doctor::checks

@@ -75,14 +75,14 @@ void judge_gpu(const nlohmann::json& g, const Policy& policy, std::vector<Findin
         g["pcie_width"].get<unsigned>() < g["pcie_max_width"].get<unsigned>()) {
         add("gpus.pcie_width_degraded", Severity::fail,
             fmt::format("PCIe link trained at x{} of x{}", g["pcie_width"].get<unsigned>(),
-                        g["pcie_max_width"].get<unsigned>()),
+                g["pcie_max_width"].get<unsigned>()),
             "reseat the GPU or its riser, or check the slot; host-device bandwidth is cut in proportion");
     }
     if (g.contains("pcie_gen") && g.contains("pcie_max_gen") &&
         g["pcie_gen"].get<unsigned>() < g["pcie_max_gen"].get<unsigned>() && g.value("utilization", 0U) > 0) {
         add("gpus.pcie_gen_low", Severity::warn,
             fmt::format("PCIe link at Gen{} of Gen{} while the GPU is busy", g["pcie_gen"].get<unsigned>(),
-                        g["pcie_max_gen"].get<unsigned>()),
+                g["pcie_max_gen"].get<unsigned>()),
             "check BIOS PCIe settings and risers; an idle GPU lowering its link speed is normal, a busy one is not");
     }
     const int mode = g.value("compute_mode", 0);
@@ -128,49 +128,53 @@ Probe gpus_probe()
     p.collectors = {"nvml", "topology"};
     p.codes = {
         {"gpus.ok", "the GPU is healthy", "NVML reports no fault on this GPU.", ""},
-        {"gpus.count", "the node has the wrong number of GPUs",
-         "NVML sees fewer (or more) GPUs than expected. A GPU on the PCI bus that NVML does not list has usually "
-         "fallen off the bus (Xid 79).",
-         "check dmesg for Xid 79, reseat or replace the GPU, or set gpus.expected / --expect-gpus"},
+        {"gpus.count", "the number of GPUs NVML sees, against the expected count",
+            "NVML sees fewer (or more) GPUs than expected. A GPU on the PCI bus that NVML does not list has usually "
+            "fallen off the bus (Xid 79).",
+            "check dmesg for Xid 79, reseat or replace the GPU, or set gpus.expected / --expect-gpus"},
         {"gpus.none_expected", "no GPUs, as expected", "The policy expects a CPU node.", ""},
-        {"gpus.ecc_uncorrected", "uncorrected ECC errors", "The GPU memory had errors ECC could not correct; the data "
-         "of a job running then may be wrong.", "reset the GPU; replace it if the errors return"},
+        {"gpus.ecc_uncorrected", "uncorrected ECC errors",
+            "The GPU memory had errors ECC could not correct; the data "
+            "of a job running then may be wrong.",
+            "reset the GPU; replace it if the errors return"},
         {"gpus.ecc_disabled", "ECC is off", "Memory errors go undetected.", "nvidia-smi -e 1, then reset the GPU"},
         {"gpus.retired_pages_pending", "page retirement pending", "Retired pages take effect only after a reset.",
-         "reset the GPU or reboot"},
+            "reset the GPU or reboot"},
         {"gpus.retired_pages_limit", "too many retired pages",
-         "At 63 retired pages (DCGM's limit) the GPU is due for replacement.", "RMA the GPU"},
+            "At 63 retired pages (DCGM's limit) the GPU is due for replacement.", "RMA the GPU"},
         {"gpus.row_remap_failure", "row remapping failed", "The GPU has no spare rows left.", "RMA the GPU"},
         {"gpus.row_remap_pending", "row remapping pending", "A remap takes effect only after a reset.",
-         "reset the GPU or reboot"},
+            "reset the GPU or reboot"},
         {"gpus.throttled", "clocks held down by the hardware",
-         "Hardware slowdown, thermal slowdown or the power brake is active (clock event reasons 0x8, 0x20, 0x40, "
-         "0x80). Idle and the software power cap are not faults.",
-         "check cooling, power and the BMC log"},
+            "Hardware slowdown, thermal slowdown or the power brake is active (clock event reasons 0x8, 0x20, 0x40, "
+            "0x80). Idle and the software power cap are not faults.",
+            "check cooling, power and the BMC log"},
         {"gpus.pcie_width_degraded", "PCIe link narrower than it can be",
-         "The link trained at fewer lanes than the GPU supports; host-device copies slow down in proportion.",
-         "reseat the GPU or riser"},
+            "The link trained at fewer lanes than the GPU supports; host-device copies slow down in proportion.",
+            "reseat the GPU or riser"},
         {"gpus.pcie_gen_low", "PCIe link slower than it can be while busy",
-         "GPUs lower the link speed when idle; a busy GPU on a slower link is a fault.", "check BIOS and risers"},
+            "GPUs lower the link speed when idle; a busy GPU on a slower link is a fault.", "check BIOS and risers"},
         {"gpus.compute_exclusive", "exclusive compute mode", "Only one process can use the GPU.",
-         "nvidia-smi -c 0 when GPUs are to be shared"},
+            "nvidia-smi -c 0 when GPUs are to be shared"},
         {"gpus.compute_prohibited", "compute prohibited", "No CUDA context can be created on the GPU.",
-         "nvidia-smi -c 0"},
-        {"gpus.persistence_off", "persistence mode off", "The driver tears the GPU down between jobs and every job "
-         "pays its initialisation; NVML queries are slow too.", "nvidia-smi -pm 1 or nvidia-persistenced"},
+            "nvidia-smi -c 0"},
+        {"gpus.persistence_off", "persistence mode off",
+            "The driver tears the GPU down between jobs and every job "
+            "pays its initialisation; NVML queries are slow too.",
+            "nvidia-smi -pm 1 or nvidia-persistenced"},
         {"gpus.busy", "other processes on the GPU", "Something already runs on the GPU before the job starts.",
-         "stop it, or raise gpus.max_other_processes"},
+            "stop it, or raise gpus.max_other_processes"},
     };
     p.judge = [](const Facts& facts, const Policy& policy) {
         std::vector<Finding> out;
         const bool none_expected = policy.expect_gpus && *policy.expect_gpus == 0;
         if (auto why = gpus_unavailable(facts)) {
             if (none_expected) {
-                out.push_back({"gpus.none_expected", Severity::pass, "host", "no GPUs, as the policy expects", "",
-                               nullptr});
+                out.push_back(
+                    {"gpus.none_expected", Severity::pass, "host", "no GPUs, as the policy expects", "", nullptr});
             } else {
                 out.push_back({"gpus.count", Severity::fail, "host", fmt::format("no GPUs visible: {}", *why),
-                               "install the NVIDIA driver; on a CPU node pass --expect-gpus 0", nullptr});
+                    "install the NVIDIA driver; on a CPU node pass --expect-gpus 0", nullptr});
             }
             return out;
         }
@@ -194,18 +198,16 @@ Probe gpus_probe()
             std::string expected = policy.expect_gpus ? fmt::format("expected {}", *policy.expect_gpus)
                                                       : std::string("expected at least one");
             std::string extra = missing.empty()
-                                    ? ""
-                                    : fmt::format("; on the PCI bus but not seen by NVML: {} (fallen off the bus?)",
-                                                  missing);
+                ? ""
+                : fmt::format("; on the PCI bus but not seen by NVML: {} (fallen off the bus?)", missing);
             out.push_back({"gpus.count", Severity::fail, "host",
-                           fmt::format("{} GPU{} visible, {}{}", n, n == 1 ? "" : "s", expected, extra),
-                           "check dmesg for Xid 79 and reseat or replace the GPU, or set --expect-gpus",
-                           {{"visible", n}, {"missing", missing}}});
+                fmt::format("{} GPU{} visible, {}{}", n, n == 1 ? "" : "s", expected, extra),
+                "check dmesg for Xid 79 and reseat or replace the GPU, or set --expect-gpus",
+                {{"visible", n}, {"missing", missing}}});
         } else if (!none_expected) {
             out.push_back({"gpus.count", Severity::pass, "host",
-                           fmt::format("{} GPU{}{}", n, n == 1 ? "" : "s",
-                                       policy.expect_gpus ? fmt::format(", as expected") : ""),
-                           "", {{"visible", n}}});
+                fmt::format("{} GPU{}{}", n, n == 1 ? "" : "s", policy.expect_gpus ? fmt::format(", as expected") : ""),
+                "", {{"visible", n}}});
         }
         for (const auto& g : gpus) {
             judge_gpu(g, policy, out);
