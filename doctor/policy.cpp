@@ -71,10 +71,9 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
         const auto& where = e.source().begin;
         throw probes::Error(fmt::format("{}:{}:{}: {}", origin, where.line, where.column, e.description()));
     }
-    static const std::vector<std::string> known = {
-        "driver.min_version", "gpus.expected", "gpus.max_other_processes", "libraries.min_nccl",
-        "libraries.min_cudnn", "limits.min_shm_gib", "limits.memlock_unlimited", "limits.min_nofile",
-        "network.ib_min_rate_gbps"};
+    static const std::vector<std::string> known = {"driver.min_version", "gpus.expected", "gpus.max_other_processes",
+        "libraries.min_nccl", "libraries.min_cudnn", "limits.min_shm_gib", "limits.memlock_unlimited",
+        "limits.min_nofile", "network.ib_min_rate_gbps"};
     for (const auto& [section, node] : t) {
         const auto* table = node.as_table();
         if (table == nullptr) {
@@ -83,14 +82,15 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
         for (const auto& [key, value] : *table) {
             const std::string name = fmt::format("{}.{}", section.str(), key.str());
             if (std::find(known.begin(), known.end(), name) == known.end()) {
-                throw probes::Error(fmt::format("{}:{}: unknown setting '{}'", origin, value.source().begin.line, name));
+                throw probes::Error(
+                    fmt::format("{}:{}: unknown setting '{}'", origin, value.source().begin.line, name));
             }
         }
     }
     auto wrong = [&](const char* key, const char* type) {
         const auto* node = t.at_path(key).node();
-        return probes::Error(fmt::format("{}:{}: {} must be {}", origin, node != nullptr ? node->source().begin.line : 0,
-                                         key, type));
+        return probes::Error(
+            fmt::format("{}:{}: {} must be {}", origin, node != nullptr ? node->source().begin.line : 0, key, type));
     };
     auto get_string = [&](const char* key, std::string& out) {
         if (auto node = t.at_path(key)) {

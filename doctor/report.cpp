@@ -10,11 +10,16 @@ namespace {
 const char* color_of(Severity s)
 {
     switch (s) {
-    case Severity::pass: return "\033[32m";
-    case Severity::warn: return "\033[33m";
-    case Severity::fail: return "\033[31m";
-    case Severity::error: return "\033[35m";
-    case Severity::skip: return "\033[2m";
+    case Severity::pass:
+        return "\033[32m";
+    case Severity::warn:
+        return "\033[33m";
+    case Severity::fail:
+        return "\033[31m";
+    case Severity::error:
+        return "\033[35m";
+    case Severity::skip:
+        return "\033[2m";
     }
     return "";
 }
@@ -53,8 +58,8 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
     }
     for (const auto& r : results) {
         for (const auto& f : r.findings) {
-            const bool problem = f.severity == Severity::warn || f.severity == Severity::fail ||
-                                 f.severity == Severity::error;
+            const bool problem =
+                f.severity == Severity::warn || f.severity == Severity::fail || f.severity == Severity::error;
             if (options.quiet && !problem) {
                 continue;
             }
@@ -74,9 +79,8 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
     auto n = count(results);
     const int code = exit_code(results, options.strict);
     out += fmt::format("{} pass, {} warn, {} fail, {} error, {} skip: {}\n", n[Severity::pass], n[Severity::warn],
-                       n[Severity::fail], n[Severity::error], n[Severity::skip],
-                       code == 0 ? (n[Severity::warn] > 0 ? "fit to train, with warnings" : "fit to train")
-                                 : "NOT fit to train");
+        n[Severity::fail], n[Severity::error], n[Severity::skip],
+        code == 0 ? (n[Severity::warn] > 0 ? "fit to train, with warnings" : "fit to train") : "NOT fit to train");
     return out;
 }
 
@@ -86,27 +90,19 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
     for (const auto& r : results) {
         nlohmann::json findings = nlohmann::json::array();
         for (const auto& f : r.findings) {
-            findings.push_back({{"code", f.code},
-                                {"severity", to_string(f.severity)},
-                                {"subject", f.subject},
-                                {"message", f.message},
-                                {"remedy", f.remedy},
-                                {"facts", f.facts}});
+            findings.push_back({{"code", f.code}, {"severity", to_string(f.severity)}, {"subject", f.subject},
+                {"message", f.message}, {"remedy", f.remedy}, {"facts", f.facts}});
         }
         probes.push_back({{"name", r.probe->name}, {"summary", r.probe->summary}, {"findings", findings}});
     }
     auto n = count(results);
     const std::string host = host_of(facts);
     return {{"host", host.empty() ? nlohmann::json(nullptr) : nlohmann::json(host)},
-            {"exit_code", exit_code(results, options.strict)},
-            {"strict", options.strict},
-            {"summary",
-             {{"pass", n[Severity::pass]},
-              {"warn", n[Severity::warn]},
-              {"fail", n[Severity::fail]},
-              {"error", n[Severity::error]},
-              {"skip", n[Severity::skip]}}},
-            {"probes", probes}};
+        {"exit_code", exit_code(results, options.strict)}, {"strict", options.strict},
+        {"summary",
+            {{"pass", n[Severity::pass]}, {"warn", n[Severity::warn]}, {"fail", n[Severity::fail]},
+                {"error", n[Severity::error]}, {"skip", n[Severity::skip]}}},
+        {"probes", probes}};
 }
 
 } // namespace doctor

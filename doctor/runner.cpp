@@ -62,11 +62,16 @@ std::string seconds_text(std::chrono::milliseconds t)
 const char* to_string(Severity severity)
 {
     switch (severity) {
-    case Severity::pass: return "pass";
-    case Severity::warn: return "warn";
-    case Severity::fail: return "fail";
-    case Severity::skip: return "skip";
-    case Severity::error: return "error";
+    case Severity::pass:
+        return "pass";
+    case Severity::warn:
+        return "warn";
+    case Severity::fail:
+        return "fail";
+    case Severity::skip:
+        return "skip";
+    case Severity::error:
+        return "error";
     }
     return "?";
 }
@@ -139,8 +144,7 @@ Facts collect(const std::vector<const Collector*>& collectors, const CollectCont
     }
     for (auto& child : children) {
         int status = 0;
-        while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-        }
+        while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) { }
         killpg(child.pid, SIGKILL); // whatever the collector started and left behind
         const std::string& name = child.collector->name;
         if (child.timed_out) {
@@ -164,7 +168,8 @@ std::vector<const Collector*> collectors_for(const std::vector<const Probe*>& pr
 {
     std::vector<const Collector*> out;
     for (const auto& c : collector_table()) {
-        bool needed = std::any_of(probes.begin(), probes.end(), [&](const Probe* p) {
+        // "host" names the node in every report and snapshot.
+        bool needed = c.name == "host" || std::any_of(probes.begin(), probes.end(), [&](const Probe* p) {
             return std::find(p->collectors.begin(), p->collectors.end(), c.name) != p->collectors.end();
         });
         if (needed) {
@@ -192,25 +197,25 @@ std::vector<ProbeResult> judge(const std::vector<const Probe*>& probes, const Fa
         }
         if (!broken.empty()) {
             r.findings.push_back({p->name + ".error", Severity::error, "host",
-                                  fmt::format("the {} probe could not run: {}", p->name, broken),
-                                  "the driver or library it calls may be hung or broken; run again with a longer "
-                                  "--timeout, and check dmesg and nvidia-smi",
-                                  nullptr});
+                fmt::format("the {} probe could not run: {}", p->name, broken),
+                "the driver or library it calls may be hung or broken; run again with a longer "
+                "--timeout, and check dmesg and nvidia-smi",
+                nullptr});
         } else if (!missing.empty()) {
             r.findings.push_back({p->name + ".skip", Severity::skip, "host",
-                                  fmt::format("not checked: the facts have no '{}' section", missing), "", nullptr});
+                fmt::format("not checked: the facts have no '{}' section", missing), "", nullptr});
         } else {
             try {
                 r.findings = p->judge(facts, policy);
             } catch (const std::exception& e) {
                 r.findings.push_back({p->name + ".error", Severity::error, "host",
-                                      fmt::format("the {} rule broke on these facts: {}", p->name, e.what()),
-                                      "report this with the output of 'gpudoctor snapshot'", nullptr});
+                    fmt::format("the {} rule broke on these facts: {}", p->name, e.what()),
+                    "report this with the output of 'gpudoctor snapshot'", nullptr});
             }
             if (r.findings.empty()) {
                 r.findings.push_back({p->name + ".error", Severity::error, "host",
-                                      fmt::format("the {} rule returned no finding", p->name),
-                                      "report this with the output of 'gpudoctor snapshot'", nullptr});
+                    fmt::format("the {} rule returned no finding", p->name),
+                    "report this with the output of 'gpudoctor snapshot'", nullptr});
             }
         }
         results.push_back(std::move(r));

@@ -12,7 +12,7 @@ namespace doctor {
 /// others are unaffected.
 Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx);
 
-/// The collectors the probes need, in table order, without repeats.
+/// The collectors the probes need, in table order, without repeats; "host" always.
 std::vector<const Collector*> collectors_for(const std::vector<const Probe*>& probes);
 
 /// One probe's outcome.

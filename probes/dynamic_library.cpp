@@ -10,8 +10,9 @@ namespace probes {
 
 DynamicLibrary::DynamicLibrary(const std::string& file) : m_file(file)
 {
-    // Never unmapped: GPU user-space drivers are not written to be unloaded and reloaded.
-    m_handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    // Never unmapped: GPU user-space drivers are not written to be unloaded and reloaded. Lazy
+    // binding: only a few functions are ever called, and libcublas alone has thousands.
+    m_handle = dlopen(file.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
     if (m_handle == nullptr) {
         const char* why = dlerror();
         throw Error(fmt::format("cannot load {}: {}", file, why != nullptr ? why : "unknown dlopen error"));

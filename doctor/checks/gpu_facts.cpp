@@ -15,8 +15,8 @@ std::optional<std::string> gpus_unavailable(const Facts& facts)
     }
     const std::string error = nvml->value("nvml_error", std::string("NVML did not load"));
     if ((*nvml)["driver_file"].is_null()) {
-        return fmt::format("no NVIDIA driver: /proc/driver/nvidia/version is absent and NVML is unavailable ({})",
-                           error);
+        return fmt::format(
+            "no NVIDIA driver: /proc/driver/nvidia/version is absent and NVML is unavailable ({})", error);
     }
     return fmt::format("the NVIDIA driver is loaded but NVML is unavailable ({})", error);
 }

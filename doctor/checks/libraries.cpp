@@ -211,10 +211,16 @@ void judge_library(const LibrarySpec& spec, const nlohmann::json& lib, const nlo
         const int supported = driver["raw"].get<int>();
         const std::string driver_version = probes::Cuda::version_text(supported);
         if (runtime > supported) {
-            out.push_back({"libraries.runtime_newer_than_driver", Severity::fail, subject,
-                fmt::format("CUDA runtime {} ({}) needs a driver that supports CUDA {}; this driver "
-                            "supports {}",
-                    version, lib.value("file", "?"), version, driver_version),
+            // Across major versions nothing built with the runtime starts; within one major version
+            // CUDA's minor version compatibility keeps most programs working (PTX JIT and newer APIs
+            // fail), so that is a warning.
+            const bool same_major = runtime / 1000 == supported / 1000;
+            out.push_back({same_major ? "libraries.runtime_newer_minor" : "libraries.runtime_newer_than_driver",
+                same_major ? Severity::warn : Severity::fail, subject,
+                fmt::format("CUDA runtime {} ({}) is newer than this driver supports (CUDA {}){}", version,
+                    lib.value("file", "?"), driver_version,
+                    same_major ? ": minor version compatibility runs most programs, but PTX JIT and newer APIs fail"
+                               : ": programs built with it fail with 'CUDA driver version is insufficient'"),
                 fmt::format("upgrade the NVIDIA driver, or use a CUDA runtime of {} or older (or the "
                             "cuda-compat package of the runtime's version, on data-centre GPUs)",
                     driver_version),
@@ -287,10 +293,15 @@ Probe libraries_probe()
             "libcudart was found on the library path and its version is not newer than the CUDA version the driver "
             "supports.",
             ""},
-        {"libraries.runtime_newer_than_driver", "the CUDA runtime is newer than the driver supports",
-            "cudaRuntimeGetVersion is greater than cuDriverGetVersion: programs built with this runtime fail with "
-            "'CUDA driver version is insufficient for CUDA runtime version' (across major versions), or, within a "
-            "major version (minor version compatibility), fail to JIT newer PTX and to use newer APIs.",
+        {"libraries.runtime_newer_than_driver", "the CUDA runtime is a newer major version than the driver supports",
+            "cudaRuntimeGetVersion is a newer major version than cuDriverGetVersion: programs built with this "
+            "runtime fail with 'CUDA driver version is insufficient for CUDA runtime version'.",
+            "upgrade the NVIDIA driver, or use a CUDA runtime no newer than the driver supports (or the cuda-compat "
+            "package, on data-centre GPUs)"},
+        {"libraries.runtime_newer_minor", "the CUDA runtime is a newer minor version than the driver supports",
+            "cudaRuntimeGetVersion is greater than cuDriverGetVersion within one major version. CUDA's minor version "
+            "compatibility runs most programs, but JIT compilation of newer PTX and APIs newer than the driver "
+            "fail.",
             "upgrade the NVIDIA driver, or use a CUDA runtime no newer than the driver supports (or the cuda-compat "
             "package, on data-centre GPUs)"},
         {"libraries.cudnn", "cuDNN is found and recent enough",

@@ -15,11 +15,8 @@ nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
 {
     const auto& api = nvml.api();
     Device d = nvml.handle(g.index);
-    nlohmann::json out = {{"index", g.index},
-                          {"bus_id", g.bus_id.to_string()},
-                          {"name", g.name},
-                          {"uuid", g.uuid},
-                          {"memory_total", g.memory_total ? nlohmann::json(*g.memory_total) : nlohmann::json(nullptr)}};
+    nlohmann::json out = {{"index", g.index}, {"bus_id", g.bus_id.to_string()}, {"name", g.name}, {"uuid", g.uuid},
+        {"memory_total", g.memory_total ? nlohmann::json(*g.memory_total) : nlohmann::json(nullptr)}};
     int mode = 0;
     if (api.compute_mode != nullptr && api.compute_mode(d, &mode) == success) {
         out["compute_mode"] = mode;
@@ -49,7 +46,7 @@ nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
     }
     if (api.retired_pages != nullptr) {
         for (auto [cause, key] : {std::pair{page_retirement_single_bit, "retired_pages_single"},
-                                  std::pair{page_retirement_double_bit, "retired_pages_double"}}) {
+                 std::pair{page_retirement_double_bit, "retired_pages_double"}}) {
             unsigned int count = 0;
             Return rc = api.retired_pages(d, cause, &count, nullptr);
             if (rc == success || rc == error_insufficient_size) {
@@ -62,15 +59,15 @@ nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
     }
     unsigned int corr = 0, unc = 0, rpending = 0, failure = 0;
     if (api.remapped_rows != nullptr && api.remapped_rows(d, &corr, &unc, &rpending, &failure) == success) {
-        out["remapped_rows"] = {{"corrected", corr}, {"uncorrected", unc}, {"pending", rpending != 0},
-                                {"failure", failure != 0}};
+        out["remapped_rows"] = {
+            {"corrected", corr}, {"uncorrected", unc}, {"pending", rpending != 0}, {"failure", failure != 0}};
     }
     unsigned long long reasons = 0;
     if (api.clock_event_reasons != nullptr && api.clock_event_reasons(d, &reasons) == success) {
         out["clock_event_reasons"] = reasons;
     }
     for (auto [fn, key] : {std::pair{api.pcie_gen, "pcie_gen"}, std::pair{api.pcie_max_gen, "pcie_max_gen"},
-                           std::pair{api.pcie_width, "pcie_width"}, std::pair{api.pcie_max_width, "pcie_max_width"}}) {
+             std::pair{api.pcie_width, "pcie_width"}, std::pair{api.pcie_max_width, "pcie_max_width"}}) {
         unsigned int v = 0;
         if (fn != nullptr && fn(d, &v) == success) {
             out[key] = v;
@@ -104,67 +101,68 @@ nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
 // counters, PCIe links, peer-to-peer status and the PCI path between each pair.
 Collector nvml_collector()
 {
-    return {"nvml", [](const CollectContext& ctx) {
-                nlohmann::json out;
-                probes::Sysroot root(ctx.sysroot);
-                auto version_file = root.read_line("/proc/driver/nvidia/version");
-                out["driver_file"] = version_file ? nlohmann::json(*version_file) : nlohmann::json(nullptr);
-                if (auto module = root.read_line("/sys/module/nvidia/version")) {
-                    out["kernel_module_version"] = *module;
-                } else if (version_file) {
-                    std::smatch m;
-                    if (std::regex_search(*version_file, m, std::regex(R"((\d+\.\d+(\.\d+)?))"))) {
-                        out["kernel_module_version"] = m[1].str();
-                    }
+    return {
+        "nvml", [](const CollectContext& ctx) {
+            nlohmann::json out;
+            probes::Sysroot root(ctx.sysroot);
+            auto version_file = root.read_line("/proc/driver/nvidia/version");
+            out["driver_file"] = version_file ? nlohmann::json(*version_file) : nlohmann::json(nullptr);
+            if (auto module = root.read_line("/sys/module/nvidia/version")) {
+                out["kernel_module_version"] = *module;
+            } else if (version_file) {
+                std::smatch m;
+                if (std::regex_search(*version_file, m, std::regex(R"((\d+\.\d+(\.\d+)?))"))) {
+                    out["kernel_module_version"] = m[1].str();
                 }
-                std::string file = probes::Nvml::default_file();
-                if (const char* forced = ctx.getenv("GPUKIT_NVML_LIBRARY"); forced != nullptr && *forced != '\0') {
-                    file = forced;
+            }
+            std::string file = probes::Nvml::default_file();
+            if (const char* forced = ctx.getenv("GPUKIT_NVML_LIBRARY"); forced != nullptr && *forced != '\0') {
+                file = forced;
+            }
+            out["nvml_library"] = file;
+            try {
+                probes::Nvml nvml = probes::Nvml::load(file);
+                out["nvml_loaded"] = true;
+                out["driver_version"] =
+                    nvml.driver_version() ? nlohmann::json(*nvml.driver_version()) : nlohmann::json(nullptr);
+                int cuda = 0;
+                if (nvml.api().cuda_driver_version != nullptr && nvml.api().cuda_driver_version(&cuda) == success) {
+                    out["cuda_driver_version"] = cuda;
                 }
-                out["nvml_library"] = file;
-                try {
-                    probes::Nvml nvml = probes::Nvml::load(file);
-                    out["nvml_loaded"] = true;
-                    out["driver_version"] = nvml.driver_version() ? nlohmann::json(*nvml.driver_version())
-                                                                  : nlohmann::json(nullptr);
-                    int cuda = 0;
-                    if (nvml.api().cuda_driver_version != nullptr && nvml.api().cuda_driver_version(&cuda) == success) {
-                        out["cuda_driver_version"] = cuda;
-                    }
-                    auto gpus = nvml.gpus();
-                    nlohmann::json list = nlohmann::json::array();
-                    for (const auto& g : gpus) {
-                        list.push_back(gpu_facts(nvml, g));
-                    }
-                    out["gpus"] = list;
-                    nlohmann::json pairs = nlohmann::json::array();
-                    const auto& api = nvml.api();
-                    for (unsigned a = 0; a < gpus.size(); ++a) {
-                        for (unsigned b = a + 1; b < gpus.size(); ++b) {
-                            Device da = nvml.handle(a);
-                            Device db = nvml.handle(b);
-                            nlohmann::json pair = {{"a", a}, {"b", b}};
-                            int status = 0;
-                            if (api.p2p_status != nullptr && api.p2p_status(da, db, p2p_caps_read, &status) == success) {
-                                pair["p2p_read"] = status;
-                            }
-                            if (api.p2p_status != nullptr && api.p2p_status(da, db, p2p_caps_write, &status) == success) {
-                                pair["p2p_write"] = status;
-                            }
-                            int level = 0;
-                            if (api.common_ancestor != nullptr && api.common_ancestor(da, db, &level) == success) {
-                                pair["ancestor"] = level;
-                            }
-                            pairs.push_back(pair);
+                auto gpus = nvml.gpus();
+                nlohmann::json list = nlohmann::json::array();
+                for (const auto& g : gpus) {
+                    list.push_back(gpu_facts(nvml, g));
+                }
+                out["gpus"] = list;
+                nlohmann::json pairs = nlohmann::json::array();
+                const auto& api = nvml.api();
+                for (unsigned a = 0; a < gpus.size(); ++a) {
+                    for (unsigned b = a + 1; b < gpus.size(); ++b) {
+                        Device da = nvml.handle(a);
+                        Device db = nvml.handle(b);
+                        nlohmann::json pair = {{"a", a}, {"b", b}};
+                        int status = 0;
+                        if (api.p2p_status != nullptr && api.p2p_status(da, db, p2p_caps_read, &status) == success) {
+                            pair["p2p_read"] = status;
                         }
+                        if (api.p2p_status != nullptr && api.p2p_status(da, db, p2p_caps_write, &status) == success) {
+                            pair["p2p_write"] = status;
+                        }
+                        int level = 0;
+                        if (api.common_ancestor != nullptr && api.common_ancestor(da, db, &level) == success) {
+                            pair["ancestor"] = level;
+                        }
+                        pairs.push_back(pair);
                     }
-                    out["pairs"] = pairs;
-                } catch (const probes::Error& e) {
-                    out["nvml_loaded"] = false;
-                    out["nvml_error"] = e.what();
                 }
-                return out;
-            }};
+                out["pairs"] = pairs;
+            } catch (const probes::Error& e) {
+                out["nvml_loaded"] = false;
+                out["nvml_error"] = e.what();
+            }
+            return out;
+        }};
 }
 
 } // namespace doctor::checks

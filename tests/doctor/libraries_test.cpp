@@ -108,22 +108,28 @@ TEST_F(LibrariesProbe, VersionsDecodeInBothEncodings)
     EXPECT_EQ(current["cublas"]["version"], "13.0.2");
 }
 
-TEST_F(LibrariesProbe, RuntimeNewerThanTheDriverFails)
+TEST_F(LibrariesProbe, RuntimeNewerThanTheDriverFailsAcrossMajorVersionsWarnsWithinOne)
 {
     set("FAKE_CUDA_DRIVER_VERSION", "12040");
-    set("FAKE_CUDART_VERSION", "12060");
+    set("FAKE_CUDART_VERSION", "13000");
     auto findings = judge(collect());
     EXPECT_EQ(codes_with(findings, Severity::fail), (std::vector<std::string>{"libraries.runtime_newer_than_driver"}));
     const auto* f = find_code(findings, "libraries.runtime_newer_than_driver");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->subject, "cudart");
     EXPECT_EQ(f->message,
-        std::string("CUDA runtime 12.6 (") + FAKE_CUDART_PATH +
-            ") needs a driver that supports CUDA 12.6; this driver supports 12.4");
+        std::string("CUDA runtime 13.0 (") + FAKE_CUDART_PATH +
+            ") is newer than this driver supports (CUDA 12.4): programs built with it fail with 'CUDA driver "
+            "version is insufficient'");
     EXPECT_NE(f->remedy.find("upgrade the NVIDIA driver, or use a CUDA runtime of 12.4 or older"), std::string::npos)
         << f->remedy;
     EXPECT_EQ(f->facts["cuda_driver"]["raw"], 12040);
     EXPECT_EQ(find_code(findings, "libraries.cudart"), nullptr);
+
+    set("FAKE_CUDART_VERSION", "12060"); // minor version compatibility: a warning
+    auto minor = judge(collect());
+    EXPECT_TRUE(codes_with(minor, Severity::fail).empty());
+    EXPECT_EQ(codes_with(minor, Severity::warn), (std::vector<std::string>{"libraries.runtime_newer_minor"}));
 
     set("FAKE_CUDA_DRIVER_VERSION", "13000"); // an older runtime on a newer driver is fine
     auto fine = judge(collect());

@@ -81,8 +81,9 @@ TEST(Runner, SelectionByNameAndPrefixWithDidYouMean)
         doctor::select_probes("drivr", "");
         ADD_FAILURE();
     } catch (const probes::Error& e) {
-        EXPECT_EQ(std::string(e.what()), "--only drivr: no probe is called that (did you mean driver?); 'gpudoctor list' "
-                                         "shows them");
+        EXPECT_EQ(std::string(e.what()),
+            "--only drivr: no probe is called that (did you mean driver?); 'gpudoctor list' "
+            "shows them");
     }
 }
 

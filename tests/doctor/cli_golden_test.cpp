@@ -1,0 +1,161 @@
+// Golden tests of the real gpudoctor binary: exit code, stdout and stderr. Every run is made
+// deterministic: a fake NVML (or none), hwloc XML topologies and a sysroot written here.
+// UPDATE_GOLDEN=1 rewrites the golden files from the current output (review the diff).
+#include "tests/support/fake_gpu_node.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/topology_xml.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <unistd.h>
+
+using test_support::EnvChanges;
+using test_support::TempDir;
+
+namespace {
+
+struct Case {
+    const char* name;
+    std::vector<std::string> args;
+    EnvChanges env;
+};
+
+[[maybe_unused]] void PrintTo(const Case& c, std::ostream* os)
+{
+    *os << c.name;
+}
+
+const std::string demo = "@SOURCE@/share/gpukit/topologies/dgx-a100-like.xml";
+const std::string fake_nvml = "@FAKE_NVML@";
+const std::vector<std::string> host_free = {
+    "--only", "driver,gpus,topology,p2p,network,nccl-env", "--sysroot", "@TMP@/root"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b)
+{
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+std::vector<Case> cases()
+{
+    return {
+        {"help", {"--help"}, {}},
+        {"list", {"list"}, {}},
+        {"explain", {"explain", "gpus.throttled"}, {}},
+        {"explain_typo", {"explain", "gpus.throtled"}, {}},
+        {"only_typo", {"check", "--only", "gpu,netwrk"}, {}},
+        {"bad_timeout", {"check", "--timeout", "0"}, {}},
+        {"bad_policy", {"check", "--policy", "@TMP@/bad.toml"}, {}},
+        {"no_driver_text", with({"check", "--no-color", "--topology", "@TMP@/cpu.xml"}, host_free), {}},
+        {"cpu_node_expected",
+            with({"check", "--no-color", "--expect-gpus", "0", "--topology", "@TMP@/cpu.xml"}, host_free), {}},
+        {"fake_node_text", with({"check", "--no-color", "--topology", demo}, host_free),
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/node.json"}}},
+        {"fake_node_quiet_strict", with({"check", "--quiet", "--strict", "--topology", demo}, host_free),
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/healthy.json"}}},
+        {"fake_node_json", with({"check", "--json", "--expect-gpus", "8", "--topology", demo}, host_free),
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/node.json"}}},
+    };
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to)
+{
+    for (std::size_t pos = 0; !from.empty() && (pos = text.find(from, pos)) != std::string::npos; pos += to.size()) {
+        text.replace(pos, from.size(), to);
+    }
+    return text;
+}
+
+class GpudoctorCli : public ::testing::TestWithParam<Case> {
+protected:
+    void SetUp() override
+    {
+        test_support::TopologyXml cpu("cpunode");
+        cpu.package();
+        cpu.numa(0, 0, 4);
+        cpu.write(m_dir / "cpu.xml");
+        // An InfiniBand port that is up but slow, another that is down; no GPUDirect module.
+        for (auto [port, state, phys, rate] : {std::tuple{"mlx5_0", "4: ACTIVE", "5: LinkUp", "56 Gb/sec (4X FDR)"},
+                 std::tuple{"mlx5_1", "1: DOWN", "3: Disabled", "10 Gb/sec (4X SDR)"}}) {
+            auto dir = m_dir / "root/sys/class/infiniband" / port / "ports/1";
+            std::filesystem::create_directories(dir);
+            std::ofstream(dir / "state") << state << '\n';
+            std::ofstream(dir / "phys_state") << phys << '\n';
+            std::ofstream(dir / "rate") << rate << '\n';
+            std::ofstream(dir / "link_layer") << "InfiniBand\n";
+        }
+        std::filesystem::create_directories(m_dir / "root/sys/class/net/ib0");
+        std::filesystem::create_directories(m_dir / "root/proc");
+        std::ofstream(m_dir / "root/proc/cmdline") << "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro\n";
+        auto node = test_support::healthy_gpu_node();
+        std::ofstream(m_dir / "healthy.json") << node.dump();
+        node["gpus"][1]["ecc"]["uncorrected"] = 4;
+        node["gpus"][3]["clock_event_reasons"] = 0x40;
+        node["gpus"][5]["pcie"]["width"] = 8;
+        node["gpus"][6]["persistence"] = 0;
+        node["p2p"] = {{"0-7", {{"read", 0}, {"write", 2}}}};
+        std::ofstream(m_dir / "node.json") << node.dump();
+        std::ofstream(m_dir / "bad.toml") << "[gpus]\nexpected = \"eight\"\n";
+    }
+
+    std::string expand(const std::string& s) const
+    {
+        return replace_all(replace_all(replace_all(s, "@SOURCE@", GPUKIT_SOURCE_DIR), "@TMP@", m_dir.path().string()),
+            "@FAKE_NVML@", FAKE_NVML_PATH);
+    }
+
+    std::string normalise(std::string s) const
+    {
+        s = replace_all(s, FAKE_NVML_PATH, "@FAKE_NVML@");
+        s = replace_all(s, m_dir.path().string(), "@TMP@");
+        s = replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
+        s = replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
+        char host[256] = {};
+        gethostname(host, sizeof host - 1);
+        s = replace_all(s, " on " + std::string(host) + "\n", " on @HOST@\n");
+        s = replace_all(s, "\"host\": \"" + std::string(host) + "\"", "\"host\": \"@HOST@\"");
+        return s;
+    }
+
+    TempDir m_dir;
+};
+
+} // namespace
+
+TEST_P(GpudoctorCli, MatchesGolden)
+{
+    const Case& c = GetParam();
+    std::vector<std::string> argv{GPUDOCTOR_PATH};
+    for (const auto& a : c.args) {
+        argv.push_back(expand(a));
+    }
+    EnvChanges env{{"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
+        {"CUDA_VISIBLE_DEVICES", test_support::unset_var}, {"NO_COLOR", test_support::unset_var}, {"COLUMNS", "100"}};
+    for (const char* name : {"NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
+             "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL", "NCCL_IB_HCA"}) {
+        env[name] = test_support::unset_var;
+    }
+    for (const auto& [k, v] : c.env) {
+        env[k] = expand(v);
+    }
+    auto r = test_support::run(argv, env, std::chrono::seconds(60));
+    const std::string actual =
+        normalise("exit: " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err);
+    const auto golden =
+        std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/doctor/golden" / (std::string(c.name) + ".txt");
+    if (std::getenv("UPDATE_GOLDEN") != nullptr) {
+        std::ofstream(golden) << actual;
+        GTEST_SKIP() << "golden written: " << golden;
+    }
+    std::ifstream in(golden);
+    ASSERT_TRUE(in) << "no golden file " << golden << "; run with UPDATE_GOLDEN=1 and review it";
+    std::stringstream expected;
+    expected << in.rdbuf();
+    EXPECT_EQ(actual, expected.str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, GpudoctorCli, ::testing::ValuesIn(cases()),
+    [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
