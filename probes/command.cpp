@@ -109,7 +109,7 @@ CommandResult run_child(
         if (n <= 0) {
             break;
         }
-        if (result.output.size() < (1U << 20)) {
+        if (result.output.size() < (16U << 20)) {
             result.output.append(buffer, static_cast<std::size_t>(n));
         }
     }
