@@ -12,7 +12,7 @@ namespace probes {
 struct CommandResult {
     int exit_code = -1; ///< exit status, or 128+signal
     bool timed_out = false;
-    std::string output; ///< stdout and stderr together
+    std::string output; ///< stdout and stderr together (the first 16 MiB)
 };
 
 /// Runs argv[0] (searched in PATH) with argv, never through a shell, with a deadline after which
