@@ -14,11 +14,11 @@ const char* to_string(Severity severity);
 
 /// One conclusion about the node. `code` is stable and documented (`gpudoctor explain CODE`).
 struct Finding {
-    std::string code;     ///< "gpus.ecc_uncorrected"
+    std::string code; ///< "gpus.ecc_uncorrected"
     Severity severity = Severity::pass;
-    std::string subject;  ///< "host", "gpu 3 (0000:47:00.0)", "mlx5_0 port 1"
-    std::string message;  ///< what was seen, with the values
-    std::string remedy;   ///< what to do; empty for pass
+    std::string subject; ///< "host", "gpu 3 (0000:47:00.0)", "mlx5_0 port 1"
+    std::string message; ///< what was seen, with the values
+    std::string remedy; ///< what to do; empty for pass
     nlohmann::json facts = nullptr; ///< the numbers behind it
 };
 

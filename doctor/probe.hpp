@@ -16,9 +16,9 @@ namespace doctor {
 /// as it was when gpudoctor started.
 struct CollectContext {
     std::string sysroot = "/";
-    std::string topology_file;                 ///< "" = this machine
-    std::map<std::string, std::string> env;    ///< a copy of the environment
-    std::chrono::milliseconds timeout{10000};  ///< per collector
+    std::string topology_file; ///< "" = this machine
+    std::map<std::string, std::string> env; ///< a copy of the environment
+    std::chrono::milliseconds timeout{10000}; ///< per collector
 
     const char* getenv(const std::string& name) const;
 };

@@ -9,7 +9,7 @@ namespace doctor {
 
 struct ReportOptions {
     bool color = false;
-    bool quiet = false;  ///< only problems (warn, fail, error) and the summary line
+    bool quiet = false; ///< only problems (warn, fail, error) and the summary line
     bool strict = false;
 };
 

@@ -68,7 +68,7 @@ struct NvmlApi {
     nvml_abi::Return (*max_mig_devices)(nvml_abi::Device, unsigned int*) = nullptr;
     nvml_abi::Return (*mig_handle_by_index)(nvml_abi::Device, unsigned int, nvml_abi::Device*) = nullptr;
     // health, for gpudoctor
-    nvml_abi::Return (*cuda_driver_version)(int*) = nullptr;                         // ..._v2
+    nvml_abi::Return (*cuda_driver_version)(int*) = nullptr; // ..._v2
     nvml_abi::Return (*compute_mode)(nvml_abi::Device, int*) = nullptr;
     nvml_abi::Return (*persistence_mode)(nvml_abi::Device, int*) = nullptr;
     nvml_abi::Return (*running_processes)(nvml_abi::Device, unsigned int*, void*) = nullptr; // _v3, count only
@@ -76,8 +76,8 @@ struct NvmlApi {
     nvml_abi::Return (*total_ecc_errors)(nvml_abi::Device, int, int, unsigned long long*) = nullptr;
     nvml_abi::Return (*retired_pages)(nvml_abi::Device, int, unsigned int*, unsigned long long*) = nullptr;
     nvml_abi::Return (*retired_pages_pending)(nvml_abi::Device, int*) = nullptr;
-    nvml_abi::Return (*remapped_rows)(nvml_abi::Device, unsigned int*, unsigned int*, unsigned int*,
-                                      unsigned int*) = nullptr;
+    nvml_abi::Return (*remapped_rows)(
+        nvml_abi::Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
     nvml_abi::Return (*clock_event_reasons)(nvml_abi::Device, unsigned long long*) = nullptr;
     nvml_abi::Return (*pcie_gen)(nvml_abi::Device, unsigned int*) = nullptr;
     nvml_abi::Return (*pcie_max_gen)(nvml_abi::Device, unsigned int*) = nullptr;

@@ -13,12 +13,12 @@
 // FAKE_NVML_NO_PCI also lacks nvmlDeviceGetPciInfo_v3/_v2, so the loader must refuse it.
 #include <csignal>
 #include <cstdio>
-#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unistd.h>
 
 namespace {
 
@@ -87,8 +87,7 @@ const nlohmann::json& gpu(void* device)
 }
 
 // A field of a GPU's fixture object, or NOT_SUPPORTED (3) when the fixture leaves it out.
-template <typename T>
-int field(void* device, const char* group, const char* key, T* out)
+template <typename T> int field(void* device, const char* group, const char* key, T* out)
 {
     const auto& g = gpu(device);
     const nlohmann::json* node = &g;
@@ -290,8 +289,8 @@ int nvmlDeviceGetRetiredPagesPendingStatus(void* device, int* pending)
     return field(device, "retired_pages", "pending", pending);
 }
 
-int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected, unsigned int* uncorrected, unsigned int* pending,
-                              unsigned int* failure)
+int nvmlDeviceGetRemappedRows(
+    void* device, unsigned int* corrected, unsigned int* uncorrected, unsigned int* pending, unsigned int* failure)
 {
     if (!gpu(device).contains("remapped_rows")) {
         return 3;

@@ -33,8 +33,8 @@ inline const doctor::Collector& collector_named(const std::string& name)
 
 /// The findings of one probe judged on `facts` (with the runner's handling of missing and
 /// broken collectors).
-inline std::vector<doctor::Finding> judge_one(const std::string& probe, const doctor::Facts& facts,
-                                              const doctor::Policy& policy = doctor::Policy::defaults())
+inline std::vector<doctor::Finding> judge_one(
+    const std::string& probe, const doctor::Facts& facts, const doctor::Policy& policy = doctor::Policy::defaults())
 {
     auto results = doctor::judge({&probe_named(probe)}, facts, policy);
     return results.front().findings;
