@@ -4,6 +4,7 @@
 #include "doctor/topo_report.hpp"
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
+#include "probes/topology.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -77,7 +78,6 @@ int run(int argc, char** argv)
 {
     CLI::App app("Tell whether this node is fit to train, and why not.", "gpudoctor");
     app.require_subcommand(0, 1);
-    app.set_help_all_flag();
     bool version = false;
     app.add_flag("--version", version, "Print the version and exit");
     app.footer("Exit status: 0 fit (warnings allowed), 1 a check failed, 2 usage or input error, 3 gpudoctor "
@@ -197,6 +197,10 @@ int run(int argc, char** argv)
         throw Error(fmt::format("--timeout {}: expected seconds, more than 0 and at most 3600", c.timeout));
     }
     std::vector<const Probe*> probes = select_probes(c.only, c.skip);
+    if (!c.topology.empty() && c.from.empty()) {
+        // An unreadable topology file is an input error, not a broken node.
+        probes::Topology::load_xml(c.topology);
+    }
     const CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
     if (topo->parsed()) {
         return run_topo(ctx, c.json);
@@ -238,18 +242,12 @@ int run(int argc, char** argv)
 
 int run_gpudoctor(int argc, char** argv)
 {
-    // No subcommand means check.
+    // A subcommand comes first, as in git; anything else (options, or nothing) means check.
     std::vector<char*> args(argv, argv + argc);
     static char check_word[] = "check";
-    bool has_subcommand = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "topo" || a == "check" || a == "snapshot" || a == "list" || a == "explain" || a == "--help" ||
-            a == "-h" || a == "--version" || a == "--help-all") {
-            has_subcommand = true;
-            break;
-        }
-    }
+    const std::string first = argc > 1 ? argv[1] : "";
+    const bool has_subcommand = first == "topo" || first == "check" || first == "snapshot" || first == "list" ||
+        first == "explain" || first == "--help" || first == "-h" || first == "--version";
     if (!has_subcommand) {
         args.insert(args.begin() + 1, check_word);
     }

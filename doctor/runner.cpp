@@ -125,9 +125,8 @@ Facts collect(const std::vector<const Collector*>& collectors, const CollectCont
             }
             break;
         }
-        int ready = poll(fds.data(), fds.size(), static_cast<int>(left.count()));
-        if (ready < 0 && errno != EINTR) {
-            break;
+        if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0) {
+            continue; // EINTR, or a poll failure: the deadline still ends the wait
         }
         for (std::size_t i = 0; i < fds.size(); ++i) {
             if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {

@@ -184,8 +184,10 @@ Probe gpus_probe()
             seen.insert(g.value("bus_id", std::string()));
         }
         std::string missing;
+        // Only this machine's own PCI tree can show a GPU NVML lost; a --topology file describes
+        // another machine.
         const auto* topology = collector_facts(facts, "topology");
-        if (topology != nullptr && topology->contains("gpus")) {
+        if (topology != nullptr && topology->contains("gpus") && topology->value("source", std::string()) == "live") {
             for (const auto& g : (*topology)["gpus"]) {
                 if (seen.count(g.value("bus_id", std::string())) == 0) {
                     missing += (missing.empty() ? "" : ", ") + g.value("bus_id", std::string());
@@ -204,7 +206,10 @@ Probe gpus_probe()
                 fmt::format("{} GPU{} visible, {}{}", n, n == 1 ? "" : "s", expected, extra),
                 "check dmesg for Xid 79 and reseat or replace the GPU, or set --expect-gpus",
                 {{"visible", n}, {"missing", missing}}});
-        } else if (!none_expected) {
+        } else if (none_expected) {
+            out.push_back({"gpus.none_expected", Severity::pass, "host", "NVML sees no GPU, as the policy expects", "",
+                {{"visible", n}}});
+        } else {
             out.push_back({"gpus.count", Severity::pass, "host",
                 fmt::format("{} GPU{}{}", n, n == 1 ? "" : "s", policy.expect_gpus ? fmt::format(", as expected") : ""),
                 "", {{"visible", n}}});

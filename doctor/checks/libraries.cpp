@@ -340,7 +340,9 @@ Probe libraries_probe()
         }
         if (driver.contains("version_error") || driver.contains("init_error")) {
             const std::string why = driver.value("version_error", driver.value("init_error", std::string()));
-            out.push_back({"libraries.cuda_init_failed", Severity::fail, "libcuda",
+            // On a node that is meant to have no GPU, cuInit's CUDA_ERROR_NO_DEVICE is the expected answer.
+            const bool cpu_node = policy.expect_gpus && *policy.expect_gpus == 0;
+            out.push_back({"libraries.cuda_init_failed", cpu_node ? Severity::skip : Severity::fail, "libcuda",
                 fmt::format("{}{}", why,
                     driver.contains("version")
                         ? fmt::format(" (the driver supports CUDA {})", driver["version"].get<std::string>())

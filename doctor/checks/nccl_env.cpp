@@ -280,7 +280,7 @@ Probe nccl_env_probe()
             "(torch.cuda.is_available() is False) while nvidia-smi still lists them.",
             "unset CUDA_VISIBLE_DEVICES or list the GPUs to use (0,1,...)"},
     };
-    p.judge = [](const Facts& facts, const Policy&) {
+    p.judge = [](const Facts& facts, const Policy& policy) {
         std::vector<Finding> out;
         const auto& env = *collector_facts(facts, "env");
         const nlohmann::json variables = env.value("variables", nlohmann::json::object());
@@ -352,7 +352,8 @@ Probe nccl_env_probe()
         if (auto v = get("CUDA_VISIBLE_DEVICES")) {
             std::string first = v->substr(0, v->find(','));
             first.erase(0, first.find_first_not_of(' '));
-            if (first.empty() || first[0] == '-') {
+            const bool cpu_node = policy.expect_gpus && *policy.expect_gpus == 0;
+            if ((first.empty() || first[0] == '-') && !cpu_node) {
                 out.push_back({"nccl-env.no_visible_devices", Severity::warn, "CUDA_VISIBLE_DEVICES",
                     fmt::format("CUDA_VISIBLE_DEVICES='{}' hides every GPU from CUDA programs", *v),
                     "unset CUDA_VISIBLE_DEVICES or list the GPUs to use (0,1,...)", one("CUDA_VISIBLE_DEVICES", *v)});

@@ -57,7 +57,7 @@ TEST_F(GpusProbe, MissingGpuIsNamedFromThePciBus)
     auto fixture = test_support::healthy_gpu_node();
     fixture["gpus"].erase(2);
     auto facts = collect(fixture);
-    facts["topology"] = {{"gpus", {{{"bus_id", "0000:07:00.0"}}, {{"bus_id", "0000:47:00.0"}}}}};
+    facts["topology"] = {{"source", "live"}, {"gpus", {{{"bus_id", "0000:07:00.0"}}, {{"bus_id", "0000:47:00.0"}}}}};
     auto policy = doctor::Policy::defaults();
     policy.expect_gpus = 8;
     auto findings = test_support::judge_one("gpus", facts, policy);
@@ -222,4 +222,35 @@ TEST_F(GpusProbe, SnapshotThenCheckFromJudgesTheSameWay)
     auto bad = test_support::run({GPUDOCTOR_PATH, "check", "--from", path.string()});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("is not a gpudoctor snapshot"), std::string::npos) << bad.err;
+}
+
+TEST_F(GpusProbe, NvmlWithNoGpuOnACpuNodePasses)
+{
+    auto facts = collect(test_support::healthy_gpu_node(0));
+    auto cpu = doctor::Policy::defaults();
+    cpu.expect_gpus = 0;
+    auto findings = test_support::judge_one("gpus", facts, cpu);
+    ASSERT_EQ(findings.size(), 1U);
+    EXPECT_EQ(findings[0].code, "gpus.none_expected");
+    EXPECT_EQ(findings[0].severity, Severity::pass);
+    EXPECT_EQ(test_support::judge_one("gpus", facts)[0].severity, Severity::fail) << "at least one GPU by default";
+}
+
+TEST_F(GpusProbe, ATopologyFileIsNotComparedWithThisMachinesNvml)
+{
+    auto facts = collect(test_support::healthy_gpu_node(1));
+    facts["topology"] = {{"source", "/some/other-node.xml"}, {"gpus", {{{"bus_id", "0000:47:00.0"}}}}};
+    EXPECT_EQ(find_code(test_support::judge_one("gpus", facts), "gpus.count")->severity, Severity::pass);
+    facts["topology"]["source"] = "live";
+    EXPECT_EQ(find_code(test_support::judge_one("gpus", facts), "gpus.count")->severity, Severity::fail);
+}
+
+TEST(GpudoctorCommandLine, OptionsWithoutASubcommandMeanCheck)
+{
+    auto r = test_support::run({GPUDOCTOR_PATH, "--only", "nccl-env"}, {{"NCCL_DEBUG", "INFO"}});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("[nccl-env.debug_on]"), std::string::npos) << r.out;
+    auto bad = test_support::run({GPUDOCTOR_PATH, "--topology", "/nonexistent/node.xml"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_EQ(bad.err, "gpudoctor: cannot read topology /nonexistent/node.xml: No such file or directory\n");
 }
