@@ -2,26 +2,13 @@
 
 #include "probes/command.hpp"
 #include "probes/error.hpp"
+#include "probes/mpi_flavour.hpp"
 
 #include <chrono>
 #include <filesystem>
 #include <fmt/format.h>
 
 namespace launcher {
-
-std::string mpi_flavour(const std::string& out)
-{
-    if (out.find("Open MPI") != std::string::npos || out.find("OpenRTE") != std::string::npos) {
-        return "Open MPI";
-    }
-    if (out.find("Intel(R) MPI") != std::string::npos) {
-        return "Intel MPI";
-    }
-    if (out.find("MPICH") != std::string::npos || out.find("HYDRA") != std::string::npos) {
-        return "MPICH";
-    }
-    return "unknown";
-}
 
 MpiLauncher find_openmpi(const char* path_env)
 {
@@ -36,7 +23,7 @@ MpiLauncher find_openmpi(const char* path_env)
         return MpiLauncher{*path, "Open MPI"};
     }
     auto result = probes::run_command({*path, "--version"}, std::chrono::seconds(10));
-    std::string flavour = mpi_flavour(result.output);
+    std::string flavour = probes::mpi_flavour(result.output);
     if (flavour != "Open MPI") {
         throw probes::Error(fmt::format("{} is {}, not Open MPI{}; gpurun drives Open MPI's mpirun: put Open "
                                         "MPI's bin directory first in PATH",

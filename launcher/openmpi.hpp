@@ -14,9 +14,6 @@ struct MpiLauncher {
     std::string flavour; ///< "Open MPI", "MPICH", "Intel MPI", "unknown"
 };
 
-/// Classifies `mpirun --version` output the way horovodrun does.
-std::string mpi_flavour(const std::string& version_output);
-
 /// Finds mpirun in PATH and checks it is Open MPI (from its real file name when that says
 /// orterun/prterun, else by `mpirun --version`). Throws probes::Error, with what to install.
 MpiLauncher find_openmpi(const char* path_env);

@@ -1,6 +1,7 @@
 #include "doctor/checks/checks.hpp"
 #include "probes/command.hpp"
 #include "probes/error.hpp"
+#include "probes/mpi_flavour.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,22 +13,6 @@
 namespace doctor::checks {
 
 namespace {
-
-// Which MPI a `mpirun --version` output is from. Kept here rather than shared with the launcher
-// so that gpudoctor does not depend on gpurun's library.
-std::string mpi_flavour(const std::string& out)
-{
-    if (out.find("Open MPI") != std::string::npos || out.find("OpenRTE") != std::string::npos) {
-        return "Open MPI";
-    }
-    if (out.find("Intel(R) MPI") != std::string::npos) {
-        return "Intel MPI";
-    }
-    if (out.find("MPICH") != std::string::npos || out.find("HYDRA") != std::string::npos) {
-        return "MPICH";
-    }
-    return "unknown";
-}
 
 std::string first_version(const std::string& text)
 {
@@ -158,7 +143,7 @@ Collector mpi_collector()
                     nlohmann::json version;
                     if (auto r = budget.run({*mpirun, "--version"}, version)) {
                         version["output"] = head(r->output, 4);
-                        version["flavour"] = mpi_flavour(r->output);
+                        version["flavour"] = probes::mpi_flavour(r->output);
                         version["version"] = first_version(head(r->output, 4));
                     }
                     out["mpirun_version"] = version;

@@ -1,6 +1,7 @@
 // Golden tests of the real gpurun binary: exit code, stdout and stderr for --help, --dry-run and
 // every usage error. UPDATE_GOLDEN=1 rewrites the golden files from the current output.
 #include "probes/command.hpp"
+#include "tests/support/golden.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/topology_xml.hpp"
@@ -66,17 +67,6 @@ std::vector<Case> cases()
     };
 }
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to)
-{
-    if (from.empty()) {
-        return text;
-    }
-    for (std::size_t pos = 0; (pos = text.find(from, pos)) != std::string::npos; pos += to.size()) {
-        text.replace(pos, from.size(), to);
-    }
-    return text;
-}
-
 class GpurunCli : public ::testing::TestWithParam<Case> {
 protected:
     void SetUp() override
@@ -91,17 +81,18 @@ protected:
 
     std::string expand(const std::string& s) const
     {
-        return replace_all(replace_all(s, "@SOURCE@", GPUKIT_SOURCE_DIR), "@TMP@", m_dir.path().string());
+        return test_support::replace_all(
+            test_support::replace_all(s, "@SOURCE@", GPUKIT_SOURCE_DIR), "@TMP@", m_dir.path().string());
     }
 
     std::string normalise(std::string s) const
     {
-        s = replace_all(s, m_dir.path().string(), "@TMP@");
-        s = replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
-        s = replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
+        s = test_support::replace_all(s, m_dir.path().string(), "@TMP@");
+        s = test_support::replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
+        s = test_support::replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
         if (auto mpirun = probes::find_executable("mpirun", std::getenv("PATH"))) {
-            s = replace_all(s, *mpirun + " ", "@MPIRUN@ ");
-            s = replace_all(s, "\"" + *mpirun + "\"", "\"@MPIRUN@\"");
+            s = test_support::replace_all(s, *mpirun + " ", "@MPIRUN@ ");
+            s = test_support::replace_all(s, "\"" + *mpirun + "\"", "\"@MPIRUN@\"");
         }
         return s;
     }
@@ -130,18 +121,8 @@ TEST_P(GpurunCli, MatchesGolden)
         env[k] = v == test_support::unset_var ? v : expand(v);
     }
     auto r = test_support::run(argv, env, std::chrono::seconds(30));
-    const std::string actual =
-        normalise("exit: " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err);
-    const auto golden = std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/cli/golden" / (std::string(c.name) + ".txt");
-    if (std::getenv("UPDATE_GOLDEN") != nullptr) {
-        std::ofstream(golden) << actual;
-        GTEST_SKIP() << "golden written: " << golden;
-    }
-    std::ifstream in(golden);
-    ASSERT_TRUE(in) << "no golden file " << golden << "; run with UPDATE_GOLDEN=1 and review it";
-    std::stringstream expected;
-    expected << in.rdbuf();
-    EXPECT_EQ(actual, expected.str());
+    const std::string actual = normalise(test_support::golden_text(r));
+    test_support::expect_golden(std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/cli/golden", c.name, actual);
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, GpurunCli, ::testing::ValuesIn(cases()),

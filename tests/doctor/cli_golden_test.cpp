@@ -2,6 +2,7 @@
 // deterministic: a fake NVML (or none), hwloc XML topologies and a sysroot written here.
 // UPDATE_GOLDEN=1 rewrites the golden files from the current output (review the diff).
 #include "tests/support/fake_gpu_node.hpp"
+#include "tests/support/golden.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/topology_xml.hpp"
@@ -61,14 +62,6 @@ std::vector<Case> cases()
     };
 }
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to)
-{
-    for (std::size_t pos = 0; !from.empty() && (pos = text.find(from, pos)) != std::string::npos; pos += to.size()) {
-        text.replace(pos, from.size(), to);
-    }
-    return text;
-}
-
 class GpudoctorCli : public ::testing::TestWithParam<Case> {
 protected:
     void SetUp() override
@@ -103,20 +96,22 @@ protected:
 
     std::string expand(const std::string& s) const
     {
-        return replace_all(replace_all(replace_all(s, "@SOURCE@", GPUKIT_SOURCE_DIR), "@TMP@", m_dir.path().string()),
+        return test_support::replace_all(
+            test_support::replace_all(
+                test_support::replace_all(s, "@SOURCE@", GPUKIT_SOURCE_DIR), "@TMP@", m_dir.path().string()),
             "@FAKE_NVML@", FAKE_NVML_PATH);
     }
 
     std::string normalise(std::string s) const
     {
-        s = replace_all(s, FAKE_NVML_PATH, "@FAKE_NVML@");
-        s = replace_all(s, m_dir.path().string(), "@TMP@");
-        s = replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
-        s = replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
+        s = test_support::replace_all(s, FAKE_NVML_PATH, "@FAKE_NVML@");
+        s = test_support::replace_all(s, m_dir.path().string(), "@TMP@");
+        s = test_support::replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
+        s = test_support::replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
         char host[256] = {};
         gethostname(host, sizeof host - 1);
-        s = replace_all(s, " on " + std::string(host) + "\n", " on @HOST@\n");
-        s = replace_all(s, "\"host\": \"" + std::string(host) + "\"", "\"host\": \"@HOST@\"");
+        s = test_support::replace_all(s, " on " + std::string(host) + "\n", " on @HOST@\n");
+        s = test_support::replace_all(s, "\"host\": \"" + std::string(host) + "\"", "\"host\": \"@HOST@\"");
         return s;
     }
 
@@ -142,19 +137,8 @@ TEST_P(GpudoctorCli, MatchesGolden)
         env[k] = expand(v);
     }
     auto r = test_support::run(argv, env, std::chrono::seconds(60));
-    const std::string actual =
-        normalise("exit: " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err);
-    const auto golden =
-        std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/doctor/golden" / (std::string(c.name) + ".txt");
-    if (std::getenv("UPDATE_GOLDEN") != nullptr) {
-        std::ofstream(golden) << actual;
-        GTEST_SKIP() << "golden written: " << golden;
-    }
-    std::ifstream in(golden);
-    ASSERT_TRUE(in) << "no golden file " << golden << "; run with UPDATE_GOLDEN=1 and review it";
-    std::stringstream expected;
-    expected << in.rdbuf();
-    EXPECT_EQ(actual, expected.str());
+    const std::string actual = normalise(test_support::golden_text(r));
+    test_support::expect_golden(std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/doctor/golden", c.name, actual);
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, GpudoctorCli, ::testing::ValuesIn(cases()),

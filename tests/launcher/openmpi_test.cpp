@@ -1,5 +1,6 @@
 #include "launcher/openmpi.hpp"
 #include "probes/error.hpp"
+#include "probes/mpi_flavour.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <filesystem>
@@ -10,11 +11,11 @@ using test_support::TempDir;
 
 TEST(OpenMpi, FlavourFromVersionOutput)
 {
-    EXPECT_EQ(launcher::mpi_flavour("mpirun (Open MPI) 4.1.4\n"), "Open MPI");
-    EXPECT_EQ(launcher::mpi_flavour("mpirun (OpenRTE) 3.1.0\n"), "Open MPI");
-    EXPECT_EQ(launcher::mpi_flavour("HYDRA build details:\n    Version: 4.1\n"), "MPICH");
-    EXPECT_EQ(launcher::mpi_flavour("Intel(R) MPI Library for Linux* OS, Version 2021.9"), "Intel MPI");
-    EXPECT_EQ(launcher::mpi_flavour("something else"), "unknown");
+    EXPECT_EQ(probes::mpi_flavour("mpirun (Open MPI) 4.1.4\n"), "Open MPI");
+    EXPECT_EQ(probes::mpi_flavour("mpirun (OpenRTE) 3.1.0\n"), "Open MPI");
+    EXPECT_EQ(probes::mpi_flavour("HYDRA build details:\n    Version: 4.1\n"), "MPICH");
+    EXPECT_EQ(probes::mpi_flavour("Intel(R) MPI Library for Linux* OS, Version 2021.9"), "Intel MPI");
+    EXPECT_EQ(probes::mpi_flavour("something else"), "unknown");
 }
 
 TEST(OpenMpi, RootOnlyWhenTheUserSaidSo)
