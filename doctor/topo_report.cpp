@@ -66,23 +66,34 @@ void place(TopoGpu& gpu, const std::map<std::string, const nlohmann::json*>& loc
     }
 }
 
-void from_nvml(const nlohmann::json& nvml, TopoMatrix& m)
+// Lists the GPUs of `gpus` (nvml or topology facts) in `m` and sets up the matrix with X on the
+// diagonal; returns each bus id's position.
+std::map<std::string, std::size_t> start_matrix(const nlohmann::json& gpus, const char* source, TopoMatrix& m)
 {
-    m.source = "nvml";
+    m.source = source;
     std::map<std::string, std::size_t> position;
-    for (const auto& g : nvml["gpus"]) {
-        TopoGpu gpu;
-        gpu.index = g.value("index", 0U);
-        gpu.bus_id = normal_bus_id(g.value("bus_id", std::string()));
-        gpu.name = g.value("name", std::string());
-        position[gpu.bus_id] = m.gpus.size();
-        m.gpus.push_back(std::move(gpu));
+    if (gpus.is_array()) {
+        for (const auto& g : gpus) {
+            TopoGpu gpu;
+            gpu.index = g.value("index", 0U);
+            gpu.bus_id = normal_bus_id(g.value("bus_id", std::string()));
+            gpu.name = g.value("name", std::string());
+            position[gpu.bus_id] = m.gpus.size();
+            m.gpus.push_back(std::move(gpu));
+        }
     }
     const std::size_t n = m.gpus.size();
     m.link.assign(n, std::vector<std::string>(n, "?"));
     for (std::size_t i = 0; i < n; ++i) {
         m.link[i][i] = "X";
     }
+    return position;
+}
+
+void from_nvml(const nlohmann::json& nvml, TopoMatrix& m)
+{
+    auto position = start_matrix(nvml["gpus"], "nvml", m);
+    const std::size_t n = m.gpus.size();
     std::map<unsigned, std::size_t> by_index;
     for (std::size_t i = 0; i < n; ++i) {
         by_index[m.gpus[i].index] = i;
@@ -147,23 +158,8 @@ void from_nvml(const nlohmann::json& nvml, TopoMatrix& m)
 
 void from_topology(const nlohmann::json& topology, TopoMatrix& m)
 {
-    m.source = "hwloc";
-    std::map<std::string, std::size_t> position;
-    if (topology.contains("gpus") && topology["gpus"].is_array()) {
-        for (const auto& g : topology["gpus"]) {
-            TopoGpu gpu;
-            gpu.index = g.value("index", 0U);
-            gpu.bus_id = normal_bus_id(g.value("bus_id", std::string()));
-            gpu.name = g.value("name", std::string());
-            position[gpu.bus_id] = m.gpus.size();
-            m.gpus.push_back(std::move(gpu));
-        }
-    }
+    auto position = start_matrix(topology.contains("gpus") ? topology["gpus"] : nlohmann::json(), "hwloc", m);
     const std::size_t n = m.gpus.size();
-    m.link.assign(n, std::vector<std::string>(n, "?"));
-    for (std::size_t i = 0; i < n; ++i) {
-        m.link[i][i] = "X";
-    }
     if (!topology.contains("links") || !topology["links"].is_array()) {
         if (n > 1) {
             m.notes.push_back("the topology facts have no GPU links (a snapshot from an older gpudoctor?)");

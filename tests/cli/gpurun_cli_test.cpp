@@ -121,6 +121,7 @@ TEST_P(GpurunCli, MatchesGolden)
         env[k] = v == test_support::unset_var ? v : expand(v);
     }
     auto r = test_support::run(argv, env, std::chrono::seconds(30));
+    ASSERT_FALSE(r.timed_out) << c.name;
     const std::string actual = normalise(test_support::golden_text(r));
     test_support::expect_golden(std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/cli/golden", c.name, actual);
 }

@@ -137,6 +137,7 @@ TEST_P(GpudoctorCli, MatchesGolden)
         env[k] = expand(v);
     }
     auto r = test_support::run(argv, env, std::chrono::seconds(60));
+    ASSERT_FALSE(r.timed_out) << c.name;
     const std::string actual = normalise(test_support::golden_text(r));
     test_support::expect_golden(std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/doctor/golden", c.name, actual);
 }
