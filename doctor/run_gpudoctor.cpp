@@ -115,7 +115,8 @@ int run(int argc, char** argv)
     check->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     check->add_flag("--strict", c.strict, "Warnings fail too");
     bool quick = true;
-    check->add_flag("--quick", quick, "Quick tier: NVML, sysfs and files, no GPU work (the default)");
+    check->add_flag("--quick", quick,
+        "Quick tier: NVML, sysfs and files, no timed GPU work (the default and, for now, the only tier)");
     check->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
     check->add_option("--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)")->type_name("N");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
@@ -193,7 +194,7 @@ int run(int argc, char** argv)
             hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
     }
 
-    if (c.timeout <= 0 || c.timeout > 3600) {
+    if (!(c.timeout > 0 && c.timeout <= 3600)) {
         throw Error(fmt::format("--timeout {}: expected seconds, more than 0 and at most 3600", c.timeout));
     }
     std::vector<const Probe*> probes = select_probes(c.only, c.skip);

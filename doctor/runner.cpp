@@ -143,10 +143,28 @@ Facts collect(const std::vector<const Collector*>& collectors, const CollectCont
     }
     for (auto& child : children) {
         int status = 0;
-        while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) { }
+        bool reaped = false;
+        if (child.timed_out) {
+            // SIGKILLed, but a child stuck in the kernel (a wedged driver ioctl) only dies when the
+            // call returns: wait a little, then leave it rather than hang with it.
+            for (int i = 0; i < 100 && !reaped; ++i) {
+                reaped = waitpid(child.pid, &status, WNOHANG) == child.pid;
+                if (!reaped) {
+                    usleep(20000);
+                }
+            }
+        } else {
+            while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) { }
+            reaped = true;
+        }
         killpg(child.pid, SIGKILL); // whatever the collector started and left behind
         const std::string& name = child.collector->name;
-        if (child.timed_out) {
+        if (child.timed_out && !reaped) {
+            facts[name] = {{"error",
+                fmt::format("timed out after {}, and stuck in the kernel (uninterruptible): "
+                            "the driver is likely wedged",
+                    seconds_text(ctx.timeout))}};
+        } else if (child.timed_out) {
             facts[name] = {{"error", fmt::format("timed out after {}", seconds_text(ctx.timeout))}};
         } else if (WIFSIGNALED(status)) {
             facts[name] = {{"error", fmt::format("crashed ({})", strsignal(WTERMSIG(status)))}};

@@ -193,8 +193,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     if (o.plan.ranks_per_gpu == 0) {
         throw Error("--ranks-per-gpu 0: a GPU needs at least one rank");
     }
-    if (o.grace_seconds < 0) {
-        throw Error(fmt::format("--grace {}: expected a number of seconds, 0 or more", o.grace_seconds));
+    if (!(o.grace_seconds >= 0 && o.grace_seconds <= 86400)) {
+        throw Error(fmt::format("--grace {}: expected a number of seconds from 0 to 86400", o.grace_seconds));
     }
     if (o.json && !o.dry_run) {
         throw Error("--json needs --dry-run: a running job's output is the program's own");

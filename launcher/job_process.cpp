@@ -2,6 +2,7 @@
 
 #include "probes/error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -15,6 +16,9 @@ namespace launcher {
 
 int run_job(const std::vector<std::string>& argv, double grace_seconds)
 {
+    // With SIGCHLD ignored (inherited from some wrappers) the kernel reaps the launcher itself and
+    // waitpid can never report it.
+    signal(SIGCHLD, SIG_DFL);
     sigset_t watched;
     sigemptyset(&watched);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
@@ -59,6 +63,10 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds)
         if (done == pid) {
             break;
         }
+        if (done < 0 && errno == ECHILD) {
+            status = 0; // reaped elsewhere: its status is lost
+            break;
+        }
         timespec wait{0, 200 * 1000 * 1000};
         siginfo_t info{};
         int sig = sigtimedwait(&watched, &info, &wait);
@@ -73,7 +81,7 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds)
                 }
                 deadline = now +
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(grace_seconds));
+                        std::chrono::duration<double>(std::min(grace_seconds, 1e6)));
                 fmt::print(stderr, "gpurun: {} received, stopping the job ({}s grace; again to kill now)\n",
                     strsignal(sig), grace_seconds);
             } else if (!killed) {

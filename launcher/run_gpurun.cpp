@@ -196,8 +196,17 @@ int run(const std::vector<std::string>& argv)
                 port));
         }
         helper.master_port = value;
-    } else {
+    } else if (is_local(o.hosts, local_host)) {
         helper.master_port = free_port();
+    } else {
+        // A port free here says nothing about the first host.
+        helper.master_port = 29500;
+        notes.push_back("MASTER_PORT 29500 (torch's default) on " + helper.master_addr +
+            "; pass --master-port if it is taken there");
+    }
+    if (!o.hosts.empty() && !is_local(o.hosts, local_host) && env("CUDA_VISIBLE_DEVICES") != nullptr) {
+        notes.push_back("CUDA_VISIBLE_DEVICES is not passed to other hosts: each host's ranks use that host's "
+                        "own setting (pass -x CUDA_VISIBLE_DEVICES to force this one)");
     }
 
     std::vector<std::string> forwarded;

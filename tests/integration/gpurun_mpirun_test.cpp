@@ -242,3 +242,26 @@ TEST_F(GpurunMpirun, LauncherThatIgnoresSignalsIsKilledAfterTheGracePeriod)
         kill(child, SIGKILL);
     }
 }
+
+TEST_F(GpurunMpirun, EndsWhenStartedWithSigchldIgnored)
+{
+    // Some wrappers start programs with SIGCHLD ignored; the kernel then reaps mpirun by itself.
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGCHLD, SIG_IGN);
+        for (const auto& [k, v] : m_env) {
+            if (v == test_support::unset_var) {
+                unsetenv(k.c_str());
+            } else {
+                setenv(k.c_str(), v.c_str(), 1);
+            }
+        }
+        execl(GPURUN_PATH, GPURUN_PATH, "--cpu-only", "-np", "1", RANK_PROBE_PATH, static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    int code = test_support::wait_for(pid, std::chrono::seconds(20));
+    if (code == -1) {
+        kill(pid, SIGKILL);
+    }
+    EXPECT_EQ(code, 0) << "gpurun did not end";
+}

@@ -94,6 +94,8 @@ TEST(Cli, UsageErrorsSayWhatAndSuggest)
     EXPECT_NE(error_of({"--json", "prog"}).find("--json needs --dry-run"), std::string::npos);
     EXPECT_NE(error_of({"--ranks-per-gpu", "0", "prog"}).find("--ranks-per-gpu 0"), std::string::npos);
     EXPECT_NE(error_of({"--master-port", "70000", "prog"}).find("1 to 65535"), std::string::npos);
+    EXPECT_NE(error_of({"--grace", "nan", "prog"}).find("from 0 to 86400"), std::string::npos);
+    EXPECT_NE(error_of({"--grace", "1e12", "prog"}).find("from 0 to 86400"), std::string::npos);
     EXPECT_NE(error_of({"-H", "a", "--hostfile", "f", "prog"}).find("both given"), std::string::npos);
     EXPECT_NE(error_of({"-x", "=v", "prog"}).find("NAME or NAME=VALUE"), std::string::npos);
 }
