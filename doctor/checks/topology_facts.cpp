@@ -46,9 +46,12 @@ nlohmann::json gpu_links(const probes::NodeLayout& layout, const std::vector<pro
 // and nearest HCA, the link class of every GPU pair, the HCAs. Live (with PCI devices) or from --topology.
 Collector topology_collector()
 {
+    // No crash guard for a --topology file: gpudoctor has loaded it under the guard already, and
+    // this collector runs in a child process of its own anyway.
     return {"topology", [](const CollectContext& ctx) {
-                probes::Topology topology = ctx.topology_file.empty() ? probes::Topology::load_live(true)
-                                                                      : probes::Topology::load_xml(ctx.topology_file);
+                probes::Topology topology = ctx.topology_file.empty()
+                    ? probes::Topology::load_live(true)
+                    : probes::Topology::load_xml(ctx.topology_file, false);
                 const probes::NodeLayout layout = topology.layout();
                 nlohmann::json out;
                 out["source"] = ctx.topology_file.empty() ? "live" : ctx.topology_file;

@@ -74,46 +74,39 @@ int cuDeviceGetCount(int* count)
 }
 #endif
 
+// One table for both error calls: code, CUresult name, text.
+struct ErrorText {
+    int code;
+    const char* name;
+    const char* text;
+};
+constexpr ErrorText error_texts[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+int error_lookup(int error, const char** out, bool want_name)
+{
+    for (const auto& e : error_texts) {
+        if (e.code == error) {
+            *out = want_name ? e.name : e.text;
+            return 0;
+        }
+    }
+    *out = nullptr;
+    return 1; // CUDA_ERROR_INVALID_VALUE
+}
+
 int cuGetErrorName(int error, const char** name)
 {
-    switch (error) {
-    case 0:
-        *name = "CUDA_SUCCESS";
-        return 0;
-    case 3:
-        *name = "CUDA_ERROR_NOT_INITIALIZED";
-        return 0;
-    case 100:
-        *name = "CUDA_ERROR_NO_DEVICE";
-        return 0;
-    case 999:
-        *name = "CUDA_ERROR_UNKNOWN";
-        return 0;
-    default:
-        *name = nullptr;
-        return 1;
-    }
+    return error_lookup(error, name, true);
 }
 
 int cuGetErrorString(int error, const char** text)
 {
-    switch (error) {
-    case 0:
-        *text = "no error";
-        return 0;
-    case 3:
-        *text = "initialization error";
-        return 0;
-    case 100:
-        *text = "no CUDA-capable device is detected";
-        return 0;
-    case 999:
-        *text = "unknown error";
-        return 0;
-    default:
-        *text = nullptr;
-        return 1;
-    }
+    return error_lookup(error, text, false);
 }
 #endif
 
