@@ -2,6 +2,7 @@
 #include "doctor/probe.hpp"
 #include "doctor/runner.hpp"
 #include "probes/error.hpp"
+#include "probes/nccl_log.hpp"
 #include "probes/spelling.hpp"
 
 #include <algorithm>
@@ -64,6 +65,12 @@ std::vector<CodeInfo> all_codes()
             "The facts it needs were not collected (a snapshot taken with --only/--skip, or an older "
             "snapshot). A skipped probe is never a pass.",
             ""});
+    }
+    for (const auto& c : probes::nccl::finding_codes()) {
+        out.push_back({c.code, c.title,
+            fmt::format(
+                "{} Reported by 'gpudoctor nccl-log' ({}).", c.explanation, probes::nccl::to_string(c.severity)),
+            c.remedy});
     }
     return out;
 }

@@ -3,13 +3,16 @@
 #include "doctor/runner.hpp"
 #include "doctor/topo_report.hpp"
 #include "probes/error.hpp"
+#include "probes/nccl_log.hpp"
 #include "probes/spelling.hpp"
 #include "probes/topology.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
@@ -72,6 +75,65 @@ Facts load_snapshot(const std::string& path)
             path));
     }
     return doc["facts"];
+}
+
+bool use_color(bool no_color_flag)
+{
+    const char* no_color = std::getenv("NO_COLOR");
+    return !no_color_flag && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
+}
+
+int run_nccl_log(const std::vector<std::string>& files, bool json, bool no_color, const std::string& fail_on)
+{
+    namespace nccl = probes::nccl;
+    int threshold = -1;
+    if (fail_on == "warn") {
+        threshold = static_cast<int>(nccl::Severity::warn);
+    } else if (fail_on == "fail") {
+        threshold = static_cast<int>(nccl::Severity::fail);
+    } else if (!fail_on.empty()) {
+        std::string hint = probes::closest_match(fail_on, {"warn", "fail"});
+        throw Error(fmt::format("--fail-on {}: expected warn or fail{}", fail_on,
+            hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+    }
+    if (files.empty()) {
+        throw Error("nccl-log: name the log files to read (- for stdin); see gpudoctor nccl-log --help");
+    }
+    if (std::count(files.begin(), files.end(), "-") > 1) {
+        throw Error("stdin (-) named more than once; name it once");
+    }
+    nccl::Analyzer analyzer;
+    for (const auto& file : files) {
+        std::error_code ec;
+        if (file != "-" && std::filesystem::is_directory(file, ec)) {
+            // A directory of per-rank logs (NCCL_DEBUG_FILE, gpurun --nccl-log-dir): its files, sorted.
+            std::vector<std::string> inside;
+            for (const auto& entry : std::filesystem::directory_iterator(file, ec)) {
+                if (entry.is_regular_file(ec)) {
+                    inside.push_back(entry.path().string());
+                }
+            }
+            if (ec) {
+                throw Error(fmt::format("cannot list {}: {}", file, ec.message()));
+            }
+            std::sort(inside.begin(), inside.end());
+            for (const auto& f : inside) {
+                analyzer.read_file(f);
+            }
+            continue;
+        }
+        analyzer.read_file(file);
+    }
+    const nccl::Analysis analysis = analyzer.analysis();
+    if (json) {
+        std::cout << nccl::render_json(analysis).dump(2) << '\n';
+    } else {
+        std::cout << nccl::render_text(analysis, use_color(no_color));
+    }
+    const bool failing = threshold >= 0 &&
+        std::any_of(analysis.findings.begin(), analysis.findings.end(),
+            [&](const auto& f) { return static_cast<int>(f.severity) >= threshold; });
+    return failing ? 1 : 0;
 }
 
 int run(int argc, char** argv)
@@ -141,6 +203,23 @@ int run(int argc, char** argv)
     topo->add_option("--topology", c.topology, "Use this hwloc XML (NVML is then not asked)")->type_name("FILE");
     topo->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
 
+    auto* nccl_log =
+        app.add_subcommand("nccl-log", "Read NCCL_DEBUG=INFO logs: the transports NCCL used, and what is slow");
+    struct NcclLogOptions {
+        std::vector<std::string> files;
+        bool json = false;
+        bool no_color = false;
+        std::string fail_on;
+    } n;
+    nccl_log->add_option("files", n.files, "Log files or directories of them (- for stdin; gzip is decompressed)")
+        ->type_name("FILE");
+    nccl_log->add_flag("--json", n.json, "Print the report as JSON");
+    nccl_log->add_flag("--no-color", n.no_color, "No colour (also when NO_COLOR is set)");
+    nccl_log->add_option("--fail-on", n.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail")
+        ->type_name("LEVEL");
+    nccl_log->footer("Exit status: 0 the logs were read (findings or not), 1 a finding at the --fail-on level, 2 "
+                     "unreadable input or usage error.");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {
@@ -158,6 +237,9 @@ int run(int argc, char** argv)
         return 0;
     }
 
+    if (nccl_log->parsed()) {
+        return run_nccl_log(n.files, n.json, n.no_color, n.fail_on);
+    }
     if (list->parsed() && list_codes) {
         nlohmann::json out = nlohmann::json::array();
         std::string text;
@@ -229,8 +311,7 @@ int run(int argc, char** argv)
     ReportOptions options;
     options.strict = c.strict;
     options.quiet = c.quiet;
-    const char* no_color = std::getenv("NO_COLOR");
-    options.color = !c.no_color && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
+    options.color = use_color(c.no_color);
     if (c.json) {
         std::cout << render_json(results, facts, options).dump(2) << '\n';
     } else {
@@ -248,7 +329,7 @@ int run_gpudoctor(int argc, char** argv)
     static char check_word[] = "check";
     const std::string first = argc > 1 ? argv[1] : "";
     const bool has_subcommand = first == "topo" || first == "check" || first == "snapshot" || first == "list" ||
-        first == "explain" || first == "--help" || first == "-h" || first == "--version";
+        first == "explain" || first == "nccl-log" || first == "--help" || first == "-h" || first == "--version";
     if (!has_subcommand) {
         args.insert(args.begin() + 1, check_word);
     }

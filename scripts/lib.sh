@@ -31,7 +31,7 @@ install_missing() {
     fi
 }
 
-BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev openmpi-bin)
+BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev openmpi-bin)
 TEST_PACKAGES=(libgtest-dev clang-format)
 
 build() {

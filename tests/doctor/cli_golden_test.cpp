@@ -59,6 +59,16 @@ std::vector<Case> cases()
             {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/healthy.json"}}},
         {"fake_node_json", with({"check", "--json", "--expect-gpus", "8", "--topology", demo}, host_free),
             {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/node.json"}}},
+        {"nccl_log_text", {"nccl-log", "--no-color", "@TMP@/job.log"}, {}},
+        {"nccl_log_json", {"nccl-log", "--json", "@TMP@/job.log"}, {}},
+        {"nccl_log_fail_on_warn", {"nccl-log", "--fail-on", "warn", "@TMP@/job.log", "@TMP@/app.log"}, {}},
+        {"nccl_log_fail_on_fail", {"nccl-log", "--fail-on", "fail", "@TMP@/job.log"}, {}},
+        {"nccl_log_no_records", {"nccl-log", "--no-color", "@TMP@/app.log"}, {}},
+        {"nccl_log_missing", {"nccl-log", "@TMP@/job.log", "@TMP@/missing.log"}, {}},
+        {"nccl_log_bad_fail_on", {"nccl-log", "--fail-on", "wran", "@TMP@/job.log"}, {}},
+        {"nccl_log_no_file", {"nccl-log"}, {}},
+        {"nccl_log_directory", {"nccl-log", "--no-color", "@TMP@/logs"}, {}},
+        {"explain_nccl", {"explain", "nccl.ib_without_gdr"}, {}},
     };
 }
 
@@ -92,6 +102,41 @@ protected:
         node["p2p"] = {{"0-7", {{"read", 0}, {"write", 2}}}};
         std::ofstream(m_dir / "node.json") << node.dump();
         std::ofstream(m_dir / "bad.toml") << "[gpus]\nexpected = \"eight\"\n";
+        // Two nodes of two GPUs behind Open MPI's --tag-output: P2P on one node, SHM on the
+        // other, IB between them without GPUDirect RDMA, and a WARN.
+        std::ofstream(m_dir / "job.log")
+            << R"([1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+[1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO ncclCommInitRank comm 0x55810c0 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x7f3ab2c41d9e0c55 - Init START
+[1,1]<stdout>:gpu-a01:3101:3101 [1] NCCL INFO ncclCommInitRank comm 0x55811c0 rank 1 nranks 4 cudaDev 1 nvmlDev 1 busId 1c000 commId 0x7f3ab2c41d9e0c55 - Init START
+[1,2]<stdout>:gpu-a02:4200:4200 [0] NCCL INFO ncclCommInitRank comm 0x55812c0 rank 2 nranks 4 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x7f3ab2c41d9e0c55 - Init START
+[1,3]<stdout>:gpu-a02:4201:4201 [1] NCCL INFO ncclCommInitRank comm 0x55813c0 rank 3 nranks 4 cudaDev 1 nvmlDev 1 busId 1c000 commId 0x7f3ab2c41d9e0c55 - Init START
+[1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.1.0.11<0>
+[1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO Using network IB
+epoch 0 step 0 loss 6.913
+[1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO Channel 00/02 :    0   1   2   3
+[1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+[1,1]<stdout>:gpu-a01:3101:3101 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0
+[1,2]<stdout>:gpu-a02:4200:4200 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [receive] via NET/IB/0
+[1,2]<stdout>:gpu-a02:4200:4200 [0] NCCL INFO Channel 00/0 : 2[0] -> 3[1] via SHM/direct/direct
+[1,3]<stdout>:gpu-a02:4201:4201 [1] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [send] via NET/IB/0
+[1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [receive] via NET/IB/0
+[1,0]<stdout>:gpu-a01:3100:3100 [0] NCCL INFO ncclCommInitRank comm 0x55810c0 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x7f3ab2c41d9e0c55 - Init COMPLETE
+[1,1]<stdout>:gpu-a01:3101:3101 [1] NCCL INFO ncclCommInitRank comm 0x55811c0 rank 1 nranks 4 cudaDev 1 nvmlDev 1 busId 1c000 commId 0x7f3ab2c41d9e0c55 - Init COMPLETE
+[1,2]<stdout>:gpu-a02:4200:4200 [0] NCCL INFO ncclCommInitRank comm 0x55812c0 rank 2 nranks 4 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x7f3ab2c41d9e0c55 - Init COMPLETE
+[1,3]<stdout>:gpu-a02:4201:4201 [1] NCCL INFO ncclCommInitRank comm 0x55813c0 rank 3 nranks 4 cudaDev 1 nvmlDev 1 busId 1c000 commId 0x7f3ab2c41d9e0c55 - Init COMPLETE
+epoch 0 step 100 loss 5.102
+[1,3]<stderr>:
+[1,3]<stderr>:gpu-a02:4201:4305 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.1.0.11<40112> with status=12 opcode=0 len=0 vendor err 129 (Send) hca mlx5_0
+)";
+        std::ofstream(m_dir / "app.log") << "epoch 0 step 0 loss 6.913\nepoch 0 step 100 loss 5.102\n";
+        // A directory of per-process logs, as NCCL_DEBUG_FILE=dir/nccl.%h.%p.log writes them.
+        std::filesystem::create_directories(m_dir / "logs");
+        std::ofstream(m_dir / "logs/nccl.n1.20.log")
+            << "n1:20:20 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 busId 1c000 - Init COMPLETE\n";
+        std::ofstream(m_dir / "logs/nccl.n1.10.log")
+            << "n1:10:10 [0] NCCL INFO NCCL version 2.10.3+cuda11.4\n"
+               "n1:10:10 [0] NCCL INFO Channel 00 : 0[1b000] -> 1[1c000] via P2P/IPC/read\n"
+               "n1:10:10 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE\n";
     }
 
     std::string expand(const std::string& s) const

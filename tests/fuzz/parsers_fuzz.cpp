@@ -1,4 +1,4 @@
-// libFuzzer targets for every parser gpurun feeds with outside text. Built with -DGPUKIT_FUZZ=ON
+// libFuzzer targets for every parser gpurun and gpudoctor feed with outside text. Built with -DGPUKIT_FUZZ=ON
 // (clang); FUZZ_TARGET selects the parser. A parser may reject input with probes::Error, never
 // crash, hang or leak; what it accepts must survive a round trip.
 #include "launcher/helper_args.hpp"
@@ -6,8 +6,11 @@
 #include "probes/cpu_set.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
+#include "probes/nccl_line_scan.hpp"
+#include "probes/nccl_log.hpp"
 #include "probes/pci_address.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -64,8 +67,44 @@ void fuzz_one(const std::string& text)
     if (launcher::parse_helper_arguments(launcher::helper_arguments(parsed)) != parsed) {
         std::abort();
     }
+#elif FUZZ_TARGET == 6
+    probes::nccl::Analyzer analyzer;
+    analyzer.read_text(text, "fuzz.log");
+    const auto analysis = analyzer.analysis();
+    std::uint64_t sum = 0;
+    for (auto n : analysis.counts) {
+        sum += n;
+    }
+    const std::uint64_t newlines = static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n'));
+    if (sum != analysis.connections || analysis.lines != newlines + (text.empty() || text.back() == '\n' ? 0 : 1)) {
+        std::abort();
+    }
+    (void)probes::nccl::render_json(analysis).dump();
+    (void)probes::nccl::render_text(analysis, true);
+    // The scanner finds the same lines whether a text comes in one block or in two split at a newline.
+    const std::size_t cut = text.find('\n', text.size() / 2);
+    if (cut != std::string::npos) {
+        probes::nccl::LineScanner whole;
+        probes::nccl::LineScanner parts;
+        std::vector<probes::nccl::LineRef> a;
+        std::vector<probes::nccl::LineRef> b;
+        whole.scan(text.data(), text.size(), a);
+        parts.scan(text.data(), cut + 1, b);
+        const std::size_t first = b.size();
+        parts.scan(text.data() + cut + 1, text.size() - cut - 1, b);
+        for (std::size_t i = first; i < b.size(); ++i) {
+            b[i].offset += cut + 1;
+        }
+        auto same = [](const probes::nccl::LineRef& x, const probes::nccl::LineRef& y) {
+            return x.offset == y.offset && x.size == y.size && x.number == y.number;
+        };
+        if (a.size() != b.size() || !std::equal(a.begin(), a.end(), b.begin(), same) ||
+            whole.lines() != parts.lines()) {
+            std::abort();
+        }
+    }
 #else
-#error "FUZZ_TARGET must be 1..5"
+#error "FUZZ_TARGET must be 1..6"
 #endif
 }
 

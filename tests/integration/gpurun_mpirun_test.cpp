@@ -55,12 +55,7 @@ protected:
 
     test_support::Finished gpurun(std::vector<std::string> args, const EnvChanges& extra = {})
     {
-        args.insert(args.begin(), GPURUN_PATH);
-        EnvChanges env = m_env;
-        for (const auto& [k, v] : extra) {
-            env[k] = v;
-        }
-        return test_support::run(args, env, std::chrono::seconds(60));
+        return test_support::run_with(GPURUN_PATH, std::move(args), m_env, extra);
     }
 
     TempDir m_dir;

@@ -25,6 +25,17 @@ inline const std::string unset_var = "\x01unset";
 Finished run(const std::vector<std::string>& argv, const EnvChanges& env = {},
     std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+/// Runs `program ARGS...` with `base` environment changes and `extra` ones on top (extra wins).
+inline Finished run_with(const std::string& program, std::vector<std::string> args, EnvChanges base,
+    const EnvChanges& extra = {}, std::chrono::milliseconds timeout = std::chrono::seconds(60))
+{
+    args.insert(args.begin(), program);
+    for (const auto& [k, v] : extra) {
+        base[k] = v;
+    }
+    return run(args, base, timeout);
+}
+
 /// Starts argv in the background with stdout and stderr going to `log`; returns its pid.
 pid_t start(const std::vector<std::string>& argv, const EnvChanges& env, const std::string& log);
 

@@ -1,0 +1,139 @@
+#pragma once
+
+// Reads NCCL_DEBUG=INFO output (any version from 2.3 to 2.30, behind any launcher prefix) and
+// turns it into communicators, a transport table per host pair, and findings. Input is streamed:
+// memory grows with the number of ranks and communicators, never with the size of the log.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace probes::nccl {
+
+/// The transport classes counted in the summary (one connection line counts once).
+enum class Transport { p2p, shm, nvls, collnet, net_ib, net_ib_gdr, net_socket, net_other };
+constexpr std::size_t transport_count = 8;
+const char* to_string(Transport transport); ///< "p2p", "shm", ..., the JSON keys
+
+/// Where something was first seen: the input's name ("-" for stdin) and its 1-based line.
+struct Where {
+    std::string file;
+    std::uint64_t line = 0;
+    std::string str() const; ///< "file:line", or "" when unknown
+    bool known() const { return line != 0; }
+};
+
+enum class Severity { info, warn, fail };
+const char* to_string(Severity severity);
+
+struct Finding {
+    std::string code; ///< stable: "nccl.shm_not_p2p"
+    Severity severity = Severity::info;
+    std::string message; ///< what the log shows, with numbers
+    std::string remedy;
+    Where where; ///< first line that shows it
+    std::uint64_t count = 0; ///< lines behind it
+};
+
+/// One rank of a communicator as its Init line tells it.
+struct Rank {
+    int rank = -1;
+    std::string host;
+    long pid = 0;
+    int cuda_dev = -1;
+    int nvml_dev = -1;
+    std::string bus_id; ///< as printed ("1b000"), "" when absent
+    bool init_complete = false;
+    Where where;
+};
+
+/// Connection lines between two hosts (equal for intra-node), by transport class and by the exact
+/// path NCCL printed ("P2P/CUMEM/read", "NET/IB/0/GDRDMA").
+struct HostPair {
+    std::string from;
+    std::string to;
+    std::uint64_t counts[transport_count] = {};
+    std::map<std::string, std::uint64_t> paths;
+};
+
+struct Communicator {
+    std::string id; ///< commId when NCCL prints one (2.16+), else "#N"
+    int nranks = 0;
+    std::vector<std::string> versions; ///< NCCL versions of the processes in it
+    std::vector<Rank> ranks; ///< sorted by rank; ranks never seen are absent
+    std::vector<std::string> hosts; ///< sorted
+    std::vector<HostPair> links; ///< sorted by (from, to)
+    std::uint64_t connections = 0;
+    unsigned nvls_channels = 0; ///< from the channel summary line, max over ranks
+    unsigned collnet_channels = 0;
+    Where first;
+};
+
+/// A WARN kind with its count and first occurrence.
+struct WarnGroup {
+    std::string kind; ///< "Cuda failure", "Call to ibv_reg_mr failed", ...
+    std::string example; ///< the first message of that kind
+    std::uint64_t count = 0;
+    Where where;
+};
+
+struct Analysis {
+    std::vector<std::string> inputs;
+    std::vector<std::string> nccl_versions; ///< sorted, unique ("2.18.3+cuda12.2")
+    std::vector<Communicator> communicators;
+    std::vector<WarnGroup> warnings;
+    std::vector<Finding> findings; ///< fail first, then warn, then info
+    std::uint64_t lines = 0; ///< physical lines read
+    std::uint64_t records = 0; ///< NCCL records found
+    std::uint64_t connections = 0;
+    std::uint64_t counts[transport_count] = {};
+    unsigned hosts = 0;
+    unsigned ranks = 0; ///< distinct (host, pid, device) that logged as a rank
+    unsigned processes = 0; ///< distinct (host, pid)
+    unsigned processes_init_complete = 0; ///< of those, the ones with an Init COMPLETE line
+};
+
+/// Streams inputs and keeps only what the report needs.
+class Analyzer {
+public:
+    Analyzer();
+    ~Analyzer();
+    Analyzer(const Analyzer&) = delete;
+    Analyzer& operator=(const Analyzer&) = delete;
+
+    /// Reads a file ("-" = stdin) to its end; gzip input is recognised by its magic bytes.
+    /// Throws probes::Error when the input cannot be opened or its compression is corrupt.
+    void read_file(const std::string& path);
+    /// Reads text held in memory under the given name (tests, fuzzing).
+    void read_text(std::string_view text, const std::string& name);
+    /// The report so far; the analyzer can go on reading afterwards.
+    Analysis analysis() const;
+
+    struct State; ///< what the analyzer keeps; defined in nccl_log.cpp
+
+private:
+    std::unique_ptr<State> m_state;
+};
+
+/// The human report.
+std::string render_text(const Analysis& analysis, bool color = false);
+/// The JSON report: nccl_versions, communicators, summary, warnings, findings.
+nlohmann::json render_json(const Analysis& analysis);
+/// A short verdict for gpurun --nccl-check: one line per finding (or "no problems"), and the
+/// transport summary.
+std::string render_verdict(const Analysis& analysis);
+/// The title, explanation and remedy of every finding code, for `gpudoctor explain` and the man page.
+struct CodeText {
+    const char* code;
+    Severity severity;
+    const char* title;
+    const char* explanation;
+    const char* remedy;
+};
+const std::vector<CodeText>& finding_codes();
+
+} // namespace probes::nccl

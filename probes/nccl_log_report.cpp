@@ -1,0 +1,373 @@
+#include "probes/nccl_log.hpp"
+#include "probes/nccl_log_model.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace probes::nccl {
+
+const char* to_string(Transport transport)
+{
+    switch (transport) {
+    case Transport::p2p:
+        return "p2p";
+    case Transport::shm:
+        return "shm";
+    case Transport::nvls:
+        return "nvls";
+    case Transport::collnet:
+        return "collnet";
+    case Transport::net_ib:
+        return "net_ib";
+    case Transport::net_ib_gdr:
+        return "net_ib_gdr";
+    case Transport::net_socket:
+        return "net_socket";
+    case Transport::net_other:
+        return "net_other";
+    }
+    return "?";
+}
+
+const char* to_string(Severity severity)
+{
+    switch (severity) {
+    case Severity::info:
+        return "info";
+    case Severity::warn:
+        return "warn";
+    case Severity::fail:
+        return "fail";
+    }
+    return "?";
+}
+
+std::string Where::str() const
+{
+    return line == 0 ? std::string() : fmt::format("{}:{}", file, line);
+}
+
+const std::vector<CodeText>& finding_codes()
+{
+    static const std::vector<CodeText> codes = {
+        {"nccl.watchdog_timeout", Severity::fail, "PyTorch's NCCL watchdog timed out a collective",
+            "A collective did not finish within the process group's timeout, so PyTorch's watchdog took the process "
+            "down. One rank stopped (a crash, a hang, a dead link) and the others waited for it.",
+            "find the rank that stopped first (its log ends early or shows a WARN) and why; check the links between "
+            "nodes with nccl-tests; raise the timeout (init_process_group(timeout=...)) only when the collective is "
+            "slow by design"},
+        {"nccl.comm_error", Severity::fail, "an NCCL call failed (PyTorch 'NCCL error in:')",
+            "PyTorch's 'NCCL error in: file:line, <error>' line: an NCCL call returned an error (unhandled system "
+            "error, remote process exited, ...).",
+            "read the first NCCL WARN before it (PyTorch prints it after 'Last error:'); rerun with NCCL_DEBUG=INFO "
+            "NCCL_DEBUG_SUBSYS=INIT,NET to see the cause"},
+        {"nccl.version_mismatch", Severity::fail, "processes of one communicator run different NCCL versions",
+            "The processes of one communicator printed different NCCL versions. Ranks on different NCCL builds may "
+            "disagree on protocols and hang or fail at init.",
+            "use one NCCL build on every node (the same container image or framework wheel); compare "
+            "'python -c \"import torch; print(torch.cuda.nccl.version())\"' across nodes"},
+        {"nccl.init_incomplete", Severity::warn, "ranks started a communicator but never finished its init",
+            "A rank logged 'Init START' for a communicator (NCCL 2.18.3 and later) and no 'Init COMPLETE': it hung or "
+            "died while the communicator was set up.",
+            "the job hung or died in NCCL init: look for WARN lines and for ranks that never started; check that every "
+            "node reaches the others (NCCL_SOCKET_IFNAME, firewalls); ignore this if the log was cut short"},
+        {"nccl.shm_not_p2p", Severity::warn, "GPUs in one node talk through shared memory instead of peer-to-peer",
+            "Connection lines between GPUs of one host say 'via SHM' (or 'direct shared memory'): data goes through "
+            "host memory instead of NVLink or PCIe peer-to-peer, which is several times slower. NCCL falls back to SHM "
+            "when P2P is disabled (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL), refused by the system (ACS, IOMMU, containers "
+            "without a shared IPC namespace) or not supported (GeForce).",
+            "check NCCL_P2P_DISABLE and NCCL_P2P_LEVEL; run containers with --ipc=host (one container per node); turn "
+            "off PCIe ACS or IOMMU translation for GPU peer traffic; run 'gpudoctor check' (p2p probe); GeForce GPUs "
+            "have no P2P"},
+        {"nccl.socket_not_ib", Severity::warn, "traffic between nodes goes over TCP although InfiniBand is there",
+            "Connection lines between hosts say 'via NET/Socket' while the same log shows InfiniBand: IB devices "
+            "listed by NET/IB, an IB net plugin, an IP-over-IB interface, NCCL_IB_DISABLE=1, or libibverbs missing. "
+            "TCP is many times slower than RDMA.",
+            "unset NCCL_IB_DISABLE; install rdma-core (libibverbs) in the container and pass /dev/infiniband in; set "
+            "NCCL_IB_HCA to the right devices; check that 'ibstat' shows the ports Active"},
+        {"nccl.net_socket", Severity::info, "traffic between nodes goes over TCP sockets",
+            "Connection lines between hosts say 'via NET/Socket' and the log shows no InfiniBand or RoCE device: the "
+            "job runs over TCP.",
+            "fine on Ethernet-only clusters: set NCCL_SOCKET_IFNAME to the fastest interface; if the nodes have "
+            "InfiniBand or RoCE, install rdma-core and make /dev/infiniband visible"},
+        {"nccl.ib_without_gdr", Severity::warn, "InfiniBand connections without GPUDirect RDMA",
+            "Connection lines say 'via NET/IB/N' (or an IB plugin) without '/GDRDMA': data is staged through host "
+            "memory on both sides instead of going straight from GPU to NIC.",
+            "load nvidia-peermem (or use DMA-BUF: recent driver and kernel, NCCL_DMABUF_ENABLE=1); check "
+            "NCCL_NET_GDR_LEVEL; GPU and HCA under one PCIe switch help; NCCL_DEBUG_SUBSYS=INIT,NET shows why"},
+        {"nccl.ring_crosses_nodes", Severity::warn, "a ring leaves and re-enters nodes more often than needed",
+            "A ring order line (NCCL prints it for rank 0 of each communicator) goes from host to host more often than "
+            "the number of hosts: each extra crossing puts more traffic on the network than needed. Only rings that "
+            "list every rank of the communicator are judged.",
+            "give each node consecutive ranks (mpirun --map-by slot, as gpurun does); do not force a ring with "
+            "NCCL_GRAPH_FILE or a wrong NCCL_TOPO_FILE"},
+        {"nccl.env_disables_transport", Severity::warn, "an NCCL variable turns a transport off",
+            "The log shows NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_IB_DISABLE=1, NCCL_P2P_LEVEL or "
+            "NCCL_NET_GDR_LEVEL at LOC, or NCCL_NVLS_ENABLE=0 set by the environment.",
+            "unset it unless it works around a known problem: it forces a slower path"},
+        {"nccl.warn", Severity::warn, "NCCL printed WARN records",
+            "NCCL printed WARN records; they are grouped by kind (Cuda failure, NET/IB completion error, Call to "
+            "ibv_... failed, socket errors, ...), each with its count and first occurrence.",
+            "read the first of each kind: it names the failing call and its error"},
+        {"nccl.p2p_indirect", Severity::info, "peer-to-peer traffic relayed through another GPU",
+            "Connection lines say 'via P2P/indirect': two GPUs with no direct path talk through a third.",
+            "expected where two GPUs have no direct path; 'gpudoctor topo' shows the links"},
+        {"nccl.no_connections", Severity::warn, "the log holds no NCCL connection lines",
+            "No connection line was found. Either the log holds no NCCL records at all (NCCL_DEBUG was not INFO), or "
+            "NCCL_DEBUG_SUBSYS left out INIT, or the job ended before communicators connected.",
+            "run with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET when you set a subsystem list); NCCL prints "
+            "connection lines while communicators initialise"},
+    };
+    return codes;
+}
+
+Finding make_finding(const std::string& code, std::string message, Where where, std::uint64_t count)
+{
+    Finding f;
+    f.code = code;
+    f.message = std::move(message);
+    f.where = std::move(where);
+    f.count = count;
+    for (const auto& c : finding_codes()) {
+        if (code == c.code) {
+            f.severity = c.severity;
+            f.remedy = c.remedy;
+        }
+    }
+    return f;
+}
+
+namespace {
+
+nlohmann::json transport_object(const std::uint64_t (&counts)[transport_count], bool nonzero_only)
+{
+    nlohmann::json out = nlohmann::json::object();
+    for (std::size_t i = 0; i < transport_count; ++i) {
+        if (!nonzero_only || counts[i] != 0) {
+            out[to_string(static_cast<Transport>(i))] = counts[i];
+        }
+    }
+    return out;
+}
+
+std::string transport_text(const std::uint64_t (&counts)[transport_count])
+{
+    std::string out;
+    for (std::size_t i = 0; i < transport_count; ++i) {
+        if (counts[i] != 0) {
+            out += fmt::format("{}{} {}", out.empty() ? "" : ", ", to_string(static_cast<Transport>(i)), counts[i]);
+        }
+    }
+    return out.empty() ? "none" : out;
+}
+
+std::string counted(std::uint64_t n, const char* one, const char* many)
+{
+    return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+std::string joined(const std::vector<std::string>& items)
+{
+    return fmt::format("{}", fmt::join(items, ", "));
+}
+
+const char* paint(bool color, Severity s)
+{
+    if (!color) {
+        return "";
+    }
+    return s == Severity::fail ? "\033[31m" : s == Severity::warn ? "\033[33m" : "\033[36m";
+}
+
+// Log text is not always UTF-8 (binary junk, Latin-1 hostnames): replace what is not with U+FFFD,
+// so that the JSON can always be written.
+std::string valid_utf8(const std::string& in)
+{
+    std::string out;
+    out.reserve(in.size());
+    for (std::size_t i = 0; i < in.size();) {
+        const auto c = static_cast<unsigned char>(in[i]);
+        const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        bool ok = n != 0 && i + n <= in.size() && !(n == 2 && c < 0xc2);
+        for (std::size_t k = 1; ok && k < n; ++k) {
+            ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
+        }
+        if (ok && n == 3) {
+            const auto c1 = static_cast<unsigned char>(in[i + 1]);
+            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0); // overlong, surrogates
+        } else if (ok && n == 4) {
+            const auto c1 = static_cast<unsigned char>(in[i + 1]);
+            ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90) && c <= 0xf4;
+        }
+        if (ok) {
+            out.append(in, i, n);
+            i += n;
+        } else {
+            out += "\xef\xbf\xbd";
+            ++i;
+        }
+    }
+    return out;
+}
+
+bool is_valid_utf8(const std::string& s)
+{
+    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }) ||
+        valid_utf8(s) == s;
+}
+
+// Makes every string and key in `j` valid UTF-8, in place; only what is invalid is rebuilt.
+void make_valid_utf8(nlohmann::json& j)
+{
+    if (j.is_string()) {
+        auto& s = j.get_ref<std::string&>();
+        if (!is_valid_utf8(s)) {
+            s = valid_utf8(s);
+        }
+    } else if (j.is_array()) {
+        for (auto& e : j) {
+            make_valid_utf8(e);
+        }
+    } else if (j.is_object()) {
+        bool keys_valid = true;
+        for (auto& [key, value] : j.items()) {
+            keys_valid = keys_valid && is_valid_utf8(key);
+            make_valid_utf8(value);
+        }
+        if (!keys_valid) {
+            nlohmann::json out = nlohmann::json::object();
+            for (auto& [key, value] : j.items()) {
+                out[valid_utf8(key)] = std::move(value);
+            }
+            j = std::move(out);
+        }
+    }
+}
+
+} // namespace
+
+nlohmann::json render_json(const Analysis& a)
+{
+    nlohmann::json comms = nlohmann::json::array();
+    for (const auto& c : a.communicators) {
+        nlohmann::json ranks = nlohmann::json::array();
+        for (const auto& r : c.ranks) {
+            ranks.push_back(
+                {{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"cuda_dev", r.cuda_dev}, {"nvml_dev", r.nvml_dev},
+                    {"bus_id", r.bus_id}, {"init_complete", r.init_complete}, {"where", r.where.str()}});
+        }
+        nlohmann::json links = nlohmann::json::array();
+        for (const auto& l : c.links) {
+            links.push_back(
+                {{"from", l.from}, {"to", l.to}, {"transports", transport_object(l.counts, true)}, {"paths", l.paths}});
+        }
+        comms.push_back({{"id", c.id}, {"nranks", c.nranks}, {"versions", c.versions}, {"hosts", c.hosts},
+            {"ranks", ranks}, {"connections", c.connections}, {"nvls_channels", c.nvls_channels},
+            {"collnet_channels", c.collnet_channels}, {"links", links}, {"where", c.first.str()}});
+    }
+    std::uint64_t warnings = 0;
+    nlohmann::json warns = nlohmann::json::array();
+    for (const auto& w : a.warnings) {
+        warnings += w.count;
+        warns.push_back({{"kind", w.kind}, {"count", w.count}, {"example", w.example}, {"where", w.where.str()}});
+    }
+    nlohmann::json findings = nlohmann::json::array();
+    for (const auto& f : a.findings) {
+        findings.push_back({{"code", f.code}, {"severity", to_string(f.severity)}, {"message", f.message},
+            {"remedy", f.remedy}, {"where", f.where.str()}, {"count", f.count}});
+    }
+    nlohmann::json out{{"inputs", a.inputs}, {"nccl_versions", a.nccl_versions}, {"communicators", comms},
+        {"summary",
+            {{"lines", a.lines}, {"records", a.records}, {"hosts", a.hosts}, {"ranks", a.ranks},
+                {"processes", a.processes}, {"processes_init_complete", a.processes_init_complete},
+                {"communicators", a.communicators.size()}, {"warnings", warnings}, {"connections", a.connections},
+                {"transports", transport_object(a.counts, false)}}},
+        {"warnings", warns}, {"findings", findings}};
+    make_valid_utf8(out);
+    return out;
+}
+
+std::string render_text(const Analysis& a, bool color)
+{
+    const char* bold = color ? "\033[1m" : "";
+    const char* reset = color ? "\033[0m" : "";
+    std::string out = fmt::format(
+        "{}NCCL log{}: {} ({} lines, {} NCCL records)\n", bold, reset, joined(a.inputs), a.lines, a.records);
+    out += fmt::format("NCCL {}; {}, {} in {}, {}\n",
+        a.nccl_versions.empty() ? std::string("version not shown") : joined(a.nccl_versions),
+        counted(a.hosts, "host", "hosts"), counted(a.ranks, "rank", "ranks"),
+        counted(a.processes, "process", "processes"), counted(a.communicators.size(), "communicator", "communicators"));
+    constexpr std::size_t shown_ranks = 16;
+    for (const auto& c : a.communicators) {
+        out += fmt::format("\n{}Communicator {}{}: {} of {} ranks seen, {}{}{}\n", bold, c.id, reset, c.ranks.size(),
+            c.nranks, counted(c.hosts.size(), "host", "hosts"), c.hosts.empty() ? "" : " (" + joined(c.hosts) + ")",
+            c.versions.empty() ? "" : ", NCCL " + joined(c.versions));
+        if (!c.ranks.empty()) {
+            out += "  rank  host                  pid      cudaDev  nvmlDev  busId     init\n";
+        }
+        for (std::size_t i = 0; i < c.ranks.size() && i < shown_ranks; ++i) {
+            const Rank& r = c.ranks[i];
+            out += fmt::format("  {:<5} {:<21} {:<8} {:<8} {:<8} {:<9} {}\n", r.rank, r.host, r.pid,
+                r.cuda_dev >= 0 ? std::to_string(r.cuda_dev) : "-", r.nvml_dev >= 0 ? std::to_string(r.nvml_dev) : "-",
+                r.bus_id.empty() ? "-" : r.bus_id, r.init_complete ? "complete" : "started");
+        }
+        if (c.ranks.size() > shown_ranks) {
+            out += fmt::format("  ... {} more ranks (--json lists them all)\n", c.ranks.size() - shown_ranks);
+        }
+        if (c.nvls_channels > 0 || c.collnet_channels > 0) {
+            out += fmt::format("  channels: {} NVLS, {} CollNet\n", c.nvls_channels, c.collnet_channels);
+        }
+        if (c.links.empty()) {
+            out += "  no connection lines\n";
+            continue;
+        }
+        out += "  connection lines by host pair:\n";
+        for (const auto& l : c.links) {
+            std::string paths;
+            for (const auto& [path, n] : l.paths) {
+                paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", path, n);
+            }
+            out += fmt::format("    {:<32} {}  [{}]\n", l.from == l.to ? l.from : l.from + " -> " + l.to,
+                transport_text(l.counts), paths);
+        }
+    }
+    if (!a.warnings.empty()) {
+        out += fmt::format("\n{}WARN records{}\n", bold, reset);
+        for (const auto& w : a.warnings) {
+            out += fmt::format("  {:>6}x  {}  (first at {})\n", w.count, w.kind, w.where.str());
+        }
+    }
+    out += fmt::format("\n{}Findings{}\n", bold, reset);
+    if (a.findings.empty()) {
+        out += "  none: every connection uses the transport the log shows the hardware allows\n";
+    }
+    for (const auto& f : a.findings) {
+        out += fmt::format(
+            "  {}{:<4}{} {}: {}\n", paint(color, f.severity), to_string(f.severity), reset, f.code, f.message);
+        if (f.where.known()) {
+            out += fmt::format("       first at {}\n", f.where.str());
+        }
+        out += fmt::format("       remedy: {}\n", f.remedy);
+    }
+    out += fmt::format("\nSummary: {} ({})\n", counted(a.connections, "connection line", "connection lines"),
+        transport_text(a.counts));
+    return out;
+}
+
+std::string render_verdict(const Analysis& a)
+{
+    std::string out = fmt::format("NCCL: {} of {} finished init, {}, NCCL {}; connection lines: {}\n",
+        a.processes_init_complete, counted(a.processes, "process", "processes"),
+        counted(a.communicators.size(), "communicator", "communicators"),
+        a.nccl_versions.empty() ? std::string("version not shown") : joined(a.nccl_versions), transport_text(a.counts));
+    if (a.findings.empty()) {
+        out += "  no problems found\n";
+    }
+    for (const auto& f : a.findings) {
+        out += fmt::format("  {} {}: {}{}\n", to_string(f.severity), f.code, f.message,
+            f.where.known() ? fmt::format(" ({})", f.where.str()) : std::string());
+    }
+    return out;
+}
+
+} // namespace probes::nccl
