@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fmt/format.h>
+#include <optional>
 
 namespace launcher {
 
@@ -24,6 +25,7 @@ constexpr const char* footer = R"(Examples:
   gpurun --dry-run                         show the plan and the mpirun command
   gpurun --cpu-only -np 2 ./app            rehearse without GPUs
   gpurun -H n01:8,n02:8 python train.py    two nodes, eight GPUs each
+  gpurun --nccl-check python train.py      what NCCL chose (transports) and what went wrong
 
 Exit status: the job's own status (128+N when it ended by signal N); 2 for usage or input
 errors, before anything starts. See gpurun(1).)";
@@ -35,10 +37,22 @@ public:
     {
         return "\nUsage: gpurun [OPTIONS] [-np N] [--] PROGRAM [ARGS...]\n";
     }
+
+    // An optional value is attached with '=' ("--nccl-check[=WHEN]"), not after a space.
+    std::string make_option_opts(const CLI::Option* opt) const override
+    {
+        const std::string& text = opt->get_option_text();
+        if (text.rfind("[=", 0) == 0) {
+            return text;
+        }
+        return CLI::Formatter::make_option_opts(opt);
+    }
 };
 
+// `separator` is how the value was attached to the option in the message: " " or "=".
 template <typename T>
-T choose(const std::string& option, const std::string& value, const std::vector<std::pair<std::string, T>>& choices)
+T choose(const std::string& option, const std::string& value, const std::vector<std::pair<std::string, T>>& choices,
+    const char* separator = " ")
 {
     std::vector<std::string> names;
     for (const auto& [name, v] : choices) {
@@ -48,7 +62,7 @@ T choose(const std::string& option, const std::string& value, const std::vector<
         names.push_back(name);
     }
     std::string hint = probes::closest_match(value, names);
-    throw Error(fmt::format("{} {}: expected one of {}{}", option, value, fmt::join(names, ", "),
+    throw Error(fmt::format("{}{}{}: expected one of {}{}", option, separator, value, fmt::join(names, ", "),
         hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
 }
 
@@ -105,6 +119,15 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     unsigned master_port = 0;
     auto* port_opt = app.add_option("--master-port", master_port, "MASTER_PORT for the ranks (default: a free port)")
                          ->type_name("PORT");
+    // Read in the scan below, not by CLI11 (which would take the program as its value): listed
+    // here for --help and the did-you-mean of unknown options.
+    std::optional<std::string> nccl_check;
+    std::string nccl_check_unused;
+    app.add_option("--nccl-check", nccl_check_unused,
+           "Print a verdict on the ranks' NCCL logs when the job ends (=init: also right after NCCL init)")
+        ->option_text("[=WHEN]");
+    auto* log_dir_opt = app.add_option("--nccl-log-dir", o.nccl_log_dir, "With --nccl-check: keep the NCCL logs in DIR")
+                            ->type_name("DIR");
     app.add_option("-x", o.exports, "Export NAME (or NAME=VALUE) to every rank, as mpirun -x")
         ->type_name("NAME[=VALUE]")
         ->allow_extra_args(false)
@@ -122,6 +145,10 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
                 a = "--np";
             } else if (a.rfind("-np=", 0) == 0) {
                 a = "--np=" + a.substr(4);
+            } else if (a == "--nccl-check" || a.rfind("--nccl-check=", 0) == 0) {
+                // Its value is optional and only ever attached with '=': the next word may be the program.
+                nccl_check = a == "--nccl-check" ? "end" : a.substr(a.find('=') + 1);
+                continue;
             }
             if (a == "--" || a.empty() || a[0] != '-') {
                 in_options = false;
@@ -214,6 +241,25 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     for (const auto& e : o.exports) {
         if (e.empty() || e.front() == '=') {
             throw Error(fmt::format("-x '{}': expected NAME or NAME=VALUE", e));
+        }
+    }
+    if (nccl_check) {
+        o.nccl_check = choose<NcclCheckMode>(
+            "--nccl-check", *nccl_check, {{"end", NcclCheckMode::end}, {"init", NcclCheckMode::init}}, "=");
+    }
+    if (log_dir_opt->count() > 0 && o.nccl_log_dir.empty()) {
+        throw Error("--nccl-log-dir '': expected a directory");
+    }
+    if (log_dir_opt->count() > 0 && o.nccl_check == NcclCheckMode::off) {
+        throw Error("--nccl-log-dir needs --nccl-check: only the check makes NCCL write log files");
+    }
+    if (o.nccl_check != NcclCheckMode::off) {
+        for (const auto& e : o.exports) {
+            if (e.substr(0, e.find('=')) == "NCCL_DEBUG_FILE") {
+                throw Error(fmt::format("-x {} and --nccl-check both given: the check has NCCL write its own log "
+                                        "files; pass --nccl-log-dir DIR to keep them",
+                    e));
+            }
         }
     }
     if (o.program.empty() && !o.dry_run) {

@@ -14,7 +14,7 @@
 
 namespace launcher {
 
-int run_job(const std::vector<std::string>& argv, double grace_seconds)
+int run_job(const std::vector<std::string>& argv, double grace_seconds, const std::function<void()>& tick)
 {
     // With SIGCHLD ignored (inherited from some wrappers) the kernel reaps the launcher itself and
     // waitpid can never report it.
@@ -95,6 +95,9 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds)
                 killpg(pid, SIGKILL);
             }
             kill(pid, SIGKILL);
+        }
+        if (tick) {
+            tick();
         }
     }
     if (own_group) {

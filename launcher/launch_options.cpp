@@ -35,4 +35,17 @@ const char* to_string(probes::MemoryPolicy policy)
     return "?";
 }
 
+const char* to_string(NcclCheckMode mode)
+{
+    switch (mode) {
+    case NcclCheckMode::off:
+        return "off";
+    case NcclCheckMode::end:
+        return "end";
+    case NcclCheckMode::init:
+        return "init";
+    }
+    return "?";
+}
+
 } // namespace launcher

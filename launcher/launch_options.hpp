@@ -17,6 +17,10 @@ enum class BindMode { numa, socket, cores, none };
 /// holds only the rank's GPU.
 enum class GpuVisibility { all, isolate };
 
+/// When gpurun reads the ranks' NCCL logs (--nccl-check): never, once the job has ended, or also
+/// as soon as every rank has finished NCCL init.
+enum class NcclCheckMode { off, end, init };
+
 /// Everything the node plan depends on besides the machine. gpurun and the rank helper both compute
 /// the plan from these, so they travel to the helper as arguments.
 struct PlanOptions {
@@ -53,11 +57,14 @@ struct LaunchOptions {
     std::string master_addr;
     std::optional<unsigned> master_port;
     std::vector<std::string> exports; ///< -x NAME[=VALUE], passed to mpirun as given
+    NcclCheckMode nccl_check = NcclCheckMode::off;
+    std::string nccl_log_dir; ///< --nccl-log-dir: keep the NCCL logs here; "" = a private directory
     std::vector<std::string> program; ///< PROGRAM ARGS..., byte-exact
 };
 
 const char* to_string(BindMode mode);
 const char* to_string(GpuVisibility visibility);
 const char* to_string(probes::MemoryPolicy policy);
+const char* to_string(NcclCheckMode mode);
 
 } // namespace launcher

@@ -3,6 +3,7 @@
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/job_process.hpp"
+#include "launcher/nccl_check.hpp"
 #include "launcher/openmpi.hpp"
 #include "launcher/plan_report.hpp"
 #include "probes/command.hpp"
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
+#include <memory>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -111,6 +113,14 @@ int run(const std::vector<std::string>& argv)
         auto absolute = std::filesystem::absolute(o.plan.topology_file, ec);
         if (!ec) {
             o.plan.topology_file = absolute.lexically_normal().string();
+        }
+    }
+    if (!o.nccl_log_dir.empty()) {
+        // Ranks write there from their own working directory.
+        std::error_code ec;
+        auto absolute = std::filesystem::absolute(o.nccl_log_dir, ec).lexically_normal();
+        if (!ec) {
+            o.nccl_log_dir = (absolute.has_filename() ? absolute : absolute.parent_path()).string();
         }
     }
 
@@ -222,6 +232,28 @@ int run(const std::vector<std::string>& argv)
         }
     }
 
+    // The check's log directory exists only for a real run (--dry-run shows where it would be), and
+    // goes with `nccl` on every way out of this function.
+    std::unique_ptr<NcclCheck> nccl;
+    if (o.nccl_check != NcclCheckMode::off) {
+        std::string dir = o.nccl_log_dir.empty() ? nccl_private_dir_shown : o.nccl_log_dir;
+        if (!o.dry_run) {
+            const char* tmpdir = env("TMPDIR");
+            nccl = std::make_unique<NcclCheck>(
+                o.nccl_check, static_cast<unsigned>(job.ranks.size()), o.nccl_log_dir, tmpdir != nullptr ? tmpdir : "");
+            dir = nccl->dir();
+        }
+        NcclCheckEnv nccl_env = nccl_check_env(dir, env, o.exports);
+        forwarded.insert(forwarded.end(), nccl_env.exports.begin(), nccl_env.exports.end());
+        notes.insert(notes.end(), nccl_env.notes.begin(), nccl_env.notes.end());
+        if (!o.hosts.empty() && !is_local(o.hosts, local_host)) {
+            notes.push_back(fmt::format("--nccl-check reads the logs in {} on this node: ranks on other hosts write "
+                                        "theirs into the same path there (or to their standard output when it is "
+                                        "missing), so only a --nccl-log-dir on a shared file system brings them in",
+                dir));
+        }
+    }
+
     JobPlan launch = job;
     if (o.hosts.empty()) {
         launch.hosts = {HostSlots{"localhost", job.hosts.front().slots}};
@@ -247,7 +279,15 @@ int run(const std::vector<std::string>& argv)
             fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER", helper_path));
     }
     std::cout.flush();
-    return run_job(command, o.grace_seconds);
+    std::function<void()> tick;
+    if (nccl && o.nccl_check == NcclCheckMode::init) {
+        tick = [&nccl] { fmt::print(stderr, "{}", nccl->poll()); };
+    }
+    const int status = run_job(command, o.grace_seconds, tick);
+    if (nccl) {
+        fmt::print(stderr, "{}", nccl->finish());
+    }
+    return status;
 }
 
 } // namespace

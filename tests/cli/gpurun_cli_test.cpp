@@ -49,7 +49,15 @@ std::vector<Case> cases()
             {}},
         {"dry_run_visible_devices", {"--dry-run", "--topology", demo, "--master-port", "29500", "prog"},
             {{"CUDA_VISIBLE_DEVICES", "6,1"}}},
+        {"dry_run_nccl_check",
+            {"--dry-run", "--topology", demo, "--master-port", "29500", "--nccl-check", "python", "train.py"}, {}},
+        {"dry_run_nccl_check_user_env",
+            {"--dry-run", "-H", "n01:2,n02:2", "--topology", demo, "--master-port", "29500", "--nccl-check=init",
+                "--nccl-log-dir", "@TMP@/nccl-logs/", "-x", "NCCL_DEBUG_SUBSYS=COLL", "python"},
+            {{"NCCL_DEBUG", "WARN"}, {"NCCL_DEBUG_FILE", "/home/me/nccl.log"}}},
         {"error_unknown_flag", {"--bnid", "numa", "prog"}, {}},
+        {"error_bad_nccl_check", {"--nccl-check=ends", "prog"}, {}},
+        {"error_nccl_log_dir_alone", {"--nccl-log-dir", "logs", "prog"}, {}},
         {"error_bad_bind", {"--bind", "sockets", "prog"}, {}},
         {"error_np_zero", {"-np", "0", "prog"}, {}},
         {"error_no_program", {"-np", "2"}, {}},
@@ -116,7 +124,8 @@ TEST_P(GpurunCli, MatchesGolden)
         {"CUDA_MPS_PIPE_DIRECTORY", test_support::unset_var}, {"MASTER_ADDR", test_support::unset_var},
         {"MASTER_PORT", test_support::unset_var}, {"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
         {"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-        {"LD_LIBRARY_PATH", test_support::unset_var}, {"COLUMNS", "100"}};
+        {"LD_LIBRARY_PATH", test_support::unset_var}, {"COLUMNS", "100"}, {"NCCL_DEBUG", test_support::unset_var},
+        {"NCCL_DEBUG_SUBSYS", test_support::unset_var}, {"NCCL_DEBUG_FILE", test_support::unset_var}};
     for (const auto& [k, v] : c.env) {
         env[k] = v == test_support::unset_var ? v : expand(v);
     }

@@ -100,6 +100,36 @@ TEST(Cli, UsageErrorsSayWhatAndSuggest)
     EXPECT_NE(error_of({"-x", "=v", "prog"}).find("NAME or NAME=VALUE"), std::string::npos);
 }
 
+TEST(Cli, NcclCheckValueIsAttachedWithAnEqualsSign)
+{
+    auto plain = parse({"--nccl-check", "prog", "--nccl-check=init"});
+    EXPECT_EQ(plain.options.nccl_check, launcher::NcclCheckMode::end);
+    EXPECT_EQ(plain.options.program, (std::vector<std::string>{"prog", "--nccl-check=init"}))
+        << "the word after --nccl-check is the program, and the program's arguments are its own";
+    EXPECT_EQ(parse({"--nccl-check=end", "prog"}).options.nccl_check, launcher::NcclCheckMode::end);
+    auto init = parse({"--nccl-check=init", "--nccl-log-dir", "logs", "-np", "2", "prog"});
+    EXPECT_EQ(init.options.nccl_check, launcher::NcclCheckMode::init);
+    EXPECT_EQ(init.options.nccl_log_dir, "logs");
+    EXPECT_EQ(init.options.np, 2U);
+    EXPECT_EQ(parse({"prog"}).options.nccl_check, launcher::NcclCheckMode::off);
+    EXPECT_NE(parse({"--help"}).help_text.find("--nccl-check[=WHEN]"), std::string::npos);
+}
+
+TEST(Cli, NcclCheckErrors)
+{
+    EXPECT_EQ(
+        error_of({"--nccl-check=ini", "prog"}), "--nccl-check=ini: expected one of end, init (did you mean init?)");
+    EXPECT_EQ(error_of({"--nccl-check=", "prog"}), "--nccl-check=: expected one of end, init");
+    EXPECT_EQ(error_of({"--nccl-log-dir", "d", "prog"}),
+        "--nccl-log-dir needs --nccl-check: only the check makes NCCL write log files");
+    EXPECT_EQ(error_of({"--nccl-check", "--nccl-log-dir", "", "prog"}), "--nccl-log-dir '': expected a directory");
+    EXPECT_EQ(error_of({"--nccl-check", "-x", "NCCL_DEBUG_FILE=/x/%h", "prog"}),
+        "-x NCCL_DEBUG_FILE=/x/%h and --nccl-check both given: the check has NCCL write its own log files; pass "
+        "--nccl-log-dir DIR to keep them");
+    EXPECT_EQ(error_of({"--nccl-chek", "prog"}),
+        "unknown option '--nccl-chek' (did you mean --nccl-check?); see gpurun --help");
+}
+
 TEST(Cli, ClosestMatch)
 {
     EXPECT_EQ(probes::closest_match("--dry-rn", {"--dry-run", "--json"}), "--dry-run");

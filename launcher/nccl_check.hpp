@@ -1,0 +1,79 @@
+#pragma once
+
+// gpurun --nccl-check: every rank's NCCL writes its INFO log to a file of its own, and gpurun reads
+// the files with the NCCL log analyzer and prints its verdict.
+
+#include "launcher/launch_options.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace launcher {
+
+/// The name of each rank's log in the log directory; NCCL itself puts in the short host name for %h
+/// and the process id for %p.
+inline constexpr const char* nccl_log_name = "nccl.%h.%p.log";
+
+/// How --dry-run shows the private log directory, which it does not create.
+inline constexpr const char* nccl_private_dir_shown = "<private dir>";
+
+/// The variables that make NCCL write the logs the check reads, and notes on the user's own settings.
+struct NcclCheckEnv {
+    std::vector<std::string> exports; ///< mpirun -x arguments: NAME=VALUE, or NAME to pass the user's value on
+    std::vector<std::string> notes;
+};
+
+/// NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET, unless the user set them (in gpurun's environment,
+/// read through `getenv`, or with -x in `user_exports`): then theirs reach every rank, with a note
+/// when NCCL would log too little for the check. NCCL_DEBUG_FILE is always `log_dir`/nccl_log_name,
+/// with a note when it replaces the user's. Pure.
+NcclCheckEnv nccl_check_env(const std::string& log_dir, const std::function<const char*(const char*)>& getenv,
+    const std::vector<std::string>& user_exports);
+
+/// The NCCL logs of one job and what has been printed about them. A private log directory lives as
+/// long as this object: it is removed, with the logs, when the object goes (normal end, error or
+/// forwarded signal alike).
+class NcclCheck {
+public:
+    /// `keep_dir` empty: a private directory made by mkdtemp (mode 0700) under `temp_dir` ("" = /tmp).
+    /// Otherwise the absolute path `keep_dir`, made with mode 0700 when missing and kept; logs
+    /// already there are not read unless a rank writes them again. Throws probes::Error.
+    NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep_dir, const std::string& temp_dir);
+    ~NcclCheck();
+    NcclCheck(const NcclCheck&) = delete;
+    NcclCheck& operator=(const NcclCheck&) = delete;
+
+    const std::string& dir() const { return m_dir; }
+
+    /// While the job runs; call it as often as convenient, it reads the logs at most every 200 ms.
+    /// With NcclCheckMode::init: the lines to print (each "gpurun: nccl-check: ...") the first time
+    /// as many processes as the job has ranks have logged Init COMPLETE; otherwise "". Never throws:
+    /// a failure ends the polling with one line saying why.
+    std::string poll() noexcept;
+
+    /// When the job has ended: the verdict, unless poll() already gave the same one; one line instead
+    /// when no log appeared; and where kept logs are. Logs in a private directory are named by their
+    /// file names. Never throws.
+    std::string finish() noexcept;
+
+    /// The log files written for this job, sorted.
+    std::vector<std::filesystem::path> logs() const;
+
+private:
+    NcclCheckMode m_mode;
+    unsigned m_ranks;
+    std::string m_dir;
+    bool m_private = false;
+    /// Logs in a kept directory before the job, with their time and size then.
+    std::map<std::string, std::pair<std::filesystem::file_time_type, std::uintmax_t>> m_before;
+    bool m_polling = true;
+    std::chrono::steady_clock::time_point m_next_poll{};
+    std::string m_shown; ///< the verdict poll() gave
+};
+
+} // namespace launcher
