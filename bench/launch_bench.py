@@ -265,6 +265,26 @@ def bench_lstopo(env, rounds):
 # Report
 
 
+def file_field(path, prefix, value=lambda line: line.split(":", 1)[1].strip()):
+    """The value of the first line of `path` that starts with `prefix` ("?" when none)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(prefix):
+                    return value(line)
+    except (OSError, ValueError, IndexError):
+        pass
+    return "?"
+
+
+def machine_facts():
+    """CPU count and model, memory, kernel and Debian release of this machine, on one line."""
+    model = file_field("/proc/cpuinfo", "model name")
+    mem = file_field("/proc/meminfo", "MemTotal:", lambda line: f"{int(line.split()[1]) / 2**20:.0f} GiB")
+    debian = file_field("/etc/debian_version", "", lambda line: line.strip())
+    return f"cpus: {os.cpu_count()} ({model}); memory {mem}; kernel {platform.release()}; Debian {debian}"
+
+
 def machine_lines():
     def first(cmd):
         try:
@@ -273,23 +293,8 @@ def machine_lines():
         except (OSError, IndexError, subprocess.SubprocessError):
             return "?"
 
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    debian = "?"
-    try:
-        with open("/etc/debian_version") as f:
-            debian = f.read().strip()
-    except OSError:
-        pass
     return [
-        f"cpus: {os.cpu_count()} ({model}); kernel {platform.release()}; Debian {debian}",
+        machine_facts(),
         f"{first(['mpirun', '--version'])}; {first(['lstopo-no-graphics', '--version'])}; "
         f"python {platform.python_version()}; load average {os.getloadavg()[0]:.2f} at start",
     ]
