@@ -68,6 +68,7 @@ std::vector<Case> cases()
         {"nccl_log_bad_fail_on", {"nccl-log", "--fail-on", "wran", "@TMP@/job.log"}, {}},
         {"nccl_log_no_file", {"nccl-log"}, {}},
         {"nccl_log_directory", {"nccl-log", "--no-color", "@TMP@/logs"}, {}},
+        {"nccl_log_example", {"nccl-log", "--no-color", "@SOURCE@/share/gpukit/examples/nccl-two-nodes.log"}, {}},
         {"explain_nccl", {"explain", "nccl.ib_without_gdr"}, {}},
     };
 }
