@@ -1,3 +1,4 @@
+#include "doctor/fit_cli.hpp"
 #include "doctor/gpudoctor.hpp"
 #include "doctor/report.hpp"
 #include "doctor/runner.hpp"
@@ -30,17 +31,6 @@ namespace doctor {
 namespace {
 
 using probes::Error;
-
-std::string read_file(const std::string& path, const char* what)
-{
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
 {
@@ -220,17 +210,11 @@ int run(int argc, char** argv)
     nccl_log->footer("Exit status: 0 the logs were read (findings or not), 1 a finding at the --fail-on level, 2 "
                      "unreadable input or usage error.");
 
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        std::cout << app.help();
+    // Listed for --help only: run_gpudoctor hands "fit" to run_fit before this parser sees it.
+    app.add_subcommand("fit", "The largest batch that fits, the learning rate, the split over unequal GPUs");
+
+    if (!parse_or_help(app, argc, argv, "gpudoctor --help")) {
         return 0;
-    } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0) {
-            std::cout << app.help();
-            return 0;
-        }
-        throw Error(fmt::format("{}; see gpudoctor --help", e.what()));
     }
     if (version) {
         std::cout << fmt::format("gpudoctor (gpukit) {}\n", GPUKIT_VERSION);
@@ -322,6 +306,34 @@ int run(int argc, char** argv)
 
 } // namespace
 
+bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
+{
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return false;
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) {
+            std::cout << app.help();
+            return false;
+        }
+        throw probes::Error(fmt::format("{}; see {}", e.what(), see));
+    }
+    return true;
+}
+
+std::string read_file(const std::string& path, const char* what)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        throw probes::Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
 int run_gpudoctor(int argc, char** argv)
 {
     // A subcommand comes first, as in git; anything else (options, or nothing) means check.
@@ -329,11 +341,16 @@ int run_gpudoctor(int argc, char** argv)
     static char check_word[] = "check";
     const std::string first = argc > 1 ? argv[1] : "";
     const bool has_subcommand = first == "topo" || first == "check" || first == "snapshot" || first == "list" ||
-        first == "explain" || first == "nccl-log" || first == "--help" || first == "-h" || first == "--version";
+        first == "explain" || first == "nccl-log" || first == "fit" || first == "--help" || first == "-h" ||
+        first == "--version";
     if (!has_subcommand) {
         args.insert(args.begin() + 1, check_word);
     }
     try {
+        if (first == "fit") {
+            // fit parses its own options: everything after its "--" is a command to run.
+            return run_fit(argc - 1, argv + 1);
+        }
         return run(static_cast<int>(args.size()), args.data());
     } catch (const Error& e) {
         fmt::print(stderr, "gpudoctor: {}\n", e.what());

@@ -2,6 +2,7 @@
 
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
+#include "probes/batch_split.hpp"
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
 
@@ -119,6 +120,14 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     unsigned master_port = 0;
     auto* port_opt = app.add_option("--master-port", master_port, "MASTER_PORT for the ranks (default: a free port)")
                          ->type_name("PORT");
+    unsigned global_batch = 0;
+    std::string speeds;
+    auto* batch_opt = app.add_option("--global-batch", global_batch,
+                             "Split B samples per step over the ranks: GPURUN_LOCAL_BATCH, GPURUN_LOSS_WEIGHT")
+                          ->type_name("B");
+    auto* speeds_opt =
+        app.add_option("--speeds", speeds, "With --global-batch: each rank's relative speed, in rank order (1,2,2)")
+            ->type_name("LIST");
     // Read in the scan below, not by CLI11 (which would take the program as its value): listed
     // here for --help and the did-you-mean of unknown options.
     std::optional<std::string> nccl_check;
@@ -260,6 +269,18 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
                                         "files; pass --nccl-log-dir DIR to keep them",
                     e));
             }
+        }
+    }
+    if (speeds_opt->count() > 0 && batch_opt->count() == 0) {
+        throw Error("--speeds needs --global-batch: the speeds say how to split a global batch over the ranks");
+    }
+    if (batch_opt->count() > 0) {
+        if (global_batch == 0) {
+            throw Error("--global-batch 0: expected at least one sample per rank");
+        }
+        o.batch.global_batch = global_batch;
+        if (speeds_opt->count() > 0) {
+            o.batch.speeds = probes::parse_speeds(speeds, "--speeds");
         }
     }
     if (o.program.empty() && !o.dry_run) {

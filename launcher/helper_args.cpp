@@ -1,5 +1,7 @@
 #include "launcher/helper_args.hpp"
 
+#include "launcher/global_batch.hpp"
+#include "probes/batch_split.hpp"
 #include "probes/error.hpp"
 
 #include <charconv>
@@ -56,6 +58,12 @@ std::vector<std::string> helper_arguments(const HelperOptions& o)
     }
     if (o.master_port != 0) {
         args.insert(args.end(), {"--master-port", std::to_string(o.master_port)});
+    }
+    if (o.batch.global_batch != 0) {
+        args.insert(args.end(), {"--global-batch", std::to_string(o.batch.global_batch)});
+    }
+    if (!o.batch.speeds.empty()) {
+        args.insert(args.end(), {"--speeds", format_speeds(o.batch.speeds)});
     }
     if (o.report_bindings) {
         args.emplace_back("--report-bindings");
@@ -127,9 +135,19 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
             o.master_addr = value(a);
         } else if (a == "--master-port") {
             o.master_port = to_unsigned(a, value(a));
+        } else if (a == "--global-batch") {
+            o.batch.global_batch = to_unsigned(a, value(a));
+            if (o.batch.global_batch == 0) {
+                throw Error("--global-batch 0: expected at least one sample");
+            }
+        } else if (a == "--speeds") {
+            o.batch.speeds = probes::parse_speeds(value(a), a);
         } else {
             throw Error(fmt::format("unknown option '{}'; gpurun-rank is started by gpurun", a));
         }
+    }
+    if (!o.batch.speeds.empty() && o.batch.global_batch == 0) {
+        throw Error("--speeds needs --global-batch");
     }
     o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
     if (o.program.empty()) {

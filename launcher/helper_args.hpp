@@ -14,6 +14,7 @@ struct HelperOptions {
     std::string master_addr;
     unsigned master_port = 0;
     bool report_bindings = false;
+    BatchOptions batch;
     std::vector<std::string> program;
     friend bool operator==(const HelperOptions&, const HelperOptions&) = default;
 };

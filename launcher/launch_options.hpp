@@ -36,6 +36,15 @@ struct PlanOptions {
     friend bool operator==(const PlanOptions&, const PlanOptions&) = default;
 };
 
+/// --global-batch B [--speeds LIST]: each rank's share of a global batch, in proportion to its
+/// speed, and the loss weight that keeps the gradient an average over all samples. gpurun checks it
+/// and the rank helper computes its own rank's share from it, with the same function.
+struct BatchOptions {
+    unsigned global_batch = 0; ///< 0 = not asked for
+    std::vector<double> speeds; ///< relative speed of each global rank, in rank order; empty = equal
+    friend bool operator==(const BatchOptions&, const BatchOptions&) = default;
+};
+
 /// A host and its slot count as given by -H or a hostfile (nullopt: not given).
 struct HostSlots {
     std::string name;
@@ -59,6 +68,7 @@ struct LaunchOptions {
     std::vector<std::string> exports; ///< -x NAME[=VALUE], passed to mpirun as given
     NcclCheckMode nccl_check = NcclCheckMode::off;
     std::string nccl_log_dir; ///< --nccl-log-dir: keep the NCCL logs here; "" = a private directory
+    BatchOptions batch;
     std::vector<std::string> program; ///< PROGRAM ARGS..., byte-exact
 };
 

@@ -1,5 +1,7 @@
 #include "launcher/plan_report.hpp"
 
+#include "launcher/global_batch.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -47,12 +49,19 @@ std::string render_text(const PlanReport& r)
     const auto& ranks = r.job.ranks;
     std::vector<std::vector<std::string>> rows;
     rows.push_back({"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "NAME", "NUMA", "CPUS", "HCA"});
+    if (r.batch) {
+        rows.back().insert(rows.back().end(), {"BATCH", "LOSS WEIGHT"});
+    }
     for (const auto& jr : ranks) {
         const auto& b = jr.binding;
         rows.push_back({std::to_string(jr.rank), jr.host, std::to_string(b.local_rank),
             b.gpu ? std::to_string(b.gpu->physical_index) : "-", b.gpu ? b.gpu->bus_id.to_string() : "-",
             b.gpu ? b.gpu->name : "-", numa_list(b.numa), b.cpus.to_list() + (b.shared ? " (shared)" : ""),
             b.hca.empty() ? "-" : b.hca});
+        if (r.batch) {
+            rows.back().insert(rows.back().end(),
+                {std::to_string(r.batch->per_gpu.at(jr.rank)), format_loss_weight(r.batch->loss_weight.at(jr.rank))});
+        }
     }
     std::vector<std::size_t> width(rows[0].size(), 0);
     for (const auto& row : rows) {
@@ -79,6 +88,13 @@ std::string render_text(const PlanReport& r)
         }
         out += line + '\n';
     }
+    if (r.batch) {
+        const auto& speeds = r.options.batch.speeds;
+        out += fmt::format("batch: {} samples per step over {} rank{}, {} (GPURUN_LOCAL_BATCH); each rank multiplies "
+                           "its mean loss by GPURUN_LOSS_WEIGHT\n",
+            r.options.batch.global_batch, ranks.size(), ranks.size() == 1 ? "" : "s",
+            speeds.empty() ? std::string("equal speeds") : fmt::format("by speed {}", format_speeds(speeds)));
+    }
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
@@ -102,7 +118,9 @@ nlohmann::json render_json(const PlanReport& r)
         }
         ranks.push_back({{"rank", jr.rank}, {"local_rank", b.local_rank}, {"host", jr.host}, {"gpu", gpu},
             {"numa", b.numa}, {"cpus", b.cpus.to_list()}, {"cores", b.cores}, {"shared_cpus", b.shared},
-            {"hca", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)}});
+            {"hca", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)},
+            {"local_batch", r.batch ? nlohmann::json(r.batch->per_gpu.at(jr.rank)) : nlohmann::json(nullptr)},
+            {"loss_weight", r.batch ? nlohmann::json(r.batch->loss_weight.at(jr.rank)) : nlohmann::json(nullptr)}});
     }
     nlohmann::json hosts = nlohmann::json::array();
     for (const auto& h : r.job.hosts) {
@@ -112,7 +130,11 @@ nlohmann::json render_json(const PlanReport& r)
     return {{"ranks", ranks}, {"hosts", hosts}, {"command", r.command}, {"notes", r.notes},
         {"gpu_source", p.cpu_only ? nlohmann::json(nullptr) : nlohmann::json(r.gpu_source)},
         {"bind", to_string(p.bind)}, {"memory", to_string(p.memory)}, {"gpu_visibility", to_string(p.visibility)},
-        {"ranks_per_gpu", p.ranks_per_gpu}, {"cpu_only", p.cpu_only}};
+        {"ranks_per_gpu", p.ranks_per_gpu}, {"cpu_only", p.cpu_only},
+        {"global_batch", r.batch ? nlohmann::json(r.options.batch.global_batch) : nlohmann::json(nullptr)},
+        {"speeds",
+            r.batch && !r.options.batch.speeds.empty() ? nlohmann::json(r.options.batch.speeds)
+                                                       : nlohmann::json(nullptr)}};
 }
 
 } // namespace launcher

@@ -2,8 +2,10 @@
 
 #include "launcher/binding_plan.hpp"
 #include "launcher/launch_options.hpp"
+#include "probes/batch_split.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@ struct PlanReport {
     std::string gpu_source; ///< "nvml", "topology" or "" with --cpu-only
     std::vector<std::string> notes; ///< inventory and plan notes
     std::vector<std::string> command; ///< the exact launcher argv
+    std::optional<probes::BatchSplit> batch; ///< --global-batch: each rank's share, in rank order
 };
 
 std::string render_text(const PlanReport& report);

@@ -1,5 +1,6 @@
 #include "launcher/binding_plan.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/global_batch.hpp"
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/job_process.hpp"
@@ -20,6 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <netinet/in.h>
+#include <optional>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -156,6 +158,10 @@ int run(const std::vector<std::string>& argv)
 
     const std::string local_host = layout.hostname.empty() ? "localhost" : layout.hostname;
     JobPlan job = plan_job(layout, inventory.pool, o.plan, o.np, o.hosts, local_host);
+    std::optional<probes::BatchSplit> batch;
+    if (o.batch.global_batch != 0) {
+        batch = split_over_ranks(o.batch, static_cast<unsigned>(job.ranks.size()));
+    }
 
     std::vector<std::string> notes = inventory.notes;
     notes.insert(notes.end(), job.notes.begin(), job.notes.end());
@@ -189,6 +195,7 @@ int run(const std::vector<std::string>& argv)
     HelperOptions helper;
     helper.plan = o.plan;
     helper.report_bindings = o.report_bindings;
+    helper.batch = o.batch;
     helper.program = o.program.empty() ? std::vector<std::string>{"PROGRAM"} : o.program;
     const char* env_addr = env("MASTER_ADDR");
     helper.master_addr = !o.master_addr.empty()    ? o.master_addr
@@ -263,7 +270,7 @@ int run(const std::vector<std::string>& argv)
         openmpi_command(mpirun, launch, o, allow_root, forwarded, helper_path, helper_arguments(helper));
 
     if (o.dry_run) {
-        PlanReport report{job, o, inventory.source, notes, command};
+        PlanReport report{job, o, inventory.source, notes, command, batch};
         if (o.json) {
             std::cout << render_json(report).dump(2) << '\n';
         } else {

@@ -1,4 +1,5 @@
 #include "launcher/binding_plan.hpp"
+#include "launcher/global_batch.hpp"
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/rank_context.hpp"
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <optional>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -56,6 +58,13 @@ int run(const std::vector<std::string>& args)
                     "gpurun-rank runs under mpirun or srun, started by gpurun");
     }
 
+    // gpurun checked the split against the job's size; a helper started another way is checked here,
+    // before the rank binds or runs anything.
+    std::optional<probes::BatchSplit> batch;
+    if (o.batch.global_batch != 0) {
+        batch = split_over_ranks(o.batch, context->world_size);
+    }
+
     const bool from_file = !o.plan.topology_file.empty();
     probes::Topology topology =
         from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only);
@@ -97,6 +106,10 @@ int run(const std::vector<std::string>& args)
     }
     if (o.master_port != 0) {
         set("MASTER_PORT", std::to_string(o.master_port));
+    }
+    if (batch) {
+        set("GPURUN_LOCAL_BATCH", std::to_string(batch->per_gpu.at(context->rank)));
+        set("GPURUN_LOSS_WEIGHT", format_loss_weight(batch->loss_weight.at(context->rank)));
     }
     set("GPURUN_CPUS", mine.cpus.to_list());
     if (!mine.numa.empty()) {

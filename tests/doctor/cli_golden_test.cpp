@@ -70,6 +70,61 @@ std::vector<Case> cases()
         {"nccl_log_directory", {"nccl-log", "--no-color", "@TMP@/logs"}, {}},
         {"nccl_log_example", {"nccl-log", "--no-color", "@SOURCE@/share/gpukit/examples/nccl-two-nodes.log"}, {}},
         {"explain_nccl", {"explain", "nccl.ib_without_gdr"}, {}},
+        // gpudoctor fit, analytic.
+        {"fit_help", {"fit", "--help"}, {}},
+        {"fit_list", {"fit", "--list"}, {}},
+        {"fit_bert_large_amp_16gib",
+            {"fit", "--model", "bert-large", "--precision", "amp", "--optimizer", "adam", "--gpu-mem", "16GiB"}, {}},
+        {"fit_llama7b_nothing_fits",
+            {"fit", "--model", "llama-7b", "--precision", "bf16", "--optimizer", "adamw", "--gpu-mem", "24GB"}, {}},
+        {"fit_llama7b_zero3_json",
+            {"fit", "--model", "llama-7b", "--precision", "bf16", "--optimizer", "adamw", "--zero", "3", "--gpus", "8",
+                "--recompute", "full", "--gpu-mem", "80GB", "--base-lr", "3e-4", "--base-batch", "64", "--json"},
+            {}},
+        {"fit_resnet50_k80_v100",
+            {"fit", "--model", "resnet50", "--precision", "fp32", "--optimizer", "momentum", "--gpus", "K80,V100",
+                "--global-batch", "96", "--base-lr", "0.1", "--base-batch", "256"},
+            {}},
+        {"fit_resnet50_k80_v100_v100_json",
+            {"fit", "--model", "resnet50", "--precision", "fp32", "--optimizer", "momentum", "--gpus", "K80,V100,V100",
+                "--global-batch", "96", "--json"},
+            {}},
+        {"fit_layers_k80_v100",
+            {"fit", "--params", "1.5B", "--layers", "48", "--hidden", "1600", "--heads", "25", "--seq", "1024",
+                "--precision", "fp16", "--optimizer", "adam", "--gpus", "K80,V100"},
+            {}},
+        {"fit_speeds_sgd",
+            {"fit", "--model", "densenet121", "--precision", "amp", "--optimizer", "sgd", "--gpus", "3", "--gpu-mem",
+                "16GiB", "--speeds", "1,2,2"},
+            {}},
+        {"fit_gpu_mem_auto", {"fit", "--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/fit_nvml.json"}}},
+        {"fit_gpu_mem_auto_count",
+            {"fit", "--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw", "--gpus", "4", "--json"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/fit_nvml.json"}}},
+        {"fit_no_nvml", {"fit", "--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw"}, {}},
+        {"fit_models_file",
+            {"fit", "--models", "@TMP@/models.toml", "--model", "my-vit", "--precision", "bf16", "--optimizer", "adamw",
+                "--gpu-mem", "40000MiB"},
+            {}},
+        {"fit_bad_model", {"fit", "--model", "bert-lage", "--precision", "amp", "--optimizer", "adam"}, {}},
+        {"fit_bad_gpu",
+            {"fit", "--model", "resnet50", "--precision", "amp", "--optimizer", "sgd", "--gpus", "K80,V10O"}, {}},
+        {"fit_ambiguous_gpu",
+            {"fit", "--model", "resnet50", "--precision", "amp", "--optimizer", "sgd", "--gpus", "A100"}, {}},
+        {"fit_bad_precision",
+            {"fit", "--model", "gpt2", "--precision", "fp61", "--optimizer", "adam", "--gpu-mem", "16GiB"}, {}},
+        {"fit_bad_size", {"fit", "--model", "gpt2", "--precision", "amp", "--optimizer", "adam", "--gpu-mem", "16GX"},
+            {}},
+        {"fit_bad_params", {"fit", "--params", "7Q", "--precision", "amp", "--optimizer", "adam"}, {}},
+        {"fit_partial_shape", {"fit", "--params", "7B", "--layers", "32", "--precision", "amp", "--optimizer", "adam"},
+            {}},
+        {"fit_unknown_option", {"fit", "--model", "gpt2", "--zeor", "1"}, {}},
+        {"fit_speeds_mismatch",
+            {"fit", "--model", "gpt2", "--precision", "amp", "--optimizer", "adam", "--gpus", "2", "--gpu-mem", "16GiB",
+                "--speeds", "1,2,2"},
+            {}},
+        {"fit_no_model", {"fit", "--precision", "amp"}, {}},
     };
 }
 
@@ -103,6 +158,13 @@ protected:
         node["p2p"] = {{"0-7", {{"read", 0}, {"write", 2}}}};
         std::ofstream(m_dir / "node.json") << node.dump();
         std::ofstream(m_dir / "bad.toml") << "[gpus]\nexpected = \"eight\"\n";
+        // gpudoctor fit: two 80 GiB A100s, the second with 32 GiB in use; a user's model file.
+        std::ofstream(m_dir / "fit_nvml.json") << R"({"gpus": [
+  {"bus_id": "00000000:07:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920},
+  {"bus_id": "00000000:0F:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920,
+   "memory_used": 34359738368}]})";
+        std::ofstream(m_dir / "models.toml") << "[my-vit]\ndescription = \"ViT-B/16 at 224, measured\"\n"
+                                                "params = \"86M\"\nactivation_bytes_per_sample = \"310MiB\"\n";
         // Two nodes of two GPUs behind Open MPI's --tag-output: P2P on one node, SHM on the
         // other, IB between them without GPUDirect RDMA, and a WARN.
         std::ofstream(m_dir / "job.log")

@@ -3,6 +3,8 @@
 //   {"init_error": 0, "driver": "550.54.15",
 //    "gpus": [{"bus_id": "00000000:07:00.0", "name": "...", "uuid": "GPU-...",
 //              "memory_total": 85899345920, "mig": ["MIG-..."]}]}
+// Memory in use per GPU (optional): memory_used (bytes), or memory_used_file, a file holding the
+//   bytes, read again at every nvmlDeviceGetMemoryInfo call.
 // Health fields per GPU (all optional): compute_mode, persistence, processes,
 //   ecc {enabled, corrected, uncorrected}, retired_pages {single, double, pending},
 //   remapped_rows {corrected, uncorrected, pending, failure}, clock_event_reasons,
@@ -202,8 +204,16 @@ int nvmlDeviceGetMemoryInfo(void* device, Memory* memory)
 {
     const auto& gpu = fixture()["gpus"][gpu_of(device)];
     memory->total = gpu.value("memory_total", 0ULL);
-    memory->used = 0;
-    memory->free = memory->total;
+    memory->used = gpu.value("memory_used", 0ULL);
+    // A file holding the bytes used, read at every call: a test's child process changes it as it runs.
+    if (gpu.contains("memory_used_file")) {
+        std::ifstream in(gpu["memory_used_file"].get<std::string>());
+        unsigned long long used = 0;
+        if (in >> used) {
+            memory->used = used;
+        }
+    }
+    memory->free = memory->total > memory->used ? memory->total - memory->used : 0;
     return 0;
 }
 

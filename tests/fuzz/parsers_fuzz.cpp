@@ -3,6 +3,7 @@
 // crash, hang or leak; what it accepts must survive a round trip.
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
+#include "probes/byte_size.hpp"
 #include "probes/cpu_set.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
@@ -103,8 +104,19 @@ void fuzz_one(const std::string& text)
             std::abort();
         }
     }
+#elif FUZZ_TARGET == 7
+    // A size is in (0, 2^60]; printed, it reads back within the two decimals' rounding.
+    const std::uint64_t bytes = probes::parse_byte_size(text, "fuzz");
+    if (bytes == 0 || bytes > (std::uint64_t{1} << 60)) {
+        std::abort();
+    }
+    const std::uint64_t again = probes::parse_byte_size(probes::format_bytes(bytes), "fuzz");
+    const std::uint64_t diff = again > bytes ? again - bytes : bytes - again;
+    if (diff > bytes / 100 + 1) {
+        std::abort();
+    }
 #else
-#error "FUZZ_TARGET must be 1..6"
+#error "FUZZ_TARGET must be 1..7"
 #endif
 }
 

@@ -89,6 +89,29 @@ TEST_F(GpurunMpirun, CpuOnlyRanksGetDisjointCoresAndTheirVariables)
     }
 }
 
+TEST_F(GpurunMpirun, GlobalBatchGivesEachRankItsShareAndLossWeight)
+{
+    auto r = gpurun({"--cpu-only", "-np", "2", "--global-batch", "10", "--speeds", "1,4", RANK_PROBE_PATH});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto r0 = read_rank(m_dir, 0);
+    auto r1 = read_rank(m_dir, 1);
+    EXPECT_EQ(one(r0, "GPURUN_LOCAL_BATCH"), "2");
+    EXPECT_EQ(one(r1, "GPURUN_LOCAL_BATCH"), "8");
+    EXPECT_EQ(one(r0, "GPURUN_LOSS_WEIGHT"), "0.4");
+    EXPECT_EQ(one(r1, "GPURUN_LOSS_WEIGHT"), "1.6");
+
+    auto plain = gpurun({"--cpu-only", "-np", "2", RANK_PROBE_PATH});
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_EQ(one(read_rank(m_dir, 0), "GPURUN_LOCAL_BATCH"), "<unset>");
+    EXPECT_EQ(one(read_rank(m_dir, 1), "GPURUN_LOSS_WEIGHT"), "<unset>");
+
+    std::filesystem::remove(m_dir / "rank-0.txt");
+    auto wrong = gpurun({"--cpu-only", "-np", "2", "--global-batch", "10", "--speeds", "1,2,2", RANK_PROBE_PATH});
+    EXPECT_EQ(wrong.exit_code, 2);
+    EXPECT_EQ(wrong.err, "gpurun: --speeds 1,2,2: 3 speeds for 2 ranks; give one speed per rank, in rank order\n");
+    EXPECT_FALSE(std::filesystem::exists(m_dir / "rank-0.txt")) << "no rank started";
+}
+
 TEST_F(GpurunMpirun, FakeNvmlGpusBindEachRankNearItsGpu)
 {
     test_support::FakeNvmlFixture fixture(m_dir, test_support::two_gpu_fixture);

@@ -135,3 +135,35 @@ TEST(Cli, ClosestMatch)
     EXPECT_EQ(probes::closest_match("--dry-rn", {"--dry-run", "--json"}), "--dry-run");
     EXPECT_EQ(probes::closest_match("--zzzzzz", {"--dry-run", "--json"}), "");
 }
+
+TEST(Cli, GlobalBatchAndSpeeds)
+{
+    auto r = parse({"--global-batch", "96", "--speeds", "1,2,2", "-np", "3", "prog", "--speeds", "x"});
+    EXPECT_EQ(r.options.batch.global_batch, 96U);
+    EXPECT_EQ(r.options.batch.speeds, (std::vector<double>{1, 2, 2}));
+    EXPECT_EQ(r.options.program, (std::vector<std::string>{"prog", "--speeds", "x"}));
+
+    auto equal = parse({"--global-batch=10", "prog"});
+    EXPECT_EQ(equal.options.batch.global_batch, 10U);
+    EXPECT_TRUE(equal.options.batch.speeds.empty()) << "no --speeds: equal speeds";
+    EXPECT_EQ(
+        parse({"--speeds=0.5,1", "--global-batch", "3", "prog"}).options.batch.speeds, (std::vector<double>{0.5, 1}));
+    EXPECT_EQ(parse({"prog"}).options.batch, launcher::BatchOptions{});
+}
+
+TEST(Cli, GlobalBatchErrors)
+{
+    EXPECT_EQ(error_of({"--speeds", "1,2", "prog"}),
+        "--speeds needs --global-batch: the speeds say how to split a global batch over the ranks");
+    EXPECT_EQ(error_of({"--global-batch", "0", "prog"}), "--global-batch 0: expected at least one sample per rank");
+    EXPECT_NE(error_of({"--global-batch", "many", "prog"}).find("see gpurun --help"), std::string::npos);
+    EXPECT_NE(error_of({"--global-batch", "-4", "prog"}).find("see gpurun --help"), std::string::npos);
+    EXPECT_EQ(error_of({"--global-batch", "8", "--speeds", "1,0", "prog"}),
+        "--speeds 1,0: speed 0 is not above 0; give relative speeds as positive numbers, like 1,2,2 or 0.5,1,1");
+    EXPECT_EQ(error_of({"--global-batch", "8", "--speeds", "1,,2", "prog"}),
+        "--speeds 1,,2: speed 2 is empty; give relative speeds as positive numbers, like 1,2,2 or 0.5,1,1");
+    EXPECT_EQ(error_of({"--global-batch", "8", "--speeds", "fast,slow", "prog"}),
+        "--speeds fast,slow: 'fast' is not a number; give relative speeds as positive numbers, like 1,2,2 or 0.5,1,1");
+    EXPECT_EQ(error_of({"--global-bach", "8", "prog"}),
+        "unknown option '--global-bach' (did you mean --global-batch?); see gpurun --help");
+}

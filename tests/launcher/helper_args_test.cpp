@@ -19,6 +19,8 @@ TEST(HelperArgs, RoundTripKeepsEveryOptionAndTheProgramByteExact)
     o.master_addr = "10.0.0.1";
     o.master_port = 29501;
     o.report_bindings = true;
+    o.batch.global_batch = 96;
+    o.batch.speeds = {1, 2.5, 0.1 + 0.2, 1.0 / 3};
     o.program = {"prog", "--", "a b", "$(x)", "\"q\"", "--bind", ""};
     auto args = launcher::helper_arguments(o);
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
@@ -37,4 +39,30 @@ TEST(HelperArgs, RejectsWhatGpurunDoesNotWrite)
     EXPECT_THROW(launcher::parse_helper_arguments({"--bind", "tiles", "--", "x"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--cpus-per-rank"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--"}), probes::Error);
+}
+
+TEST(HelperArgs, GlobalBatchTravelsWithItsSpeeds)
+{
+    HelperOptions o;
+    o.batch.global_batch = 96;
+    o.batch.speeds = {1, 2, 2};
+    o.program = {"prog"};
+    EXPECT_EQ(launcher::helper_arguments(o),
+        (std::vector<std::string>{"--global-batch", "96", "--speeds", "1,2,2", "--", "prog"}));
+    EXPECT_EQ(launcher::parse_helper_arguments(launcher::helper_arguments(o)), o);
+
+    o.batch.speeds = {};
+    EXPECT_EQ(launcher::helper_arguments(o), (std::vector<std::string>{"--global-batch", "96", "--", "prog"}));
+    EXPECT_EQ(launcher::parse_helper_arguments(launcher::helper_arguments(o)), o);
+}
+
+TEST(HelperArgs, RejectsABatchGpurunDoesNotWrite)
+{
+    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "0", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "-1", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--speeds", "1,2", "--", "x"}), probes::Error)
+        << "speeds without a global batch";
+    EXPECT_THROW(
+        launcher::parse_helper_arguments({"--global-batch", "4", "--speeds", "1,nan", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "4", "--speeds"}), probes::Error);
 }

@@ -1,24 +1,13 @@
 #include "launcher/hostfile.hpp"
 #include "probes/error.hpp"
+#include "tests/support/error_of.hpp"
 
 #include <functional>
 #include <gtest/gtest.h>
 
 using launcher::HostSlots;
 
-namespace {
-
-std::string error_of(const std::function<void()>& f)
-{
-    try {
-        f();
-    } catch (const probes::Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-} // namespace
+using test_support::error_of;
 
 TEST(HostList, ParsesHostsWithAndWithoutSlots)
 {

@@ -1,0 +1,175 @@
+// The model presets and the GPU table: the built-in files, users' files, look-ups and their errors.
+#include "doctor/fit_catalog.hpp"
+#include "tests/support/error_of.hpp"
+
+#include "probes/error.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace doctor;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f)
+{
+    return test_support::error_of(f, "no error");
+}
+
+} // namespace
+
+TEST(ModelCatalog, BuiltinHasThePresetsAndEachPlans)
+{
+    const ModelCatalog catalog = ModelCatalog::builtin();
+    for (const char* name : {"resnet50", "densenet121", "bert-base", "bert-large", "gpt2", "gpt2-xl", "llama-7b",
+             "llama-13b", "llama-70b"}) {
+        const ModelSpec& m = catalog.find(name);
+        EXPECT_EQ(m.name, name);
+        EXPECT_GT(m.params, 0u) << name;
+        EXPECT_FALSE(m.description.empty()) << name;
+    }
+    for (const auto& m : catalog.models()) {
+        for (auto p : {Precision::fp32, Precision::bf16, Precision::amp}) {
+            EXPECT_GT(
+                plan_memory(m, TrainingSetup{p, Optimizer::adamw, 0, 1, Recompute::none}).activations.per_sample, 0u)
+                << m.name;
+        }
+    }
+}
+
+TEST(ModelCatalog, BuiltinValuesAreTheReferenceOnes)
+{
+    const ModelCatalog catalog = ModelCatalog::builtin();
+    const ModelSpec& bert = catalog.find("bert-large");
+    EXPECT_EQ(bert.params, 335141888u);
+    EXPECT_EQ(bert.layers, 24u);
+    ASSERT_TRUE(bert.transformer);
+    EXPECT_EQ(bert.transformer->hidden, 1024u);
+    EXPECT_EQ(bert.transformer->heads, 16u);
+    EXPECT_EQ(bert.transformer->seq, 512u);
+    EXPECT_EQ(bert.transformer->vocab, 30522u);
+    // ResNet-50 ≈ 82 MiB per image fp32 (81.9 MiB = 85,878,374 B), DenseNet-121 ≈ 124 MiB.
+    EXPECT_EQ(*catalog.find("resnet50").measured_fp32, 85878374u);
+    EXPECT_EQ(*catalog.find("densenet121").measured_fp32, 130337997u); // 124.3 · 2^20 = 130,337,996.8
+    EXPECT_EQ(catalog.find("llama-70b").layers, 80u);
+}
+
+TEST(ModelCatalog, FindIgnoresCaseAndSuggestsTheClosestName)
+{
+    const ModelCatalog catalog = ModelCatalog::builtin();
+    EXPECT_EQ(catalog.find("BERT-Large").name, "bert-large");
+    const std::string e = error_of([&] { catalog.find("bert-lage"); });
+    EXPECT_NE(e.find("--model bert-lage: no such preset (did you mean bert-large?)"), std::string::npos) << e;
+    EXPECT_EQ(error_of([&] { catalog.find("zzzzzzzz"); }).find("did you mean"), std::string::npos);
+}
+
+TEST(ModelCatalog, UserFileAddsAndReplaces)
+{
+    ModelCatalog catalog = ModelCatalog::builtin();
+    const std::size_t before = catalog.models().size();
+    catalog.merge_toml(R"(
+[my-vit]
+description = "a ViT measured at home"
+params = "86M"
+activation_bytes_per_sample = "300MiB"
+
+[gpt2]
+description = "GPT-2 at 2048"
+params = 124439808
+layers = 12
+hidden = 768
+heads = 12
+seq = 2048
+)",
+        "mine.toml");
+    EXPECT_EQ(catalog.models().size(), before + 1);
+    const ModelSpec& vit = catalog.find("my-vit");
+    EXPECT_EQ(vit.params, 86000000u);
+    EXPECT_EQ(*vit.activation_bytes, 300u << 20);
+    const ModelSpec& gpt2 = catalog.find("gpt2");
+    EXPECT_EQ(gpt2.transformer->seq, 2048u);
+    EXPECT_EQ(gpt2.transformer->vocab, 0u); // replaced whole: the built-in's vocabulary is gone
+}
+
+TEST(ModelCatalog, UserFileErrorsSayWhere)
+{
+    ModelCatalog catalog;
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml("[a]\nparams = 1\nhiden = 3\n", "m.toml");
+    }).find("m.toml:3: [a]: unknown key 'hiden' (did you mean hidden?)"),
+        std::string::npos);
+    EXPECT_NE(
+        error_of([&] { catalog.merge_toml("[a]\nlayers = 2\n", "m.toml"); }).find("[a]: no params"), std::string::npos);
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml("[a]\nparams = 5\nlayers = 2\nhidden = 8\n", "m.toml");
+    }).find("needs layers, hidden, heads and seq together"),
+        std::string::npos);
+    EXPECT_NE(error_of([&] { catalog.merge_toml("[a]\nparams = 5\n", "m.toml"); }).find("no way to count"),
+        std::string::npos);
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml("[a]\nparams = \"5Q\"\nactivation_bytes_per_sample = 1\n", "m.toml");
+    }).find("m.toml:2: [a]: params 5Q: not a parameter count"),
+        std::string::npos);
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml("[a]\nparams = 5\nlayers = -1\n", "m.toml");
+    }).find("m.toml:3: [a]: layers must be a whole number, 1 or more"),
+        std::string::npos);
+    EXPECT_NE(error_of([&] { catalog.merge_toml("a = 1\n", "m.toml"); }).find("'a' must be a [model] table"),
+        std::string::npos);
+    EXPECT_NE(error_of([&] { catalog.merge_toml("[a\n", "m.toml"); }).find("m.toml:1:"), std::string::npos);
+}
+
+TEST(GpuTable, BuiltinCoversK80ToB200AndK80IsHalfAV100)
+{
+    const GpuTable table = GpuTable::builtin();
+    for (const char* name : {"K80", "P100", "V100", "T4", "A100-40GB", "A100-80GB", "H100", "H200", "B200"}) {
+        EXPECT_EQ(table.find(name).name, name);
+    }
+    EXPECT_DOUBLE_EQ(table.find("K80").speed * 2, table.find("V100").speed);
+    EXPECT_FALSE(table.find("K80").note.empty());
+    // Memory about what NVML reports: a V100-16GB shows 16160 MiB (15.78 GiB).
+    EXPECT_NEAR(static_cast<double>(table.find("V100").memory) / (1 << 30), 15.78, 0.01);
+    for (const auto& g : table.gpus()) {
+        EXPECT_GT(g.memory, 8ull << 30) << g.name;
+        EXPECT_GT(g.speed, 0) << g.name;
+    }
+}
+
+TEST(GpuTable, FindsAliasesWhateverTheSpelling)
+{
+    const GpuTable table = GpuTable::builtin();
+    EXPECT_EQ(table.find("v100").name, "V100");
+    EXPECT_EQ(table.find("Tesla V100").name, "V100");
+    EXPECT_EQ(table.find("NVIDIA A100-SXM4-80GB").name, "A100-80GB");
+    EXPECT_EQ(table.find("a100_80gb").name, "A100-80GB");
+    EXPECT_EQ(table.find("a100 80GB").name, "A100-80GB");
+    EXPECT_EQ(table.find("V100S").name, "V100-32GB");
+    EXPECT_EQ(table.find("h100 pcie").name, "H100-PCIe");
+}
+
+TEST(GpuTable, UnknownAndAmbiguousNames)
+{
+    const GpuTable table = GpuTable::builtin();
+    const std::string typo = error_of([&] { table.find("V10O"); });
+    EXPECT_NE(typo.find("GPU V10O: not in the GPU table (did you mean V100?)"), std::string::npos) << typo;
+    const std::string ambiguous = error_of([&] { table.find("A100"); });
+    EXPECT_NE(
+        ambiguous.find("GPU A100: more than one in the table (A100-40GB, A100-80GB); name one"), std::string::npos)
+        << ambiguous;
+}
+
+TEST(GpuTable, FileErrors)
+{
+    EXPECT_NE(error_of([] { GpuTable::from_toml("[X]\nspeed = 1\n", "g.toml"); }).find("memory_gib must be given"),
+        std::string::npos);
+    EXPECT_NE(error_of([] {
+        GpuTable::from_toml("[X]\nmemory_gib = 16\nsped = 1\n", "g.toml");
+    }).find("unknown key 'sped' (did you mean speed?)"),
+        std::string::npos);
+    EXPECT_NE(error_of([] {
+        GpuTable::from_toml("[X]\nmemory_gib = 16\nspeed = 0\n", "g.toml");
+    }).find("speed must be a number above 0"),
+        std::string::npos);
+    const GpuTable t = GpuTable::from_toml("[X]\nmemory_gib = 16\n", "g.toml");
+    EXPECT_EQ(t.find("x").memory, 16ull << 30);
+    EXPECT_DOUBLE_EQ(t.find("x").speed, 1.0);
+}

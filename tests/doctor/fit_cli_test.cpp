@@ -1,0 +1,149 @@
+// gpudoctor fit's command line where golden files cannot hold the output (trial times vary):
+// --search through the real binary, alone and after the analytic answer, and the exit statuses.
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using test_support::TempDir;
+
+namespace {
+
+class FitCli : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        // A training script that runs out of GPU memory above batch 37, as PyTorch says it.
+        m_script = (m_dir / "train.sh").string();
+        std::ofstream(m_script) << "#!/bin/sh\n"
+                                   "if [ \"$1\" -gt 37 ]; then\n"
+                                   "  echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.' "
+                                   ">&2\n"
+                                   "  exit 1\n"
+                                   "fi\n"
+                                   "echo \"step 0 batch $1 loss 6.9\"\n";
+        std::filesystem::permissions(m_script, std::filesystem::perms::owner_all);
+    }
+
+    test_support::Finished fit(std::vector<std::string> args) const
+    {
+        args.insert(args.begin(), {GPUDOCTOR_PATH, "fit"});
+        return test_support::run(args, {{"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+    }
+
+    TempDir m_dir;
+    std::string m_script;
+};
+
+} // namespace
+
+TEST_F(FitCli, SearchAloneFindsTheLimit)
+{
+    // --exact bisects to the end: 1 2 4 8 16 32 fit, 64 runs out, then 48 40 36 38 37.
+    const auto r = fit({"--search", "--exact", "--max", "256", "--json", "--", m_script, "{batch}"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["best_batch"], 37);
+    EXPECT_EQ(doc["trials"].size(), 12u);
+    EXPECT_FALSE(doc.contains("max_batch_per_gpu")); // no analytic part
+}
+
+TEST_F(FitCli, SearchKeepsToItsTrialBudget)
+{
+    // Without --exact at most ceil(log2(256 / 1)) + 2 = 10 trials; the answer is a batch that fitted.
+    const auto r = fit({"--search", "--max", "256", "--", m_script, "{batch}"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Search by trial: " + m_script + " {batch}"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("Model states"), std::string::npos) << r.out;
+    const auto json = fit({"--search", "--max", "256", "--json", "--", m_script, "{batch}"});
+    const auto doc = nlohmann::json::parse(json.out);
+    EXPECT_LE(doc["trials"].size(), 10u);
+    ASSERT_TRUE(doc["best_batch"].is_number());
+    EXPECT_LE(doc["best_batch"].get<unsigned>(), 37u);
+    EXPECT_GE(doc["best_batch"].get<unsigned>(), 32u);
+}
+
+TEST_F(FitCli, SearchJoinsTheAnalyticJson)
+{
+    const auto r = fit({"--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw", "--gpu-mem", "16GiB",
+        "--search", "--exact", "--max", "64", "--json", "--", m_script, "{batch}"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["best_batch"], 37);
+    EXPECT_TRUE(doc["trials"].is_array());
+    EXPECT_GE(doc["trials"].size(), 2u);
+    EXPECT_EQ(doc["trials"][0]["verdict"], "fits");
+    EXPECT_TRUE(doc["max_batch_per_gpu"].is_number());
+    EXPECT_TRUE(doc["breakdown"].is_object());
+}
+
+TEST_F(FitCli, SearchWithTheModelPrintsTheAnalyticAnswerFirst)
+{
+    const auto r = fit({"--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw", "--gpu-mem", "16GiB",
+        "--search", "--max", "64", "--", m_script, "{batch}"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto analytic = r.out.find("Max batch per GPU:");
+    const auto search = r.out.find("Search by trial:");
+    ASSERT_NE(analytic, std::string::npos) << r.out;
+    ASSERT_NE(search, std::string::npos) << r.out;
+    EXPECT_LT(analytic, search);
+}
+
+TEST_F(FitCli, SearchStoppedByAFailureExitsOne)
+{
+    const std::string failing = (m_dir / "fail.sh").string();
+    std::ofstream(failing) << "#!/bin/sh\necho 'ImportError: No module named torch' >&2\nexit 1\n";
+    std::filesystem::permissions(failing, std::filesystem::perms::owner_all);
+    const auto r = fit({"--search", "--", failing, "{batch}"});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("best batch: none"), std::string::npos) << r.out;
+}
+
+TEST_F(FitCli, SearchUsageErrors)
+{
+    struct Bad {
+        std::vector<std::string> args;
+        const char* message;
+    };
+    const std::vector<Bad> cases = {
+        {{"--search"}, "fit --search: no command; give it after --"},
+        {{"--", m_script, "{batch}"}, "a command after -- is run only with --search; add --search"},
+        {{"--search", "--", m_script, "16"}, "no argument of the command holds {batch}"},
+        {{"--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw", "--gpu-mem", "16GiB", "--max", "8"},
+            "--max is for the search by trial"},
+        {{"--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw", "--gpu-mem", "16GiB", "--exact"},
+            "--exact is for the search by trial"},
+        {{"--search", "--trial-timeout", "0", "--", m_script, "{batch}"}, "--trial-timeout 0: expected seconds"},
+        {{"--search", "--min", "0", "--", m_script, "{batch}"}, "--min 0"},
+        {{"--search", "--gpus", "2", "--", m_script, "{batch}"}, "--gpus is for the analytic fit"},
+    };
+    for (const auto& c : cases) {
+        const auto r = fit(c.args);
+        EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.out << r.err;
+        EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    }
+}
+
+TEST_F(FitCli, ListAsJson)
+{
+    const auto r = fit({"--list", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_GE(doc["models"].size(), 9u);
+    EXPECT_GE(doc["gpus"].size(), 9u);
+    EXPECT_EQ(doc["models"][0]["name"], "resnet50"); // in the file's order
+    EXPECT_EQ(doc["gpus"][0]["name"], "K80");
+}
+
+TEST_F(FitCli, WorksFromAnyDirectory)
+{
+    // The presets and the GPU table are compiled in: nothing is read from share/.
+    const auto r = test_support::run({"/bin/sh", "-c",
+        std::string("cd / && exec ") + GPUDOCTOR_PATH +
+            " fit --model densenet121 --precision amp --optimizer adam --gpus V100"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("densenet121: DenseNet-121 as in CheXNet"), std::string::npos) << r.out;
+}

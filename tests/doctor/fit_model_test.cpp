@@ -1,0 +1,392 @@
+// The analytic fit against hand-computed cases; the arithmetic is in the comments.
+#include "doctor/fit_model.hpp"
+
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <gtest/gtest.h>
+
+using namespace doctor;
+
+namespace {
+
+constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
+constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
+
+ModelSpec bert_large()
+{
+    ModelSpec m;
+    m.name = "bert-large";
+    m.params = 335141888;
+    m.layers = 24;
+    m.transformer = TransformerShape{1024, 16, 512, 30522};
+    return m;
+}
+
+ModelSpec llama_7b()
+{
+    ModelSpec m;
+    m.name = "llama-7b";
+    m.params = 6738415616;
+    m.layers = 32;
+    m.transformer = TransformerShape{4096, 32, 4096, 32000};
+    return m;
+}
+
+ModelSpec resnet50()
+{
+    ModelSpec m;
+    m.name = "resnet50";
+    m.params = 25557032;
+    m.measured_fp32 = 85878374; // 81.9 MiB = 85,878,374.4 B
+    m.measured_16bit = 43725619; // 41.7 MiB = 43,725,619.2 B
+    m.image_size = 224;
+    return m;
+}
+
+TrainingSetup setup(Precision p, Optimizer o, unsigned zero = 0, unsigned dp = 1, Recompute r = Recompute::none)
+{
+    return TrainingSetup{p, o, zero, dp, r};
+}
+
+} // namespace
+
+TEST(FitModel, StateBytesPerParameter)
+{
+    struct Row {
+        Precision p;
+        Optimizer o;
+        unsigned weights, gradients, optimizer, total;
+    };
+    const Row rows[] = {
+        // fp32: 4 + 4 + states (momentum 4, Adam m and v 8).
+        {Precision::fp32, Optimizer::sgd, 4, 4, 0, 8},
+        {Precision::fp32, Optimizer::momentum, 4, 4, 4, 12},
+        {Precision::fp32, Optimizer::adam, 4, 4, 8, 16},
+        {Precision::fp32, Optimizer::adamw, 4, 4, 8, 16},
+        // 16-bit weights and gradients, fp32 master (4) + states in the optimizer: ZeRO's 2 + 2 + 12.
+        {Precision::fp16, Optimizer::sgd, 2, 2, 4, 8},
+        {Precision::fp16, Optimizer::momentum, 2, 2, 8, 12},
+        {Precision::fp16, Optimizer::adam, 2, 2, 12, 16},
+        {Precision::bf16, Optimizer::adamw, 2, 2, 12, 16},
+        // amp: fp32 weights + 16-bit copy (6), fp32 gradients (4): Hugging Face's 18 for AdamW.
+        {Precision::amp, Optimizer::sgd, 6, 4, 0, 10},
+        {Precision::amp, Optimizer::momentum, 6, 4, 4, 14},
+        {Precision::amp, Optimizer::adam, 6, 4, 8, 18},
+        {Precision::amp, Optimizer::adamw, 6, 4, 8, 18},
+    };
+    for (const auto& r : rows) {
+        const StateBytes b = state_bytes(r.p, r.o);
+        EXPECT_EQ(b.weights, r.weights) << to_string(r.p) << " " << to_string(r.o);
+        EXPECT_EQ(b.gradients, r.gradients) << to_string(r.p) << " " << to_string(r.o);
+        EXPECT_EQ(b.optimizer, r.optimizer) << to_string(r.p) << " " << to_string(r.o);
+        EXPECT_EQ(b.total(), r.total) << to_string(r.p) << " " << to_string(r.o);
+    }
+}
+
+TEST(FitModel, NamesRoundTrip)
+{
+    for (auto p : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::amp}) {
+        EXPECT_EQ(precision_named(to_string(p)), p);
+    }
+    for (auto o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw}) {
+        EXPECT_EQ(optimizer_named(to_string(o)), o);
+    }
+    for (auto r : {Recompute::none, Recompute::selective, Recompute::full}) {
+        EXPECT_EQ(recompute_named(to_string(r)), r);
+    }
+    EXPECT_FALSE(precision_named("FP32"));
+    EXPECT_FALSE(optimizer_named("lamb"));
+    EXPECT_FALSE(recompute_named(""));
+}
+
+TEST(FitModel, TransformerLayerBytes)
+{
+    // BERT-Large: s = 512, h = 1024, a = 16; s·h = 524,288, a·s² = 16 · 262,144 = 4,194,304.
+    const TransformerShape shape{1024, 16, 512, 0};
+    // 16-bit: 34 · 524,288 + 5 · 4,194,304 = 17,825,792 + 20,971,520 = 38,797,312
+    // (s·h·(34 + 5·a·s/h) = 524,288 · (34 + 40)).
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::none), 38797312u);
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::amp, Recompute::none), 38797312u);
+    // fp32: 66 · 524,288 + 9 · 4,194,304 = 34,603,008 + 37,748,736 = 72,351,744.
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::fp32, Recompute::none), 72351744u);
+    // Selective: 34 · s·h = 17,825,792; fp32 66 · s·h = 34,603,008.
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::fp16, Recompute::selective), 17825792u);
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::fp32, Recompute::selective), 34603008u);
+    // Full: 2 · s·h = 1,048,576; fp32 4 · s·h = 2,097,152.
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::full), 1048576u);
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::fp32, Recompute::full), 2097152u);
+}
+
+TEST(FitModel, BertLargeAmpAdamOn16GiB)
+{
+    const MemoryPlan plan = plan_memory(bert_large(), setup(Precision::amp, Optimizer::adam));
+    // States: 18 B × 335,141,888 = 6,032,553,984 (weights 6 P, gradients 4 P, optimizer 8 P).
+    EXPECT_EQ(plan.states.weights, 2010851328u);
+    EXPECT_EQ(plan.states.gradients, 1340567552u);
+    EXPECT_EQ(plan.states.optimizer, 2681135104u);
+    EXPECT_EQ(plan.states.total(), 6032553984u);
+    // Activations: 24 layers × 38,797,312 = 931,135,488; output layer 4·s·(h + V) = 2,048 · 31,546
+    // = 64,606,208; per sample 995,741,696.
+    EXPECT_EQ(plan.activations.per_layer, 38797312u);
+    EXPECT_EQ(plan.activations.layers_total, 931135488u);
+    EXPECT_EQ(plan.activations.rebuilt_layer, 0u);
+    EXPECT_EQ(plan.activations.output_layer, 64606208u);
+    EXPECT_EQ(plan.activations.per_sample, 995741696u);
+
+    const GpuFit fit = fit_gpu(plan, 16 * GiB);
+    // 16 GiB = 17,179,869,184; margin floor(10 %) = 1,717,986,918; context 536,870,912;
+    // workspace 268,435,456. Left: 17,179,869,184 − 536,870,912 − 268,435,456 − 1,717,986,918
+    // − 6,032,553,984 = 8,624,021,914; / 995,741,696 = 8.66 → 8.
+    EXPECT_EQ(fit.margin, 1717986918u);
+    EXPECT_EQ(fit.cuda_context, 512 * MiB);
+    EXPECT_EQ(fit.workspace, 256 * MiB);
+    EXPECT_EQ(fit.available, 8624021914);
+    EXPECT_EQ(fit.max_batch, 8u);
+}
+
+TEST(FitModel, Fp32ActivationsAndNoVocabulary)
+{
+    ModelSpec m = bert_large();
+    m.transformer->vocab = 0;
+    const MemoryPlan plan = plan_memory(m, setup(Precision::fp32, Optimizer::sgd));
+    // 24 × 72,351,744 = 1,736,441,856; no output layer without a vocabulary.
+    EXPECT_EQ(plan.activations.per_sample, 1736441856u);
+    EXPECT_EQ(plan.activations.output_layer, 0u);
+    // States: 8 B × 335,141,888 = 2,681,135,104.
+    EXPECT_EQ(plan.states.total(), 2681135104u);
+    EXPECT_FALSE(plan.notes.empty()); // says how fp32 activations are counted
+}
+
+TEST(FitModel, FullRecomputeKeepsLayerInputsAndRebuildsOneLayer)
+{
+    const MemoryPlan plan = plan_memory(llama_7b(), setup(Precision::bf16, Optimizer::adamw, 0, 1, Recompute::full));
+    // s·h = 4096 · 4096 = 16,777,216; a·s² = 32 · 16,777,216 = 536,870,912.
+    // Kept: 2 · s·h = 33,554,432 per layer, × 32 = 1,073,741,824.
+    EXPECT_EQ(plan.activations.per_layer, 33554432u);
+    EXPECT_EQ(plan.activations.layers_total, 1073741824u);
+    // Rebuilt once: the full layer 34 · 16,777,216 + 5 · 536,870,912 = 570,425,344 + 2,684,354,560
+    // = 3,254,779,904, less what is kept, 33,554,432: 3,221,225,472.
+    EXPECT_EQ(plan.activations.rebuilt_layer, 3221225472u);
+    // Output layer: 4 · 4096 · (4096 + 32000) = 16,384 · 36,096 = 591,396,864.
+    EXPECT_EQ(plan.activations.output_layer, 591396864u);
+    EXPECT_EQ(plan.activations.per_sample, 4886364160u);
+}
+
+TEST(FitModel, SelectiveRecomputeRebuildsTheAttentionScores)
+{
+    const MemoryPlan plan =
+        plan_memory(bert_large(), setup(Precision::bf16, Optimizer::adam, 0, 1, Recompute::selective));
+    // Kept 34·s·h = 17,825,792 per layer (× 24 = 427,819,008); rebuilt 5·a·s² = 20,971,520.
+    EXPECT_EQ(plan.activations.layers_total, 427819008u);
+    EXPECT_EQ(plan.activations.rebuilt_layer, 20971520u);
+    EXPECT_EQ(plan.activations.per_sample, 427819008u + 20971520u + 64606208u);
+}
+
+TEST(FitModel, ZeroStagesFollowThePaper)
+{
+    // Ψ = 10^9 parameters, mixed-precision Adam (K = 12), N_d = 8.
+    ModelSpec m;
+    m.params = 1000000000;
+    m.layers = 10;
+    m.activation_bytes = 1;
+    // Stage 0: 16Ψ = 16e9.
+    EXPECT_EQ(plan_memory(m, setup(Precision::fp16, Optimizer::adam, 0, 8)).states.total(), 16000000000u);
+    // P_os: 4Ψ + KΨ/N_d = 4e9 + 1.5e9.
+    EXPECT_EQ(plan_memory(m, setup(Precision::fp16, Optimizer::adam, 1, 8)).states.total(), 5500000000u);
+    // P_os+g: 2Ψ + (2 + K)Ψ/N_d = 2e9 + 1.75e9.
+    EXPECT_EQ(plan_memory(m, setup(Precision::fp16, Optimizer::adam, 2, 8)).states.total(), 3750000000u);
+    // P_os+g+p: (4 + K)Ψ/N_d = 2e9, plus one layer gathered: 2 · 2 B · Ψ / 10 layers = 4e8.
+    const MemoryPlan z3 = plan_memory(m, setup(Precision::fp16, Optimizer::adam, 3, 8));
+    EXPECT_EQ(z3.states.weights + z3.states.gradients + z3.states.optimizer, 2000000000u);
+    EXPECT_EQ(z3.states.zero3_gather, 400000000u);
+    // fp32 gathers 4 B weights and 4 B gradients: 8 B · Ψ / 10 = 8e8.
+    EXPECT_EQ(plan_memory(m, setup(Precision::fp32, Optimizer::adam, 3, 8)).states.zero3_gather, 800000000u);
+}
+
+TEST(FitModel, ZeroShardsRoundUpAndSayWhatTheyCannotCount)
+{
+    ModelSpec m;
+    m.params = 3;
+    m.activation_bytes = 1;
+    // fp32 momentum: optimizer 4 · 3 = 12 B over 5 GPUs: ceil(12 / 5) = 3.
+    const MemoryPlan plan = plan_memory(m, setup(Precision::fp32, Optimizer::momentum, 1, 5));
+    EXPECT_EQ(plan.states.optimizer, 3u);
+    EXPECT_EQ(plan.states.weights, 12u);
+    // ZeRO-3 without a layer count: the gather is not counted, and a note says so.
+    const MemoryPlan z3 = plan_memory(m, setup(Precision::fp32, Optimizer::momentum, 3, 5));
+    EXPECT_EQ(z3.states.zero3_gather, 0u);
+    ASSERT_FALSE(z3.notes.empty());
+    EXPECT_NE(z3.notes.front().find("layer count is unknown"), std::string::npos);
+    // ZeRO over one GPU shards nothing, and says so.
+    const MemoryPlan one = plan_memory(m, setup(Precision::fp32, Optimizer::momentum, 2, 1));
+    EXPECT_EQ(one.states.total(), 36u);
+    ASSERT_FALSE(one.notes.empty());
+    EXPECT_NE(one.notes.back().find("shards nothing"), std::string::npos);
+}
+
+TEST(FitModel, MeasuredCnnActivationsGetTheTransientShare)
+{
+    // fp32: 85,878,374 + round(0.2 · 85,878,374 = 17,175,674.8) = 85,878,374 + 17,175,675 = 103,054,049.
+    const MemoryPlan fp32 = plan_memory(resnet50(), setup(Precision::fp32, Optimizer::momentum));
+    EXPECT_EQ(fp32.activations.measured, 85878374u);
+    EXPECT_EQ(fp32.activations.transient, 17175675u);
+    EXPECT_EQ(fp32.activations.per_sample, 103054049u);
+    // 16-bit: 43,725,619 + round(8,745,123.8) = 52,470,743.
+    EXPECT_EQ(plan_memory(resnet50(), setup(Precision::amp, Optimizer::momentum)).activations.per_sample, 52470743u);
+    // Without a 16-bit measurement, half the fp32 one: 42,939,187 + round(8,587,837.4) = 51,527,024.
+    ModelSpec m = resnet50();
+    m.measured_16bit.reset();
+    EXPECT_EQ(plan_memory(m, setup(Precision::bf16, Optimizer::momentum)).activations.per_sample, 51527024u);
+    // Recompute is not modeled for measured activations: a note, the same bytes.
+    const MemoryPlan rc = plan_memory(resnet50(), setup(Precision::fp32, Optimizer::momentum, 0, 1, Recompute::full));
+    EXPECT_EQ(rc.activations.per_sample, 103054049u);
+    EXPECT_FALSE(rc.notes.empty());
+}
+
+TEST(FitModel, ResNet50OnAV100)
+{
+    // V100 16 GB as NVML reports it: 16160 MiB = 16,944,988,160 B. fp32 momentum: 12 B ×
+    // 25,557,032 = 306,684,384. Margin floor(1,694,498,816) = 1,694,498,816.
+    // Left: 16,944,988,160 − 536,870,912 − 268,435,456 − 1,694,498,816 − 306,684,384
+    // = 14,138,498,592; / 103,054,049 = 137.19 → 137.
+    const GpuFit fit = fit_gpu(plan_memory(resnet50(), setup(Precision::fp32, Optimizer::momentum)), 16160 * MiB);
+    EXPECT_EQ(fit.available, 14138498592);
+    EXPECT_EQ(fit.max_batch, 137u);
+}
+
+TEST(FitModel, GivenActivationBytesAreUsedAsTheyAre)
+{
+    ModelSpec m = bert_large();
+    m.activation_bytes = 1000 * MiB;
+    const MemoryPlan plan = plan_memory(m, setup(Precision::fp32, Optimizer::adam));
+    EXPECT_EQ(plan.activations.per_sample, 1000 * MiB);
+    EXPECT_EQ(plan.activations.source, "given");
+}
+
+TEST(FitModel, NothingFitsWhenTheStatesDoNotFit)
+{
+    // llama-7b, bf16 AdamW: 16 × 6,738,415,616 = 107,814,649,856 B of states on a 24 GB GPU.
+    const GpuFit fit = fit_gpu(plan_memory(llama_7b(), setup(Precision::bf16, Optimizer::adamw)), 24000000000u);
+    EXPECT_LT(fit.available, 0);
+    EXPECT_EQ(fit.max_batch, 0u);
+}
+
+TEST(FitModel, SuggestionsForLlama7bOn24GB)
+{
+    const auto changes = suggest_changes(llama_7b(), setup(Precision::bf16, Optimizer::adamw), 24000000000u);
+    // Alone: selective and full recompute (no ZeRO with dp 1, nothing lower than bf16), neither fits.
+    // Then ZeRO-3 with full recompute over the fewest GPUs: with 24e9 − 536,870,912 − 268,435,456
+    // − 2.4e9 = 20,794,693,632 per GPU, less the gathered layer (4 B · P / 32 = 842,301,952) and
+    // one sample (4,886,364,160): 15,066,027,520 ≥ 16 P / dp = 107,814,649,856 / dp → dp ≥ 7.16 → 8.
+    // At dp 8: (20,794,693,632 − 13,476,831,232 − 842,301,952) / 4,886,364,160 = 1.33 → batch 1.
+    ASSERT_EQ(changes.size(), 3u);
+    EXPECT_EQ(changes[0].change, "--recompute selective");
+    EXPECT_EQ(changes[0].max_batch, 0u);
+    EXPECT_EQ(changes[1].change, "--recompute full");
+    EXPECT_EQ(changes[1].max_batch, 0u);
+    EXPECT_EQ(changes[2].change, "--zero 3 --dp 8 --recompute full");
+    EXPECT_EQ(changes[2].setup.dp, 8u);
+    EXPECT_EQ(changes[2].max_batch, 1u);
+}
+
+TEST(FitModel, SuggestionsStopAtTheFirstThatFits)
+{
+    // bert-large fp32 Adam on 6 GiB: states 16 × P = 5,362,270,208 leave nothing.
+    // --precision bf16 keeps 16 B/parameter; ZeRO-2 over 4 GPUs: 2P + 14P/4 = 1,843,280,384.
+    const auto changes = suggest_changes(bert_large(), setup(Precision::fp32, Optimizer::adam, 0, 4), 6 * GiB);
+    bool some = false;
+    for (const auto& c : changes) {
+        some = some || c.max_batch > 0;
+        EXPECT_EQ(c.change.find("--dp"), std::string::npos) << c.change; // no dp search when one change fits
+    }
+    EXPECT_TRUE(some);
+    // 6 GiB − 512 MiB − 256 MiB − 644,245,094 = 4,992,899,482. ZeRO-2 over 4: 4P + 12P/4 = 7P =
+    // 2,345,993,216, leaving 2,646,906,266. ZeRO-3 over 4: 16P/4 = 1,340,567,552 plus the layer
+    // gathered, 8 · P / 24 = 111,713,963, leaving 3,540,617,967. fp32 per sample: 24 × 72,351,744
+    // + 8 · 512 · 31,546 = 1,736,441,856 + 129,212,416 = 1,865,654,272: batch 1 with either.
+    const auto zero3 =
+        std::find_if(changes.begin(), changes.end(), [](const Suggestion& c) { return c.change == "--zero 3"; });
+    ASSERT_NE(zero3, changes.end());
+    EXPECT_EQ(zero3->max_batch, 1u);
+    const auto zero1 =
+        std::find_if(changes.begin(), changes.end(), [](const Suggestion& c) { return c.change == "--zero 1"; });
+    ASSERT_NE(zero1, changes.end());
+    EXPECT_EQ(zero1->max_batch, 0u); // 10P = 3,351,418,880 leaves 1,641,480,602
+}
+
+TEST(FitModel, LinearScalingForSgd)
+{
+    // k = 1024 / 256 = 4; lr = 0.1 × 4 = 0.4.
+    const LrAdvice lr = advise_lr(Optimizer::momentum, 1024, 0.1, 256);
+    EXPECT_TRUE(lr.linear);
+    EXPECT_DOUBLE_EQ(*lr.k, 4.0);
+    EXPECT_DOUBLE_EQ(*lr.lr, 0.4);
+    EXPECT_EQ(lr.warmup_epochs, 5u);
+    EXPECT_TRUE(lr.notes.empty());
+}
+
+TEST(FitModel, SquareRootScalingForAdam)
+{
+    // k = 256 / 32 = 8; lr = 1e-4 × √8 = 2.8284e-4.
+    const LrAdvice lr = advise_lr(Optimizer::adamw, 256, 1e-4, 32);
+    EXPECT_FALSE(lr.linear);
+    EXPECT_DOUBLE_EQ(*lr.k, 8.0);
+    EXPECT_NEAR(*lr.lr, 2.8284271247e-4, 1e-12);
+}
+
+TEST(FitModel, LrAdviceWithoutBaseValuesAndAtLargeBatches)
+{
+    const LrAdvice none = advise_lr(Optimizer::sgd, 512);
+    EXPECT_FALSE(none.k);
+    EXPECT_FALSE(none.lr);
+    // A base batch alone gives k, not a learning rate.
+    const LrAdvice k = advise_lr(Optimizer::sgd, 512, std::nullopt, 256);
+    EXPECT_DOUBLE_EQ(*k.k, 2.0);
+    EXPECT_FALSE(k.lr);
+    EXPECT_FALSE(advise_lr(Optimizer::sgd, 16384).notes.empty()); // LARS beyond 8k
+    EXPECT_FALSE(advise_lr(Optimizer::adam, 16384).notes.empty()); // LAMB
+}
+
+TEST(FitModel, ParsesParameterCounts)
+{
+    EXPECT_EQ(parse_param_count("7B", "--params"), 7000000000u);
+    EXPECT_EQ(parse_param_count("7b", "--params"), 7000000000u);
+    EXPECT_EQ(parse_param_count("7G", "--params"), 7000000000u);
+    EXPECT_EQ(parse_param_count("350M", "--params"), 350000000u);
+    EXPECT_EQ(parse_param_count("1.5e9", "--params"), 1500000000u);
+    EXPECT_EQ(parse_param_count("125k", "--params"), 125000u);
+    EXPECT_EQ(parse_param_count("1.3T", "--params"), 1300000000000u);
+    EXPECT_EQ(parse_param_count("6738415616", "--params"), 6738415616u);
+    EXPECT_EQ(parse_param_count("2.5", "--params"), 3u); // rounded
+    for (const char* bad : {"", "B", "-1", "+1", "1e", "abc", "7Q", "inf", "nan", "0", "0.4", "1e16", "7 B", "e9"}) {
+        EXPECT_THROW(parse_param_count(bad, "--params"), probes::Error) << bad;
+    }
+}
+
+TEST(FitModel, FormatsParameterCounts)
+{
+    EXPECT_EQ(format_param_count(335141888), "335M");
+    EXPECT_EQ(format_param_count(6738415616), "6.74B");
+    EXPECT_EQ(format_param_count(25557032), "25.6M");
+    EXPECT_EQ(format_param_count(124439808), "124M");
+    EXPECT_EQ(format_param_count(999), "999");
+    EXPECT_EQ(format_param_count(1000), "1k");
+    EXPECT_EQ(format_param_count(999999), "1M");
+}
+
+TEST(FitModel, RefusesWhatItCannotCount)
+{
+    ModelSpec none;
+    none.params = 1000;
+    EXPECT_THROW(plan_memory(none, setup(Precision::fp32, Optimizer::sgd)), probes::Error);
+    ModelSpec no_params = bert_large();
+    no_params.params = 0;
+    EXPECT_THROW(plan_memory(no_params, setup(Precision::fp32, Optimizer::sgd)), probes::Error);
+    EXPECT_THROW(plan_memory(bert_large(), setup(Precision::fp32, Optimizer::sgd, 4, 8)), probes::Error);
+    EXPECT_THROW(plan_memory(bert_large(), setup(Precision::fp32, Optimizer::sgd, 1, 0)), probes::Error);
+    ModelSpec no_layers = bert_large();
+    no_layers.layers = 0;
+    EXPECT_THROW(plan_memory(no_layers, setup(Precision::fp32, Optimizer::sgd)), probes::Error);
+}

@@ -1,0 +1,21 @@
+#pragma once
+
+#include "probes/error.hpp"
+
+#include <functional>
+#include <string>
+
+namespace test_support {
+
+/// The message of the probes::Error that `f` throws, or `none` when it throws nothing.
+inline std::string error_of(const std::function<void()>& f, const std::string& none = "")
+{
+    try {
+        f();
+    } catch (const probes::Error& e) {
+        return e.what();
+    }
+    return none;
+}
+
+} // namespace test_support
