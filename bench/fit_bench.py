@@ -49,10 +49,9 @@ import tempfile
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(BENCH)
 
 sys.path.insert(0, BENCH)
-from launch_bench import machine_facts  # noqa: E402  (same folder; no side effects on import)
+from launch_bench import built_program, machine_facts  # noqa: E402  (same folder; no side effects on import)
 
 # (min, max): gpudoctor's defaults, Lightning's defaults (init_val=2, max_val=8192), narrower and
 # wider ranges, ranges whose ends are not powers of two, and one wide enough for max_trials.
@@ -194,14 +193,8 @@ def main():
     if args.samples < 0:
         ap.error("--samples must be >= 0")
 
-    if args.gpudoctor:
-        doctor = os.path.abspath(args.gpudoctor)
-    else:
-        build = os.path.abspath(args.build) if args.build else os.path.join(REPO, "build")
-        doctor = os.path.join(build, "doctor", "gpudoctor")
-    if not os.access(doctor, os.X_OK):
-        print(f"fit_bench: {doctor} is missing; build first (cmake --build BUILD_DIR --target gpudoctor)",
-              file=sys.stderr)
+    doctor = built_program("fit_bench", args.build, args.gpudoctor, "doctor", "gpudoctor")
+    if doctor is None:
         return 2
     probe = subprocess.run([doctor, "fit", "--help"], capture_output=True, text=True)
     if probe.returncode != 0 or "--search" not in probe.stdout:

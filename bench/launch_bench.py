@@ -277,6 +277,22 @@ def file_field(path, prefix, value=lambda line: line.split(":", 1)[1].strip()):
     return "?"
 
 
+def built_program(name, build_arg, explicit, *parts):
+    """The program `explicit` (--gpudoctor PATH), else BUILD_DIR/parts... (default BUILD_DIR: build in
+    the repository); None, after saying what to do, when it is not there."""
+    if explicit:
+        path = os.path.abspath(explicit)
+    else:
+        build = os.path.abspath(build_arg) if build_arg else os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build")
+        path = os.path.join(build, *parts)
+    if not os.access(path, os.X_OK):
+        print(f"{name}: {path} is missing; build first (cmake --build BUILD_DIR --target {parts[-1]})",
+              file=sys.stderr)
+        return None
+    return path
+
+
 def machine_facts():
     """CPU count and model, memory, kernel and Debian release of this machine, on one line."""
     model = file_field("/proc/cpuinfo", "model name")

@@ -63,12 +63,11 @@ import time
 from collections import Counter, defaultdict
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(BENCH)
 GENERATOR = os.path.join(BENCH, "nccl_log_gen.py")
 PYTHON_PARSER = os.path.join(BENCH, "nccl_log_python.py")
 
 sys.path.insert(0, BENCH)
-from launch_bench import OtherLoad, machine_facts, median_ci  # noqa: E402  (same folder; no side effects on import)
+from launch_bench import OtherLoad, built_program, machine_facts, median_ci  # noqa: E402  (same folder; no side effects on import)
 
 
 class Fail(Exception):
@@ -308,14 +307,8 @@ def main():
     if args.runs < 1 or not 1 <= args.python_runs <= args.runs or args.rss_runs < 1:
         ap.error("need --runs >= 1, 1 <= --python-runs <= --runs, --rss-runs >= 1")
 
-    if args.gpudoctor:
-        doctor = os.path.abspath(args.gpudoctor)
-    else:
-        build = os.path.abspath(args.build) if args.build else os.path.join(REPO, "build")
-        doctor = os.path.join(build, "doctor", "gpudoctor")
-    if not os.access(doctor, os.X_OK):
-        print(f"nccl_log_bench: {doctor} is missing; build first (cmake --build BUILD_DIR --target gpudoctor)",
-              file=sys.stderr)
+    doctor = built_program("nccl_log_bench", args.build, args.gpudoctor, "doctor", "gpudoctor")
+    if doctor is None:
         return 2
     probe = subprocess.run([doctor, "nccl-log", "--help"], capture_output=True, text=True)
     usage = [line for line in probe.stdout.splitlines() if line.startswith("Usage:")]

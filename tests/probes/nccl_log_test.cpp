@@ -1023,7 +1023,7 @@ void expect_plain_report(const Analysis& a, const std::string& name, std::uint64
 TEST(NcclLogWrappers, PlainLog)
 {
     const Analysis a = analyze(plain_log, "wrap_plain");
-    expect_plain_report(a, "plain");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "plain"));
     EXPECT_EQ(a.lines, 17U);
     EXPECT_EQ(a.warnings[0].where.str(), "wrap_plain:16");
     EXPECT_EQ(a.communicators[0].ranks[1].where.str(), "wrap_plain:7");
@@ -1039,7 +1039,7 @@ TEST(NcclLogWrappers, OpenMpiTagOutput)
         return "[1," + std::to_string(rank) + "]<" + stream + ">:" + std::string(line);
     });
     const Analysis a = analyze(text, "wrap_openmpi");
-    expect_plain_report(a, "openmpi");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "openmpi"));
     EXPECT_EQ(a.warnings[0].where.str(), "wrap_openmpi:16");
     expect_json_golden("wrap_openmpi", a);
 }
@@ -1051,7 +1051,7 @@ TEST(NcclLogWrappers, RankTag)
         return line.empty() ? std::string() : "[" + std::to_string(writer(line) * 3) + "] " + std::string(line);
     });
     const Analysis a = analyze(text, "wrap_rank_tag");
-    expect_plain_report(a, "rank tag");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "rank tag"));
     expect_json_golden("wrap_rank_tag", a);
 }
 
@@ -1060,7 +1060,7 @@ TEST(NcclLogWrappers, PdshHostTag)
     const std::string text = wrap_lines(plain_log,
         [](std::string_view line, int) { return (writer(line) == 0 ? "n1: " : "n2: ") + std::string(line); });
     const Analysis a = analyze(text, "wrap_pdsh");
-    expect_plain_report(a, "pdsh");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "pdsh"));
     expect_json_golden("wrap_pdsh", a);
 }
 
@@ -1072,7 +1072,7 @@ TEST(NcclLogWrappers, RayWorkerPrefixWithColours)
         return "\x1b[36m" + tag + "\x1b[0m " + std::string(line);
     });
     const Analysis a = analyze(text, "wrap_ray");
-    expect_plain_report(a, "ray");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "ray"));
     expect_json_golden("wrap_ray", a);
 }
 
@@ -1084,7 +1084,7 @@ TEST(NcclLogWrappers, QuotedRayLog)
             std::string(line);
     });
     const Analysis a = analyze(text, "wrap_quoted");
-    expect_plain_report(a, "quoted");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "quoted"));
     expect_json_golden("wrap_quoted", a);
 }
 
@@ -1095,7 +1095,7 @@ TEST(NcclLogWrappers, PythonLogging)
         return "2025-11-12 20:41:43," + ms + " - INFO - " + std::string(line);
     });
     const Analysis a = analyze(text, "wrap_python_logging");
-    expect_plain_report(a, "python logging");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "python logging"));
     expect_json_golden("wrap_python_logging", a);
 }
 
@@ -1107,19 +1107,19 @@ TEST(NcclLogWrappers, Timestamps)
         return "2024-12-04T05:27:45." + std::to_string(100 + n) + "Z\n" + std::string(line);
     });
     const Analysis a = analyze(cloudwatch, "wrap_cloudwatch");
-    expect_plain_report(a, "cloudwatch");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "cloudwatch"));
     EXPECT_EQ(a.lines, 34U);
     EXPECT_EQ(a.warnings[0].where.str(), "wrap_cloudwatch:32");
     expect_json_golden("wrap_cloudwatch", a);
 
     const std::string collector =
         wrap_lines(plain_log, [](std::string_view line, int) { return " 2025-02-18 12:54 " + std::string(line); });
-    expect_plain_report(analyze(collector, "wrap_collector"), "collector");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(analyze(collector, "wrap_collector"), "collector"));
 
     const std::string columns = wrap_lines(plain_log, [](std::string_view line, int n) {
         return "  | 2024-11-28T07:42:11." + std::to_string(500 + n) + "Z | " + std::string(line);
     });
-    expect_plain_report(analyze(columns, "wrap_columns"), "columns");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(analyze(columns, "wrap_columns"), "columns"));
 }
 
 TEST(NcclLogWrappers, NcclTestsBannersAndGdbLines)
@@ -1148,7 +1148,7 @@ TEST(NcclLogWrappers, NcclTestsBannersAndGdbLines)
 #
 )";
     const Analysis a = analyze(text, "wrap_nccl_tests_gdb");
-    expect_plain_report(a, "nccl-tests");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "nccl-tests"));
     EXPECT_EQ(a.lines, 5U + 17U + 8U + 8U);
     EXPECT_EQ(a.warnings[0].where.str(), "wrap_nccl_tests_gdb:27");
     expect_json_golden("wrap_nccl_tests_gdb", a);
@@ -1168,7 +1168,7 @@ TEST(NcclLogWrappers, SeveralRecordsOnOnePhysicalLine)
     }
     text += "\n";
     const Analysis a = analyze(text, "wrap_joined");
-    expect_plain_report(a, "joined");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "joined"));
     EXPECT_EQ(a.lines, 9U);
     expect_json_golden("wrap_joined", a);
 }
@@ -1177,7 +1177,7 @@ TEST(NcclLogWrappers, CrlfLineEnds)
 {
     const std::string text = wrap_lines(plain_log, [](std::string_view line, int) { return std::string(line) + "\r"; });
     const Analysis a = analyze(text, "wrap_crlf");
-    expect_plain_report(a, "crlf");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "crlf"));
     EXPECT_EQ(a.communicators[0].ranks[0].bus_id, "18000") << "no carriage return left in values";
     expect_json_golden("wrap_crlf", a);
 }
@@ -1201,7 +1201,7 @@ TEST(NcclLogWrappers, NulBytesAndBinaryJunk)
         return std::string(line);
     });
     const Analysis a = analyze(text, "wrap_nul_junk");
-    expect_plain_report(a, "nul and junk");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "nul and junk"));
     EXPECT_EQ(a.lines, 18U);
     expect_json_golden("wrap_nul_junk", a);
 }
@@ -1737,7 +1737,7 @@ TEST(NcclLogInput, FileReadsLikeText)
     nccl::Analyzer analyzer;
     analyzer.read_file((dir / "plain.log").string());
     const Analysis a = analyzer.analysis();
-    expect_plain_report(a, "file");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "file"));
     EXPECT_EQ(a.inputs, Strings{(dir / "plain.log").string()});
     EXPECT_EQ(a.lines, 17U);
     EXPECT_EQ(a.warnings[0].where.str(), (dir / "plain.log").string() + ":16");
@@ -1751,7 +1751,7 @@ TEST(NcclLogInput, GzipReadsLikeThePlainFile)
     nccl::Analyzer analyzer;
     analyzer.read_file(gz.string());
     const Analysis a = analyzer.analysis();
-    expect_plain_report(a, "gzip");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "gzip"));
     EXPECT_EQ(a.lines, 17U);
     EXPECT_EQ(a.warnings[0].where.str(), gz.string() + ":16");
     EXPECT_EQ(a.communicators[0].ranks[1].where.str(), gz.string() + ":7");
@@ -1769,7 +1769,7 @@ TEST(NcclLogInput, ConcatenatedGzipMembers)
     nccl::Analyzer analyzer;
     analyzer.read_file(both.string());
     const Analysis a = analyzer.analysis();
-    expect_plain_report(a, "two members");
+    ASSERT_NO_FATAL_FAILURE(expect_plain_report(a, "two members"));
     EXPECT_EQ(a.lines, 17U);
     EXPECT_EQ(a.warnings[0].where.str(), both.string() + ":16");
 }
