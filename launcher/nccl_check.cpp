@@ -106,24 +106,32 @@ bool logs_init(const std::string& subsys)
 }
 
 // Feeds every log to the analyzer; returns a line for each one that could not be read. With
-// `complete_only`, a log's last line is left out unless it ends: its rank may be writing it now.
-// A log in a private directory is named by its file name alone, since the directory goes away.
+// `complete_only` (while ranks still write), a log is read up to its last complete line; at the
+// end it is streamed, whatever its size. A log in a private directory is named by its file name
+// alone, since the directory goes away.
 std::string read_logs(probes::nccl::Analyzer& analyzer, const std::vector<std::filesystem::path>& files,
     bool private_dir, bool complete_only)
 {
     std::string unreadable;
     for (const auto& file : files) {
+        const std::string name = private_dir ? file.filename().string() : file.string();
+        if (!complete_only) {
+            try {
+                analyzer.read_file(file.string(), name);
+            } catch (const probes::Error& e) {
+                unreadable += std::string(e.what()) + "\n";
+            }
+            continue;
+        }
         std::ifstream in(file, std::ios::binary);
         if (!in) {
             unreadable += fmt::format("cannot read {}: {}\n", file.string(), std::strerror(errno));
             continue;
         }
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (complete_only) {
-            const std::size_t last = text.rfind('\n');
-            text.resize(last == std::string::npos ? 0 : last + 1);
-        }
-        analyzer.read_text(text, private_dir ? file.filename().string() : file.string());
+        const std::size_t last = text.rfind('\n');
+        text.resize(last == std::string::npos ? 0 : last + 1);
+        analyzer.read_text(text, name);
     }
     return unreadable;
 }

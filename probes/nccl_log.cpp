@@ -965,14 +965,14 @@ Analyzer::Analyzer() : m_state(std::make_unique<State>())
 }
 Analyzer::~Analyzer() = default;
 
-void Analyzer::read_file(const std::string& path)
+void Analyzer::read_file(const std::string& path, const std::string& shown)
 {
     const bool is_stdin = path == "-";
     Fd fd(is_stdin ? STDIN_FILENO : open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
         throw Error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
     }
-    const std::string name = is_stdin ? "-" : path;
+    const std::string name = !shown.empty() ? shown : is_stdin ? "-" : path;
     // The first bytes tell gzip from text; they are read here and handed on.
     FdSource raw(fd.get(), name);
     std::string head(2, '\0');

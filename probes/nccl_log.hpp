@@ -107,7 +107,8 @@ public:
 
     /// Reads a file ("-" = stdin) to its end; gzip input is recognised by its magic bytes.
     /// Throws probes::Error when the input cannot be opened or its compression is corrupt.
-    void read_file(const std::string& path);
+    /// `name` is how reports name it ("" = `path`).
+    void read_file(const std::string& path, const std::string& name = "");
     /// Reads text held in memory under the given name (tests, fuzzing).
     void read_text(std::string_view text, const std::string& name);
     /// The report so far; the analyzer can go on reading afterwards.
