@@ -46,11 +46,49 @@ Cuda Cuda::load(const std::string& file)
     }
     library.bind(api.error_string, "cuGetErrorString");
     library.bind(api.error_name, "cuGetErrorName");
-    return Cuda(std::move(library), api);
+    const char* missing_copy = nullptr;
+    auto copy_symbol = [&](auto& fn, const char* symbol) {
+        if (!library.bind(fn, symbol) && missing_copy == nullptr) {
+            missing_copy = symbol;
+        }
+    };
+    copy_symbol(api.device_get, "cuDeviceGet");
+    copy_symbol(api.device_name, "cuDeviceGetName");
+    copy_symbol(api.device_pci_bus_id, "cuDeviceGetPCIBusId");
+    copy_symbol(api.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+    copy_symbol(api.primary_ctx_release, "cuDevicePrimaryCtxRelease_v2");
+    copy_symbol(api.ctx_set_current, "cuCtxSetCurrent");
+    copy_symbol(api.mem_alloc, "cuMemAlloc_v2");
+    copy_symbol(api.mem_free, "cuMemFree_v2");
+    copy_symbol(api.mem_host_alloc, "cuMemHostAlloc");
+    copy_symbol(api.mem_free_host, "cuMemFreeHost");
+    copy_symbol(api.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
+    copy_symbol(api.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
+    copy_symbol(api.memcpy_dtod_async, "cuMemcpyDtoDAsync_v2");
+    copy_symbol(api.memcpy_peer_async, "cuMemcpyPeerAsync");
+    copy_symbol(api.stream_create, "cuStreamCreate");
+    copy_symbol(api.stream_destroy, "cuStreamDestroy_v2");
+    copy_symbol(api.stream_synchronize, "cuStreamSynchronize");
+    copy_symbol(api.event_create, "cuEventCreate");
+    copy_symbol(api.event_record, "cuEventRecord");
+    copy_symbol(api.event_synchronize, "cuEventSynchronize");
+    copy_symbol(api.event_elapsed_time, "cuEventElapsedTime");
+    copy_symbol(api.event_destroy, "cuEventDestroy_v2");
+    copy_symbol(api.device_can_access_peer, "cuDeviceCanAccessPeer");
+    copy_symbol(api.ctx_enable_peer_access, "cuCtxEnablePeerAccess");
+    return Cuda(std::move(library), api, missing_copy);
 }
 
-Cuda::Cuda(DynamicLibrary library, CudaApi api) : m_library(std::move(library)), m_api(api)
+Cuda::Cuda(DynamicLibrary library, CudaApi api, const char* missing_copy_symbol)
+    : m_library(std::move(library)), m_api(api), m_missing_copy_symbol(missing_copy_symbol)
 {
+}
+
+void Cuda::check(cuda_abi::Result rc, const std::string& what) const
+{
+    if (rc != cuda_abi::success) {
+        throw Error(fmt::format("{} failed: {}", what, describe(rc)));
+    }
 }
 
 std::string Cuda::describe(cuda_abi::Result rc) const

@@ -2,6 +2,7 @@
 #include "probes/cuda.hpp"
 #include "probes/dynamic_library.hpp"
 #include "probes/error.hpp"
+#include "probes/nccl_allreduce.hpp"
 
 #include <cstddef>
 #include <fmt/format.h>
@@ -40,16 +41,6 @@ std::string join(const std::vector<std::string>& parts, const char* separator)
 std::string cudnn_version_text(std::size_t v)
 {
     if (v >= 90000) {
-        return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
-    }
-    return fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
-}
-
-/// NCCL's ncclGetVersion(): major*1000+minor*100+patch up to 2.8, major*10000+minor*100+patch
-/// from 2.9 on (2.18.3 = 21803; 2.8.4 = 2804).
-std::string nccl_version_text(int v)
-{
-    if (v >= 10000) {
         return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
     }
     return fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
@@ -94,7 +85,7 @@ std::vector<LibrarySpec> library_specs()
                          if (int rc = fn(&v); rc != 0) {
                              throw probes::Error(fmt::format("ncclGetVersion failed: ncclResult {}", rc));
                          }
-                         return nlohmann::json{{"version", nccl_version_text(v)}, {"raw", v}};
+                         return nlohmann::json{{"version", probes::nccl_version_text(v)}, {"raw", v}};
                      }});
     return specs;
 }

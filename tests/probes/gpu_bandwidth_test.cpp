@@ -1,0 +1,241 @@
+// The deep tier's measuring code in this process, against the fake libcuda and libnccl: the
+// arithmetic, the order of the work, and that every allocation is freed on every path.
+#include "probes/error.hpp"
+#include "probes/gpu_bandwidth.hpp"
+#include "probes/nccl_allreduce.hpp"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* const fake_variables[] = {"FAKE_CUDA_DEVICE_COUNT", "FAKE_CUDA_ALLOC_FAIL", "FAKE_CUDA_FAIL_IN",
+    "FAKE_CUDA_H2D_GBPS", "FAKE_CUDA_SLOW_SAMPLE", "FAKE_NCCL_FAIL_IN", "FAKE_NCCL_ALGBW_GBPS", "GPUKIT_CUDA_LIBRARY"};
+
+/// The fake driver's own bookkeeping, reached through the same loaded copy the loader uses.
+class FakeDriver : public ::testing::Test {
+protected:
+    FakeDriver() : m_handle(dlopen(FAKE_CUDA_PATH, RTLD_NOW))
+    {
+        setenv("GPUKIT_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
+        reset();
+    }
+    ~FakeDriver() override
+    {
+        for (const char* name : fake_variables) {
+            unsetenv(name);
+        }
+        reset();
+        dlclose(m_handle);
+    }
+    static void set(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
+    int live_allocations() const
+    {
+        auto fn = reinterpret_cast<int (*)()>(dlsym(m_handle, "fake_cuda_live_allocations"));
+        return fn != nullptr ? fn() : -1;
+    }
+    void reset() const
+    {
+        if (auto fn = reinterpret_cast<void (*)()>(dlsym(m_handle, "fake_cuda_reset"))) {
+            fn();
+        }
+    }
+    static probes::CopySettings small()
+    {
+        probes::CopySettings s;
+        s.bytes = std::size_t{16} << 20;
+        s.copies = 2;
+        s.samples = 3;
+        s.latency_copies = 10;
+        return s;
+    }
+
+    void* m_handle;
+};
+
+std::string error_of(const std::function<void()>& fn)
+{
+    try {
+        fn();
+    } catch (const probes::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST(RateOf, MedianMinMaxOfTheSamples)
+{
+    // 1000 MB in 10, 20, 40 ms: 100, 50, 25 GB/s.
+    auto r = probes::rate_of({10, 40, 20}, 1000000000);
+    EXPECT_DOUBLE_EQ(r.median_gbps, 50);
+    EXPECT_DOUBLE_EQ(r.min_gbps, 25);
+    EXPECT_DOUBLE_EQ(r.max_gbps, 100);
+    EXPECT_EQ(r.samples_gbps, (std::vector<double>{100, 25, 50}));
+    // An even count takes the mean of the middle two; a sample with no time is dropped.
+    r = probes::rate_of({10, 20, 0, 40, 50}, 1000000000);
+    EXPECT_DOUBLE_EQ(r.median_gbps, (50 + 25) / 2.0);
+    EXPECT_EQ(r.samples_gbps.size(), 4U);
+    EXPECT_EQ(error_of([] {
+        probes::rate_of({0, 0}, 100);
+    }),
+        "the copies took no measurable time (the events report 0 ms)");
+}
+
+TEST(PcieLink, RatesAfterLineEncoding)
+{
+    EXPECT_NEAR(*probes::pcie_link_gbps(2.5, 1), 0.25, 1e-9);
+    EXPECT_NEAR(*probes::pcie_link_gbps(5, 16), 8.0, 1e-9);
+    EXPECT_NEAR(*probes::pcie_link_gbps(8, 16), 15.754, 1e-3);
+    EXPECT_NEAR(*probes::pcie_link_gbps(16, 16), 31.508, 1e-3);
+    EXPECT_NEAR(*probes::pcie_link_gbps(32, 16), 63.015, 1e-3);
+    EXPECT_NEAR(*probes::pcie_link_gbps(32, 8), 31.508, 1e-3);
+    EXPECT_NEAR(*probes::pcie_link_gbps(64, 16), 121.0, 1e-3);
+    EXPECT_FALSE(probes::pcie_link_gbps(7, 16).has_value());
+    EXPECT_FALSE(probes::pcie_link_gbps(16, 0).has_value());
+}
+
+TEST(AllReduceArithmetic, BusFactorAndRatesAsNcclTests)
+{
+    EXPECT_DOUBLE_EQ(probes::allreduce_bus_factor(1), 0);
+    EXPECT_DOUBLE_EQ(probes::allreduce_bus_factor(2), 1);
+    EXPECT_DOUBLE_EQ(probes::allreduce_bus_factor(8), 1.75);
+    double algbw = 0;
+    double busbw = 0;
+    // 1 GiB in 4000 µs over 8 ranks.
+    probes::allreduce_rates(std::size_t{1} << 30, 4000, 8, algbw, busbw);
+    EXPECT_NEAR(algbw, 268.435, 1e-3);
+    EXPECT_NEAR(busbw, 469.762, 1e-3);
+    probes::allreduce_rates(100, 0, 8, algbw, busbw);
+    EXPECT_EQ(algbw, 0);
+    EXPECT_EQ(busbw, 0);
+    EXPECT_EQ(probes::nccl_version_text(21803), "2.18.3");
+    EXPECT_EQ(probes::nccl_version_text(2804), "2.8.4");
+}
+
+TEST_F(FakeDriver, MeasuresEveryGpuAndPairInOrderAndFreesEverything)
+{
+    set("FAKE_CUDA_DEVICE_COUNT", "3");
+    auto cuda = probes::Cuda::load();
+    std::vector<std::string> steps;
+    std::vector<int> placed;
+    const auto report = probes::measure_bandwidth(
+        cuda, small(), [&](const std::string& s) { steps.push_back(s); },
+        [&](const probes::GpuCopies& g) {
+            placed.push_back(g.index);
+            return "near GPU " + std::to_string(g.index);
+        });
+    ASSERT_EQ(report.gpus.size(), 3U);
+    EXPECT_EQ(placed, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(report.gpus[2].placement, "near GPU 2");
+    EXPECT_EQ(report.cuda_driver_version, 12040);
+    ASSERT_GE(steps.size(), 3U);
+    EXPECT_EQ(steps[0], "GPU 1/3 (NVIDIA H100 80GB HBM3): host→device");
+    EXPECT_EQ(steps.back(), "peer copies 6/6: GPU 2→GPU 1");
+    ASSERT_EQ(report.peers.size(), 6U);
+    EXPECT_EQ(report.peers[0].src, 0);
+    EXPECT_EQ(report.peers[0].dst, 1);
+    for (const auto& g : report.gpus) {
+        EXPECT_TRUE(g.h2d && g.d2h && g.d2d) << g.index;
+        EXPECT_EQ(g.error, "");
+    }
+    EXPECT_EQ(live_allocations(), 0);
+    const auto json = probes::to_json(report);
+    EXPECT_EQ(json["gpus"][1]["bus_id"], "0000:0f:00.0");
+    EXPECT_EQ(json["settings"]["copies"], 2);
+}
+
+TEST_F(FakeDriver, AFailingCopyKeepsTheOtherDirectionsAndFreesEverything)
+{
+    set("FAKE_CUDA_FAIL_IN", "cuMemcpyDtoHAsync_v2");
+    auto cuda = probes::Cuda::load();
+    const auto report = probes::measure_bandwidth(cuda, small());
+    ASSERT_EQ(report.gpus.size(), 1U);
+    const auto& g = report.gpus[0];
+    EXPECT_TRUE(g.h2d.has_value());
+    EXPECT_FALSE(g.d2h.has_value());
+    EXPECT_TRUE(g.d2d.has_value());
+    EXPECT_EQ(g.error, "cuMemcpyDtoHAsync failed: CUDA_ERROR_UNKNOWN: unknown error (CUDA error 999)");
+    EXPECT_EQ(live_allocations(), 0);
+}
+
+TEST_F(FakeDriver, AFailingAllocationFreesWhatWasAllocated)
+{
+    set("FAKE_CUDA_DEVICE_COUNT", "2");
+    set("FAKE_CUDA_ALLOC_FAIL", "host");
+    auto cuda = probes::Cuda::load();
+    const auto report = probes::measure_bandwidth(cuda, small());
+    for (const auto& g : report.gpus) {
+        EXPECT_FALSE(g.h2d.has_value());
+        EXPECT_TRUE(g.d2d.has_value()); // device memory was fine
+        EXPECT_NE(g.error.find("cuMemHostAlloc of 16 MiB of pinned host memory failed: CUDA_ERROR_OUT_OF_MEMORY"),
+            std::string::npos)
+            << g.error;
+    }
+    EXPECT_EQ(live_allocations(), 0);
+}
+
+TEST_F(FakeDriver, TheMedianIgnoresOneSlowSample)
+{
+    // Every third copy takes twice as long: with one copy per sample, samples 3 and 6 of the
+    // warm-up plus five are slow, and the median is the fast rate.
+    set("FAKE_CUDA_SLOW_SAMPLE", "3");
+    set("FAKE_CUDA_H2D_GBPS", "20");
+    auto cuda = probes::Cuda::load();
+    probes::CopySettings s = small();
+    s.copies = 1;
+    s.samples = 5;
+    const auto report = probes::measure_bandwidth(cuda, s);
+    const auto& h2d = *report.gpus[0].h2d;
+    const double fast = (16.0 * 1024 * 1024) / (2e-6 + 16.0 * 1024 * 1024 / 20e9) / 1e9;
+    EXPECT_NEAR(h2d.median_gbps, fast, 0.01);
+    EXPECT_LT(h2d.min_gbps, fast * 0.6);
+}
+
+TEST_F(FakeDriver, AllReduceTimesTheSlowestGpuAndFreesEverything)
+{
+    set("FAKE_CUDA_DEVICE_COUNT", "4");
+    set("FAKE_NCCL_ALGBW_GBPS", "100,100,50,100");
+    auto cuda = probes::Cuda::load();
+    auto nccl = probes::Nccl::load(FAKE_NCCL_PATH);
+    probes::AllReduceSettings settings;
+    settings.bytes = (std::size_t{64} << 20) + 3; // not a multiple of 4: rounded down to whole floats
+    settings.iterations = 4;
+    const auto r = probes::measure_allreduce(cuda, nccl, {0, 1, 2, 3}, settings);
+    EXPECT_EQ(r.settings.bytes, std::size_t{64} << 20);
+    EXPECT_EQ(r.nccl_version, "2.18.3");
+    EXPECT_NEAR(r.time_us, 64.0 * 1024 * 1024 / 50e9 * 1e6, 0.1);
+    EXPECT_NEAR(r.algbw_gbps, 50, 0.01);
+    EXPECT_NEAR(r.busbw_gbps, 75, 0.01);
+    EXPECT_EQ(live_allocations(), 0);
+    EXPECT_EQ(probes::to_json(r)["bus_factor"], 1.5);
+}
+
+TEST_F(FakeDriver, AnAllReduceErrorNamesTheCallAndFreesEverything)
+{
+    set("FAKE_CUDA_DEVICE_COUNT", "2");
+    set("FAKE_NCCL_FAIL_IN", "ncclAllReduce");
+    auto cuda = probes::Cuda::load();
+    auto nccl = probes::Nccl::load(FAKE_NCCL_PATH);
+    EXPECT_EQ(error_of([&] {
+        probes::measure_allreduce(cuda, nccl, {0, 1}, probes::AllReduceSettings{});
+    }),
+        "ncclAllReduce failed: internal error - please report this issue to the NCCL developers (ncclResult 3)");
+    EXPECT_EQ(live_allocations(), 0);
+}
+
+TEST_F(FakeDriver, LibrariesWithoutTheNeededSymbolsAreRefusedByName)
+{
+    EXPECT_EQ(error_of([] { probes::Nccl::load(FAKE_CUDA_PATH); }),
+        std::string(FAKE_CUDA_PATH) +
+            " is not a usable NCCL library: it lacks ncclGetVersion; point GPUKIT_NCCL_LIBRARY at libnccl.so.2");
+    auto no_copies = probes::Cuda::load(FAKE_CUDA_NO_COPIES_PATH);
+    EXPECT_STREQ(no_copies.missing_copy_symbol(), "cuMemcpyPeerAsync");
+    EXPECT_NE(error_of([&] { probes::measure_bandwidth(no_copies, small()); }).find("lacks cuMemcpyPeerAsync"),
+        std::string::npos);
+    EXPECT_EQ(probes::Cuda::load().missing_copy_symbol(), nullptr);
+}
