@@ -3,6 +3,7 @@
 #include "probes/error.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fmt/format.h>
 #include <sstream>
@@ -32,6 +33,12 @@ std::vector<long> version_parts(const std::string& v)
         pos = dot + 1;
     }
     return parts;
+}
+
+std::string lower(std::string text)
+{
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+    return text;
 }
 
 } // namespace
@@ -73,7 +80,8 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
     }
     static const std::vector<std::string> known = {"driver.min_version", "gpus.expected", "gpus.max_other_processes",
         "libraries.min_nccl", "libraries.min_cudnn", "limits.min_shm_gib", "limits.memlock_unlimited",
-        "limits.min_nofile", "network.ib_min_rate_gbps"};
+        "limits.min_nofile", "network.ib_min_rate_gbps", "deep.copy_mib", "deep.copies", "deep.samples",
+        "deep.allreduce_mib", "deep.allreduce_iterations", "deep.pcie_fraction", "deep.outlier_fraction", "deep.floor"};
     for (const auto& [section, node] : t) {
         const auto* table = node.as_table();
         if (table == nullptr) {
@@ -138,6 +146,112 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
     }
     get_unsigned("limits.min_nofile", min_nofile);
     get_double("network.ib_min_rate_gbps", ib_min_rate_gbps);
+
+    auto get_count = [&](const char* key, unsigned& out, unsigned low, unsigned high) {
+        if (auto node = t.at_path(key)) {
+            auto v = node.value<int64_t>();
+            if (!v || *v < low || *v > high) {
+                throw wrong(key, fmt::format("a whole number from {} to {}", low, high).c_str());
+            }
+            out = static_cast<unsigned>(*v);
+        }
+    };
+    unsigned copy_mib = static_cast<unsigned>(copy_bytes >> 20);
+    get_count("deep.copy_mib", copy_mib, 1, 16384);
+    copy_bytes = std::size_t{copy_mib} << 20;
+    get_count("deep.copies", copies, 1, 1000);
+    get_count("deep.samples", copy_samples, 1, 1000);
+    unsigned allreduce_mib = static_cast<unsigned>(allreduce_bytes >> 20);
+    get_count("deep.allreduce_mib", allreduce_mib, 1, 65536);
+    allreduce_bytes = std::size_t{allreduce_mib} << 20;
+    get_count("deep.allreduce_iterations", allreduce_iterations, 1, 10000);
+    auto get_fraction = [&](const char* key, double& out) {
+        if (auto node = t.at_path(key)) {
+            auto v = node.value<double>();
+            if (!v || !(*v >= 0 && *v <= 1)) {
+                throw wrong(key, "a fraction from 0 to 1");
+            }
+            out = *v;
+        }
+    };
+    get_fraction("deep.pcie_fraction", pcie_fraction);
+    get_fraction("deep.outlier_fraction", outlier_fraction);
+    if (const auto* node = t.at_path("deep.floor").node()) {
+        const auto* list = node->as_array();
+        if (list == nullptr) {
+            throw wrong("deep.floor", "a list of [[deep.floor]] tables");
+        }
+        for (const auto& item : *list) {
+            const auto* entry = item.as_table();
+            const int line = item.source().begin.line;
+            if (entry == nullptr) {
+                throw probes::Error(fmt::format("{}:{}: each deep.floor must be a [[deep.floor]] table", origin, line));
+            }
+            DeepFloor floor;
+            for (const auto& [key, value] : *entry) {
+                const std::string k(key.str());
+                const int at = value.source().begin.line;
+                if (k == "model") {
+                    auto v = value.value<std::string>();
+                    if (!v || v->empty()) {
+                        throw probes::Error(
+                            fmt::format("{}:{}: deep.floor model must be a GPU name such as \"H100\"", origin, at));
+                    }
+                    floor.model = *v;
+                } else if (k == "allreduce_gpus") {
+                    auto v = value.value<int64_t>();
+                    if (!v || *v < 2 || *v > 1024) {
+                        throw probes::Error(fmt::format(
+                            "{}:{}: deep.floor allreduce_gpus must be a whole number from 2 to 1024", origin, at));
+                    }
+                    floor.allreduce_gpus = static_cast<unsigned>(*v);
+                } else {
+                    std::optional<double>* field = k == "h2d_gbps" ? &floor.h2d_gbps
+                        : k == "d2h_gbps"                          ? &floor.d2h_gbps
+                        : k == "d2d_gbps"                          ? &floor.d2d_gbps
+                        : k == "p2p_gbps"                          ? &floor.p2p_gbps
+                        : k == "allreduce_busbw_gbps"              ? &floor.allreduce_busbw_gbps
+                                                                   : nullptr;
+                    if (field == nullptr) {
+                        throw probes::Error(fmt::format("{}:{}: unknown setting 'deep.floor.{}' (known: model, "
+                                                        "h2d_gbps, d2h_gbps, d2d_gbps, p2p_gbps, "
+                                                        "allreduce_busbw_gbps, allreduce_gpus)",
+                            origin, at, k));
+                    }
+                    auto v = value.value<double>();
+                    if (!v || *v < 0) {
+                        throw probes::Error(
+                            fmt::format("{}:{}: deep.floor {} must be a number of GB/s, 0 or more", origin, at, k));
+                    }
+                    *field = *v;
+                }
+            }
+            if (floor.model.empty()) {
+                throw probes::Error(fmt::format("{}:{}: a [[deep.floor]] needs model = \"<GPU name>\"", origin, line));
+            }
+            // A later floor for the same model replaces the earlier one (a user's policy over the built-in).
+            auto same = std::find_if(
+                floors.begin(), floors.end(), [&](const DeepFloor& f) { return lower(f.model) == lower(floor.model); });
+            if (same != floors.end()) {
+                *same = floor;
+            } else {
+                floors.push_back(floor);
+            }
+        }
+    }
+}
+
+const DeepFloor* Policy::floor_for(const std::string& gpu_name) const
+{
+    const std::string name = lower(gpu_name);
+    const DeepFloor* best = nullptr;
+    for (const auto& f : floors) {
+        if (name.find(lower(f.model)) != std::string::npos &&
+            (best == nullptr || f.model.size() > best->model.size())) {
+            best = &f;
+        }
+    }
+    return best;
 }
 
 } // namespace doctor

@@ -19,6 +19,9 @@ struct CollectContext {
     std::string topology_file; ///< "" = this machine
     std::map<std::string, std::string> env; ///< a copy of the environment
     std::chrono::milliseconds timeout{10000}; ///< per collector
+    std::chrono::milliseconds deep_timeout{300000}; ///< per deep collector (timed GPU work)
+    bool progress = false; ///< deep collectors say on stderr what they measure (a terminal)
+    Policy policy; ///< sizes of the deep tier's measurements ([deep])
 
     const char* getenv(const std::string& name) const;
 };
@@ -29,6 +32,9 @@ struct CollectContext {
 struct Collector {
     std::string name;
     std::function<nlohmann::json(const CollectContext&)> collect;
+    /// Timed GPU work (check --deep): runs after the others, one at a time so measurements do not
+    /// disturb each other, with ctx.deep_timeout as its deadline.
+    bool deep = false;
 };
 
 /// A check as users select it (`--only`, `--skip`, `gpudoctor list`): the collectors it needs
@@ -39,12 +45,17 @@ struct Probe {
     std::vector<std::string> collectors;
     std::function<std::vector<Finding>(const Facts&, const Policy&)> judge;
     std::vector<CodeInfo> codes;
+    /// Only with --deep (or when --only names it): its collectors do timed GPU work.
+    bool deep = false;
 };
 
 /// The one explicit table of probes, in display order.
 const std::vector<Probe>& probe_table();
 /// The one explicit table of collectors.
 const std::vector<Collector>& collector_table();
+
+/// Writes a progress line on stderr when ctx.progress is set (a terminal), over the previous one.
+void progress_line(const CollectContext& ctx, const std::string& text);
 
 /// Every finding code of every probe, plus the runner's own (`<probe>.error`, `<probe>.skip`).
 std::vector<CodeInfo> all_codes();

@@ -6,6 +6,7 @@
 #include "probes/spelling.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fmt/format.h>
 
 namespace doctor {
@@ -24,6 +25,8 @@ const std::vector<Collector>& collector_table()
         checks::env_collector(),
         checks::mpi_collector(),
         checks::affinity_collector(),
+        checks::bandwidth_collector(),
+        checks::allreduce_collector(),
     };
     return table;
 }
@@ -42,8 +45,18 @@ const std::vector<Probe>& probe_table()
         checks::limits_probe(),
         checks::mpi_probe(),
         checks::binding_probe(),
+        checks::bandwidth_probe(),
+        checks::allreduce_probe(),
     };
     return table;
+}
+
+void progress_line(const CollectContext& ctx, const std::string& text)
+{
+    if (ctx.progress) {
+        fmt::print(stderr, "\r\033[Kgpudoctor: {}", text);
+        std::fflush(stderr);
+    }
 }
 
 const char* CollectContext::getenv(const std::string& name) const
@@ -60,7 +73,8 @@ std::vector<CodeInfo> all_codes()
         out.push_back({p.name + ".error", fmt::format("the {} probe could not run", p.name),
             "Its collector timed out, crashed, or its rule broke. A GPU library call that hangs (a "
             "wedged driver, a GPU that fell off the bus) shows up here; the other probes still ran.",
-            "Look at dmesg (Xid errors), nvidia-smi, and run again with a longer --timeout."});
+            fmt::format("Look at dmesg (Xid errors), nvidia-smi, and run again with a longer {}.",
+                p.deep ? "--deep-timeout" : "--timeout")});
         out.push_back({p.name + ".skip", fmt::format("the {} probe was not checked", p.name),
             "The facts it needs were not collected (a snapshot taken with --only/--skip, or an older "
             "snapshot). A skipped probe is never a pass.",
@@ -75,7 +89,7 @@ std::vector<CodeInfo> all_codes()
     return out;
 }
 
-std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip)
+std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip, bool deep)
 {
     const auto& table = probe_table();
     std::vector<std::string> names;
@@ -116,7 +130,9 @@ std::vector<const Probe*> select_probes(const std::string& only, const std::stri
     auto only_words = words(only);
     if (only_words.empty()) {
         for (const auto& p : table) {
-            selected.push_back(&p);
+            if (deep || !p.deep) {
+                selected.push_back(&p);
+            }
         }
     } else {
         for (const auto& w : only_words) {

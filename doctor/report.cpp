@@ -1,5 +1,7 @@
 #include "doctor/report.hpp"
 
+#include "doctor/probe.hpp"
+
 #include <fmt/format.h>
 #include <map>
 
@@ -97,12 +99,23 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
     }
     auto n = count(results);
     const std::string host = host_of(facts);
-    return {{"host", host.empty() ? nlohmann::json(nullptr) : nlohmann::json(host)},
+    nlohmann::json out = {{"host", host.empty() ? nlohmann::json(nullptr) : nlohmann::json(host)},
         {"exit_code", exit_code(results, options.strict)}, {"strict", options.strict},
         {"summary",
             {{"pass", n[Severity::pass]}, {"warn", n[Severity::warn]}, {"fail", n[Severity::fail]},
                 {"error", n[Severity::error]}, {"skip", n[Severity::skip]}}},
         {"probes", probes}};
+    // Every number the deep tier measured, as its collectors reported them.
+    nlohmann::json measurements = nlohmann::json::object();
+    for (const auto& c : collector_table()) {
+        if (c.deep && facts.is_object() && facts.contains(c.name)) {
+            measurements[c.name] = facts[c.name];
+        }
+    }
+    if (!measurements.empty()) {
+        out["measurements"] = measurements;
+    }
+    return out;
 }
 
 } // namespace doctor

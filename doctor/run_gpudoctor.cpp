@@ -38,6 +38,7 @@ CollectContext make_context(const std::string& sysroot, const std::string& topol
     ctx.sysroot = sysroot;
     ctx.topology_file = topology;
     ctx.timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
+    ctx.progress = isatty(STDERR_FILENO) != 0;
     for (char** e = environ; *e != nullptr; ++e) {
         std::string entry(*e);
         auto eq = entry.find('=');
@@ -148,6 +149,8 @@ int run(int argc, char** argv)
         std::string policy_file;
         std::string from;
         double timeout = 10.0;
+        double deep_timeout = 300.0;
+        bool deep = false;
         int expect_gpus = -1;
     } c;
     auto add_selection = [&](CLI::App* sub) {
@@ -158,6 +161,11 @@ int run(int argc, char** argv)
         sub->add_option("--topology", c.topology, "Use this hwloc XML instead of this machine's topology")
             ->type_name("FILE");
         sub->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
+        sub->add_flag("--deep", c.deep,
+            "Also measure: copy bandwidth (host, device, GPU pairs) and an NCCL all-reduce (seconds to minutes)");
+        sub->add_option("--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)")
+            ->type_name("S");
+        sub->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
     };
 
     auto* check = app.add_subcommand("check", "Check the node and report (the default)");
@@ -166,10 +174,8 @@ int run(int argc, char** argv)
     check->add_flag("--quiet", c.quiet, "Print only problems and the summary");
     check->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     check->add_flag("--strict", c.strict, "Warnings fail too");
-    bool quick = true;
-    check->add_flag("--quick", quick,
-        "Quick tier: NVML, sysfs and files, no timed GPU work (the default and, for now, the only tier)");
-    check->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
+    bool quick = false;
+    check->add_flag("--quick", quick, "Quick tier only: NVML, sysfs and files, no timed GPU work (the default)");
     check->add_option("--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)")->type_name("N");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
@@ -263,12 +269,25 @@ int run(int argc, char** argv)
     if (!(c.timeout > 0 && c.timeout <= 3600)) {
         throw Error(fmt::format("--timeout {}: expected seconds, more than 0 and at most 3600", c.timeout));
     }
-    std::vector<const Probe*> probes = select_probes(c.only, c.skip);
+    if (quick && c.deep) {
+        throw Error("--quick and --deep: choose one tier (--deep includes the quick probes)");
+    }
+    if (!(c.deep_timeout > 0 && c.deep_timeout <= 86400)) {
+        throw Error(fmt::format("--deep-timeout {}: expected seconds, more than 0 and at most 86400", c.deep_timeout));
+    }
+    std::vector<const Probe*> probes = select_probes(c.only, c.skip, c.deep);
     if (!c.topology.empty() && c.from.empty()) {
         // An unreadable topology file is an input error, not a broken node.
         probes::Topology::load_xml(c.topology);
     }
-    const CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
+    Policy policy = Policy::defaults();
+    if (!c.policy_file.empty()) {
+        policy.merge_toml(read_file(c.policy_file, "policy"), c.policy_file);
+    }
+    CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
+    ctx.deep_timeout = std::chrono::milliseconds(static_cast<long>(c.deep_timeout * 1000));
+    ctx.policy = policy;
+    ctx.progress = ctx.progress && !c.quiet;
     if (topo->parsed()) {
         return run_topo(ctx, c.json);
     }
@@ -280,10 +299,6 @@ int run(int argc, char** argv)
         return 0;
     }
 
-    Policy policy = Policy::defaults();
-    if (!c.policy_file.empty()) {
-        policy.merge_toml(read_file(c.policy_file, "policy"), c.policy_file);
-    }
     if (c.expect_gpus >= 0) {
         policy.expect_gpus = static_cast<unsigned>(c.expect_gpus);
     } else if (check->count("--expect-gpus") > 0) {

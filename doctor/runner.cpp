@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -76,9 +77,12 @@ const char* to_string(Severity severity)
     return "?";
 }
 
-Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx)
+namespace {
+
+/// Runs `collectors` at once, each in its own child with `timeout` as the deadline, into `facts`.
+void collect_group(const std::vector<const Collector*>& collectors, const CollectContext& ctx,
+    std::chrono::milliseconds timeout, Facts& facts)
 {
-    Facts facts = nlohmann::json::object();
     std::vector<Child> children;
     for (const Collector* c : collectors) {
         int fds[2];
@@ -100,7 +104,7 @@ Facts collect(const std::vector<const Collector*>& collectors, const CollectCont
         setpgid(pid, pid);
         children.push_back(Child{c, pid, fds[0], {}, false});
     }
-    const auto deadline = std::chrono::steady_clock::now() + ctx.timeout;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     char buffer[65536];
     while (true) {
         std::vector<pollfd> fds;
@@ -163,9 +167,9 @@ Facts collect(const std::vector<const Collector*>& collectors, const CollectCont
             facts[name] = {{"error",
                 fmt::format("timed out after {}, and stuck in the kernel (uninterruptible): "
                             "the driver is likely wedged",
-                    seconds_text(ctx.timeout))}};
+                    seconds_text(timeout))}};
         } else if (child.timed_out) {
-            facts[name] = {{"error", fmt::format("timed out after {}", seconds_text(ctx.timeout))}};
+            facts[name] = {{"error", fmt::format("timed out after {}", seconds_text(timeout))}};
         } else if (WIFSIGNALED(status)) {
             facts[name] = {{"error", fmt::format("crashed ({})", strsignal(WTERMSIG(status)))}};
         } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
@@ -177,6 +181,27 @@ Facts collect(const std::vector<const Collector*>& collectors, const CollectCont
                 facts[name] = {{"error", "returned facts that are not JSON"}};
             }
         }
+    }
+}
+
+} // namespace
+
+Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx)
+{
+    Facts facts = nlohmann::json::object();
+    std::vector<const Collector*> quick;
+    std::vector<const Collector*> deep;
+    for (const Collector* c : collectors) {
+        (c->deep ? deep : quick).push_back(c);
+    }
+    collect_group(quick, ctx, ctx.timeout, facts);
+    for (const Collector* c : deep) {
+        progress_line(ctx, fmt::format("{}: starting", c->name));
+        collect_group({c}, ctx, ctx.deep_timeout, facts);
+    }
+    if (!deep.empty() && ctx.progress) {
+        fmt::print(stderr, "\r\033[K");
+        std::fflush(stderr);
     }
     return facts;
 }
@@ -215,8 +240,9 @@ std::vector<ProbeResult> judge(const std::vector<const Probe*>& probes, const Fa
         if (!broken.empty()) {
             r.findings.push_back({p->name + ".error", Severity::error, "host",
                 fmt::format("the {} probe could not run: {}", p->name, broken),
-                "the driver or library it calls may be hung or broken; run again with a longer "
-                "--timeout, and check dmesg and nvidia-smi",
+                fmt::format("the driver or library it calls may be hung or broken; run again with a longer {}, "
+                            "and check dmesg and nvidia-smi",
+                    p->deep ? "--deep-timeout" : "--timeout"),
                 nullptr});
         } else if (!missing.empty()) {
             r.findings.push_back({p->name + ".skip", Severity::skip, "host",

@@ -6,8 +6,9 @@
 
 namespace doctor {
 
-/// Runs the collectors, all at once, each in its own child process (and process group) with
-/// ctx.timeout as its deadline. A collector that throws, hangs or crashes yields
+/// Runs the collectors, each in its own child process (and process group): the quick ones all at
+/// once with ctx.timeout as their deadline, then the deep ones one at a time, each with
+/// ctx.deep_timeout. A collector that throws, hangs or crashes yields
 /// {"error": "..."} ("timed out after 10 s", "crashed (Segmentation fault)") for its name; the
 /// others are unaffected.
 Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx);
@@ -28,8 +29,9 @@ std::vector<ProbeResult> judge(const std::vector<const Probe*>& probes, const Fa
 /// 0 no failure (warnings allowed), 1 a failure or error (or, with strict, a warning).
 int exit_code(const std::vector<ProbeResult>& results, bool strict);
 
-/// Probes named by `--only` / `--skip` (names or name prefixes, comma-separated). Throws
-/// probes::Error with a did-you-mean for a word that matches no probe.
-std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip);
+/// Probes named by `--only` / `--skip` (names or name prefixes, comma-separated). Deep probes
+/// are left out unless `deep` is set or `--only` names them. Throws probes::Error with a
+/// did-you-mean for a word that matches no probe.
+std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip, bool deep = false);
 
 } // namespace doctor

@@ -16,6 +16,8 @@ Collector limits_collector(); // /dev/shm size, memlock and open-files limits
 Collector env_collector(); // NCCL/CUDA/MPI variables, network interfaces
 Collector mpi_collector(); // mpirun --version, ompi_info, ucx_info
 Collector affinity_collector(); // this process's CPU affinity and its GPU from the launcher's env
+Collector bandwidth_collector(); // deep: timed copies through the CUDA driver API
+Collector allreduce_collector(); // deep: a timed NCCL all-reduce over every GPU, and NCCL's log
 
 Probe driver_probe();
 Probe gpus_probe();
@@ -28,5 +30,7 @@ Probe nccl_env_probe();
 Probe limits_probe();
 Probe mpi_probe();
 Probe binding_probe();
+Probe bandwidth_probe();
+Probe allreduce_probe();
 
 } // namespace doctor::checks

@@ -40,6 +40,14 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
     return a;
 }
 
+const std::vector<std::string> deep = {"check", "--no-color", "--deep", "--only", "bandwidth,allreduce", "--sysroot",
+    "@TMP@/deeproot", "--policy", "@TMP@/deep.toml"};
+const EnvChanges deep_env = {{"GPUKIT_CUDA_LIBRARY", "@FAKE_CUDA@"}, {"GPUKIT_NCCL_LIBRARY", "@FAKE_NCCL@"},
+    {"FAKE_CUDA_DEVICE_COUNT", "2"}, {"FAKE_CUDA_NAMES", "NVIDIA RTX A6000"}, {"FAKE_CUDA_H2D_GBPS", "24.5,11"},
+    {"FAKE_CUDA_D2H_GBPS", "26"}, {"FAKE_CUDA_D2D_GBPS", "700"}, {"FAKE_CUDA_P2P_GBPS", "40"},
+    {"FAKE_NCCL_ALGBW_GBPS", "20"}, {"FAKE_NCCL_TRANSPORT", "SHM/direct/direct"}, {"FAKE_NCCL_HOSTNAME", "gpu-node"},
+    {"TMPDIR", "@TMP@/deeptmp"}};
+
 std::vector<Case> cases()
 {
     return {
@@ -125,6 +133,19 @@ std::vector<Case> cases()
                 "--speeds", "1,2,2"},
             {}},
         {"fit_no_model", {"fit", "--precision", "amp"}, {}},
+        // The deep tier against the fake libcuda and libnccl: two PCIe GPUs, one with a slow
+        // host link, NCCL on SHM; then one GPU, which has no pairs and no all-reduce.
+        {"deep_fake_text", deep, deep_env},
+        {"deep_fake_json", with(deep, {"--json"}), deep_env},
+        {"deep_single_gpu",
+            {"check", "--no-color", "--deep", "--only", "bandwidth,allreduce", "--sysroot", "@TMP@/deeproot",
+                "--policy", "@TMP@/deep.toml"},
+            {{"GPUKIT_CUDA_LIBRARY", "@FAKE_CUDA@"}, {"GPUKIT_NCCL_LIBRARY", "@FAKE_NCCL@"},
+                {"FAKE_CUDA_DEVICE_COUNT", "1"}, {"FAKE_CUDA_NAMES", "NVIDIA H200"}, {"FAKE_CUDA_H2D_GBPS", "55"},
+                {"FAKE_CUDA_D2H_GBPS", "55"}, {"FAKE_CUDA_D2D_GBPS", "3000"}}},
+        {"deep_and_quick", {"check", "--quick", "--deep"}, {}},
+        {"deep_bad_timeout", {"check", "--deep", "--deep-timeout", "-1"}, {}},
+        {"explain_deep", {"explain", "bandwidth.h2d_low"}, {}},
     };
 }
 
@@ -158,6 +179,19 @@ protected:
         node["p2p"] = {{"0-7", {{"read", 0}, {"write", 2}}}};
         std::ofstream(m_dir / "node.json") << node.dump();
         std::ofstream(m_dir / "bad.toml") << "[gpus]\nexpected = \"eight\"\n";
+        // The deep tier: small sizes (the fake does no real work, but the numbers stay short), and
+        // both GPUs' PCIe links, Gen4 x16 (the second trained down to Gen3 x8).
+        std::ofstream(m_dir / "deep.toml") << "[deep]\ncopy_mib = 64\ncopies = 4\nsamples = 3\nallreduce_mib = 256\n";
+        for (auto [bus, speed, width] :
+            {std::tuple{"0000:07:00.0", "16.0 GT/s PCIe", 16}, std::tuple{"0000:0f:00.0", "8.0 GT/s PCIe", 8}}) {
+            auto dir = m_dir / "deeproot/sys/bus/pci/devices" / bus;
+            std::filesystem::create_directories(dir);
+            std::ofstream(dir / "max_link_speed") << "16.0 GT/s PCIe\n";
+            std::ofstream(dir / "max_link_width") << "16\n";
+            std::ofstream(dir / "current_link_speed") << speed << "\n";
+            std::ofstream(dir / "current_link_width") << width << "\n";
+        }
+        std::filesystem::create_directories(m_dir / "deeptmp");
         // gpudoctor fit: two 80 GiB A100s, the second with 32 GiB in use; a user's model file.
         std::ofstream(m_dir / "fit_nvml.json") << R"({"gpus": [
   {"bus_id": "00000000:07:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920},
@@ -204,15 +238,19 @@ epoch 0 step 100 loss 5.102
 
     std::string expand(const std::string& s) const
     {
-        return test_support::replace_all(
+        std::string out = test_support::replace_all(
             test_support::replace_all(
                 test_support::replace_all(s, "@SOURCE@", GPUKIT_SOURCE_DIR), "@TMP@", m_dir.path().string()),
             "@FAKE_NVML@", FAKE_NVML_PATH);
+        out = test_support::replace_all(out, "@FAKE_CUDA@", FAKE_CUDA_PATH);
+        return test_support::replace_all(out, "@FAKE_NCCL@", FAKE_NCCL_PATH);
     }
 
     std::string normalise(std::string s) const
     {
         s = test_support::replace_all(s, FAKE_NVML_PATH, "@FAKE_NVML@");
+        s = test_support::replace_all(s, FAKE_CUDA_PATH, "@FAKE_CUDA@");
+        s = test_support::replace_all(s, FAKE_NCCL_PATH, "@FAKE_NCCL@");
         s = test_support::replace_all(s, m_dir.path().string(), "@TMP@");
         s = test_support::replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
         s = test_support::replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
