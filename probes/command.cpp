@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 namespace probes {
 
@@ -139,7 +140,10 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
     std::vector<std::string> entries;
     entries.reserve(env.size());
     for (const auto& [name, value] : env) {
-        entries.push_back(name + "=" + value);
+        std::string entry = name;
+        entry += '=';
+        entry += value;
+        entries.push_back(std::move(entry));
     }
     std::vector<char*> envp;
     for (auto& e : entries) {

@@ -4,7 +4,7 @@
 #include "probes/error.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <cstring>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -558,15 +558,21 @@ bool hides_every_gpu(const std::string& cvd, std::optional<std::size_t> nvml_gpu
 
 std::optional<std::pair<int, int>> cuda_major_minor(const std::string& text)
 {
+    // "12.4", "12.4.1" or "12": leading numbers, with a check that each converted.
     int major = 0;
     int minor = 0;
-    if (std::sscanf(text.c_str(), "%d.%d", &major, &minor) == 2) {
-        return std::pair{major, minor};
+    const char* end = text.data() + text.size();
+    auto [after_major, major_error] = std::from_chars(text.data(), end, major);
+    if (major_error != std::errc()) {
+        return std::nullopt;
     }
-    if (std::sscanf(text.c_str(), "%d", &major) == 1) {
-        return std::pair{major, 0};
+    if (after_major != end && *after_major == '.') {
+        auto [after_minor, minor_error] = std::from_chars(after_major + 1, end, minor);
+        if (minor_error == std::errc()) {
+            return std::pair{major, minor};
+        }
     }
-    return std::nullopt;
+    return std::pair{major, 0};
 }
 
 // The pip command for the CUDA build of a framework; torch's index follows the driver's CUDA.

@@ -49,7 +49,7 @@ nlohmann::json infiniband_facts(const probes::Sysroot& root)
             if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos) {
                 continue;
             }
-            const std::string p = base + "/ports/" + port;
+            const std::string p = fmt::format("{}/ports/{}", base, port);
             ports.push_back({{"port", std::strtol(port.c_str(), nullptr, 10)},
                 {"state", line_or_null(root, p + "/state")}, {"phys_state", line_or_null(root, p + "/phys_state")},
                 {"rate", line_or_null(root, p + "/rate")}, {"link_layer", line_or_null(root, p + "/link_layer")}});
