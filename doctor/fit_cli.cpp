@@ -1,5 +1,6 @@
 #include "doctor/fit_cli.hpp"
 #include "doctor/gpudoctor.hpp"
+#include "doctor/subcommand_args.hpp"
 
 #include "doctor/fit_catalog.hpp"
 #include "doctor/fit_model.hpp"
@@ -368,18 +369,9 @@ int run_search(const FitOptions& o, const std::vector<std::string>& command, std
 int run_fit(int argc, char** argv)
 {
     // Everything after the first "--" is the command to search with.
-    std::vector<char*> args;
-    std::vector<std::string> command;
-    bool after = false;
-    for (int i = 0; i < argc; ++i) {
-        if (after) {
-            command.emplace_back(argv[i]);
-        } else if (i > 0 && std::strcmp(argv[i], "--") == 0) {
-            after = true;
-        } else {
-            args.push_back(argv[i]);
-        }
-    }
+    CommandLine line = split_at_dashes(argc, argv);
+    const std::vector<std::string>& command = line.command;
+    const bool after = line.dashes;
 
     CLI::App app("The largest per-GPU batch that fits, by formula or by trial; the learning rate for the global "
                  "batch; the split over unequal GPUs.",
@@ -426,20 +418,8 @@ int run_fit(int argc, char** argv)
                "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
                "Exit status: 0 an answer (also \"nothing fits\"), 1 the search stopped on a failed trial, 2 usage or "
                "input error. See gpudoctor(1).");
-    // An unknown option, with the closest known one.
-    std::vector<std::string> known = {"--help"};
-    for (const auto* option : app.get_options()) {
-        known.push_back(option->get_name());
-    }
-    for (std::size_t i = 1; i < args.size(); ++i) {
-        const std::string word = std::string(args[i]).substr(0, std::string(args[i]).find('='));
-        if (word.rfind("--", 0) == 0 && std::find(known.begin(), known.end(), word) == known.end()) {
-            const std::string hint = probes::closest_match(word, known);
-            throw Error(fmt::format("fit: unknown option {}{}; see gpudoctor fit --help", word,
-                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
-        }
-    }
-    if (!parse_or_help(app, static_cast<int>(args.size()), args.data(), "gpudoctor fit --help")) {
+    reject_unknown_options(app, line, "fit");
+    if (!parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor fit --help")) {
         return 0;
     }
 

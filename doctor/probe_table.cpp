@@ -3,6 +3,7 @@
 #include "doctor/runner.hpp"
 #include "probes/error.hpp"
 #include "probes/nccl_log.hpp"
+#include "probes/nsys_profile.hpp"
 #include "probes/spelling.hpp"
 
 #include <algorithm>
@@ -84,6 +85,11 @@ std::vector<CodeInfo> all_codes()
         out.push_back({c.code, c.title,
             fmt::format(
                 "{} Reported by 'gpudoctor nccl-log' ({}).", c.explanation, probes::nccl::to_string(c.severity)),
+            c.remedy});
+    }
+    for (const auto& c : probes::nsys::finding_codes()) {
+        out.push_back({c.code, c.title,
+            fmt::format("{} Reported by 'gpudoctor profile' ({}).", c.explanation, probes::nsys::to_string(c.severity)),
             c.remedy});
     }
     return out;

@@ -26,15 +26,6 @@ const char* color_of(Severity s)
     return "";
 }
 
-std::string host_of(const Facts& facts)
-{
-    const auto* host = collector_facts(facts, "host");
-    if (host != nullptr && host->is_object() && host->contains("hostname") && (*host)["hostname"].is_string()) {
-        return (*host)["hostname"].get<std::string>();
-    }
-    return "";
-}
-
 std::map<Severity, unsigned> count(const std::vector<ProbeResult>& results)
 {
     std::map<Severity, unsigned> n;
@@ -49,12 +40,31 @@ std::map<Severity, unsigned> count(const std::vector<ProbeResult>& results)
     return n;
 }
 
+/// "8 pass, 5 warn, 4 fail, 0 error, 1 skip: NOT fit to train", with its newline.
+std::string summary_line(const std::vector<ProbeResult>& results, bool strict)
+{
+    auto n = count(results);
+    const int code = exit_code(results, strict);
+    return fmt::format("{} pass, {} warn, {} fail, {} error, {} skip: {}\n", n[Severity::pass], n[Severity::warn],
+        n[Severity::fail], n[Severity::error], n[Severity::skip],
+        code == 0 ? (n[Severity::warn] > 0 ? "fit to train, with warnings" : "fit to train") : "NOT fit to train");
+}
+
 } // namespace
+
+std::string checked_host(const Facts& facts)
+{
+    const auto* host = collector_facts(facts, "host");
+    if (host != nullptr && host->is_object() && host->contains("hostname") && (*host)["hostname"].is_string()) {
+        return (*host)["hostname"].get<std::string>();
+    }
+    return "";
+}
 
 std::string render_text(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options)
 {
     std::string out;
-    const std::string host = host_of(facts);
+    const std::string host = checked_host(facts);
     if (!options.quiet) {
         out += fmt::format("gpudoctor check{}\n", host.empty() ? "" : " on " + host);
     }
@@ -78,12 +88,38 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
             }
         }
     }
-    auto n = count(results);
-    const int code = exit_code(results, options.strict);
-    out += fmt::format("{} pass, {} warn, {} fail, {} error, {} skip: {}\n", n[Severity::pass], n[Severity::warn],
-        n[Severity::fail], n[Severity::error], n[Severity::skip],
-        code == 0 ? (n[Severity::warn] > 0 ? "fit to train, with warnings" : "fit to train") : "NOT fit to train");
-    return out;
+    return out + summary_line(results, options.strict);
+}
+
+bool is_failing(const Finding& finding, bool strict)
+{
+    return finding.severity == Severity::fail || finding.severity == Severity::error ||
+        (strict && finding.severity == Severity::warn);
+}
+
+std::string render_fail_summary(const std::vector<ProbeResult>& results, const ReportOptions& options)
+{
+    const Finding* first = nullptr;
+    unsigned failing = 0;
+    for (const auto& r : results) {
+        for (const auto& f : r.findings) {
+            if (is_failing(f, options.strict)) {
+                first = first == nullptr ? &f : first;
+                ++failing;
+            }
+        }
+    }
+    if (first == nullptr) {
+        return summary_line(results, options.strict);
+    }
+    std::string line = fmt::format("{}: {}: {}", first->code, first->subject, first->message);
+    if (failing > 1) {
+        line += fmt::format(" (+{} more)", failing - 1);
+    }
+    for (auto& c : line) {
+        c = c == '\n' || c == '\r' ? ' ' : c;
+    }
+    return line + "\n";
 }
 
 nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options)
@@ -98,7 +134,7 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
         probes.push_back({{"name", r.probe->name}, {"summary", r.probe->summary}, {"findings", findings}});
     }
     auto n = count(results);
-    const std::string host = host_of(facts);
+    const std::string host = checked_host(facts);
     nlohmann::json out = {{"host", host.empty() ? nlohmann::json(nullptr) : nlohmann::json(host)},
         {"exit_code", exit_code(results, options.strict)}, {"strict", options.strict},
         {"summary",

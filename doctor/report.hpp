@@ -21,4 +21,15 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
 /// "probes": [{"name", "summary", "findings": [{code, severity, subject, message, remedy, facts}]}]}.
 nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options);
 
+/// Whether a finding makes check exit 1: fail and error, and warn with `strict`.
+bool is_failing(const Finding& finding, bool strict);
+
+/// One line for scripts (check --fail-summary; the Slurm prolog's drain reason): when the check
+/// fails, the first failing finding in table order as "CODE: SUBJECT: MESSAGE", with " (+N more)"
+/// when others fail too; otherwise the summary line of the text report. No newline inside.
+std::string render_fail_summary(const std::vector<ProbeResult>& results, const ReportOptions& options);
+
+/// The checked node's hostname, from the host collector's facts; "" when they are missing.
+std::string checked_host(const Facts& facts);
+
 } // namespace doctor

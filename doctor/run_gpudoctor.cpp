@@ -1,9 +1,15 @@
+#include "doctor/atomic_file.hpp"
 #include "doctor/fit_cli.hpp"
 #include "doctor/gpudoctor.hpp"
+#include "doctor/junit_report.hpp"
+#include "doctor/monitor_cli.hpp"
+#include "doctor/profile_report.hpp"
+#include "doctor/prometheus_report.hpp"
 #include "doctor/report.hpp"
 #include "doctor/runner.hpp"
 #include "doctor/topo_report.hpp"
 #include "probes/error.hpp"
+#include "probes/library_versions.hpp"
 #include "probes/nccl_log.hpp"
 #include "probes/spelling.hpp"
 #include "probes/topology.hpp"
@@ -77,16 +83,7 @@ bool use_color(bool no_color_flag)
 int run_nccl_log(const std::vector<std::string>& files, bool json, bool no_color, const std::string& fail_on)
 {
     namespace nccl = probes::nccl;
-    int threshold = -1;
-    if (fail_on == "warn") {
-        threshold = static_cast<int>(nccl::Severity::warn);
-    } else if (fail_on == "fail") {
-        threshold = static_cast<int>(nccl::Severity::fail);
-    } else if (!fail_on.empty()) {
-        std::string hint = probes::closest_match(fail_on, {"warn", "fail"});
-        throw Error(fmt::format("--fail-on {}: expected warn or fail{}", fail_on,
-            hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
-    }
+    const auto threshold = probes::parse_fail_on(fail_on);
     if (files.empty()) {
         throw Error("nccl-log: name the log files to read (- for stdin); see gpudoctor nccl-log --help");
     }
@@ -121,9 +118,8 @@ int run_nccl_log(const std::vector<std::string>& files, bool json, bool no_color
     } else {
         std::cout << nccl::render_text(analysis, use_color(no_color));
     }
-    const bool failing = threshold >= 0 &&
-        std::any_of(analysis.findings.begin(), analysis.findings.end(),
-            [&](const auto& f) { return static_cast<int>(f.severity) >= threshold; });
+    const bool failing = std::any_of(analysis.findings.begin(), analysis.findings.end(),
+        [&](const auto& f) { return probes::fails(f.severity, threshold); });
     return failing ? 1 : 0;
 }
 
@@ -179,6 +175,20 @@ int run(int argc, char** argv)
     check->add_option("--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)")->type_name("N");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
+    struct ExtraOutputs {
+        std::string prometheus;
+        std::string junit;
+        bool fail_summary = false;
+    } extra;
+    auto* prometheus_opt = check
+                               ->add_option("--prometheus", extra.prometheus,
+                                   "Also write the result as node_exporter textfile metrics to FILE (atomically)")
+                               ->type_name("FILE");
+    auto* junit_opt =
+        check->add_option("--junit", extra.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
+            ->type_name("FILE");
+    check->add_flag("--fail-summary", extra.fail_summary,
+        "Print one line instead of the report: the first failing finding (CODE: SUBJECT: MESSAGE), else the summary");
 
     auto* snapshot = app.add_subcommand("snapshot", "Print every collected fact as JSON, for check --from");
     add_selection(snapshot);
@@ -216,19 +226,42 @@ int run(int argc, char** argv)
     nccl_log->footer("Exit status: 0 the logs were read (findings or not), 1 a finding at the --fail-on level, 2 "
                      "unreadable input or usage error.");
 
+    auto* profile = app.add_subcommand(
+        "profile", "Read Nsight Systems SQLite exports: GPU busy share, top kernels, copies, idle gaps");
+    ProfileCommand prof;
+    bool prof_no_color = false;
+    profile->add_option("files", prof.files, "SQLite exports (nsys --export sqlite), or directories of them")
+        ->type_name("FILE");
+    profile->add_flag("--json", prof.json, "Print the report as JSON");
+    profile->add_flag("--no-color", prof_no_color, "No colour (also when NO_COLOR is set)");
+    profile->add_option("--fail-on", prof.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail")
+        ->type_name("LEVEL");
+    profile->add_option("--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)")->type_name("S");
+    profile->add_option("--top", prof.top, "Kernels listed per GPU (default 10)")->type_name("N");
+    profile->add_option("--min-busy", prof.min_busy_percent, "A busy share below this is a finding (default 50)")
+        ->type_name("PERCENT");
+    profile->footer("Exit status: 0 the exports were read (findings or not), 1 a finding at the --fail-on level, 2 "
+                    "unreadable input or usage error.");
+
     // Listed for --help only: run_gpudoctor hands "fit" to run_fit before this parser sees it.
     app.add_subcommand("fit", "The largest batch that fits, the learning rate, the split over unequal GPUs");
+    // Likewise "monitor", which takes a command after "--".
+    app.add_subcommand("monitor", "Sample GPU kernel-active time, memory and power like nvidia-smi dmon; judge them");
 
     if (!parse_or_help(app, argc, argv, "gpudoctor --help")) {
         return 0;
     }
     if (version) {
-        std::cout << fmt::format("gpudoctor (gpukit) {}\n", GPUKIT_VERSION);
+        std::cout << probes::version_text("gpudoctor", GPUKIT_VERSION, probes::library_versions());
         return 0;
     }
 
     if (nccl_log->parsed()) {
         return run_nccl_log(n.files, n.json, n.no_color, n.fail_on);
+    }
+    if (profile->parsed()) {
+        prof.color = use_color(prof_no_color);
+        return run_profile(prof);
     }
     if (list->parsed() && list_codes) {
         nlohmann::json out = nlohmann::json::array();
@@ -272,6 +305,14 @@ int run(int argc, char** argv)
     if (quick && c.deep) {
         throw Error("--quick and --deep: choose one tier (--deep includes the quick probes)");
     }
+    if (extra.fail_summary && c.json) {
+        throw Error("--fail-summary and --json: choose one report on standard output");
+    }
+    for (auto [opt, file] : {std::pair{prometheus_opt, &extra.prometheus}, std::pair{junit_opt, &extra.junit}}) {
+        if (opt->count() > 0 && file->empty()) {
+            throw Error(fmt::format("{} '': expected a file name", opt->get_name()));
+        }
+    }
     if (!(c.deep_timeout > 0 && c.deep_timeout <= 86400)) {
         throw Error(fmt::format("--deep-timeout {}: expected seconds, more than 0 and at most 86400", c.deep_timeout));
     }
@@ -311,7 +352,18 @@ int run(int argc, char** argv)
     options.strict = c.strict;
     options.quiet = c.quiet;
     options.color = use_color(c.no_color);
-    if (c.json) {
+    // The extra files first: one that cannot be written is exit 2, before any report is printed.
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (!extra.prometheus.empty()) {
+        write_file_atomically(
+            extra.prometheus, render_prometheus(results, facts, options, now, GPUKIT_VERSION), "--prometheus");
+    }
+    if (!extra.junit.empty()) {
+        write_file_atomically(extra.junit, render_junit(results, facts, options, now, GPUKIT_VERSION), "--junit");
+    }
+    if (extra.fail_summary) {
+        std::cout << render_fail_summary(results, options);
+    } else if (c.json) {
         std::cout << render_json(results, facts, options).dump(2) << '\n';
     } else {
         std::cout << render_text(results, facts, options);
@@ -356,12 +408,16 @@ int run_gpudoctor(int argc, char** argv)
     static char check_word[] = "check";
     const std::string first = argc > 1 ? argv[1] : "";
     const bool has_subcommand = first == "topo" || first == "check" || first == "snapshot" || first == "list" ||
-        first == "explain" || first == "nccl-log" || first == "fit" || first == "--help" || first == "-h" ||
-        first == "--version";
+        first == "explain" || first == "nccl-log" || first == "profile" || first == "fit" || first == "monitor" ||
+        first == "--help" || first == "-h" || first == "--version";
     if (!has_subcommand) {
         args.insert(args.begin() + 1, check_word);
     }
     try {
+        if (first == "monitor") {
+            // monitor parses its own options: everything after its "--" is a command to watch.
+            return run_monitor(argc - 1, argv + 1);
+        }
         if (first == "fit") {
             // fit parses its own options: everything after its "--" is a command to run.
             return run_fit(argc - 1, argv + 1);

@@ -2,12 +2,14 @@
 
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
+#include "launcher/profile.hpp"
 #include "probes/batch_split.hpp"
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <fmt/format.h>
 #include <optional>
 
@@ -16,6 +18,11 @@ namespace launcher {
 namespace {
 
 using probes::Error;
+
+// --monitor=SECONDS: NVML's utilisation sample period is 1/6 s to 1 s, so faster sampling only
+// repeats readings; an hour apart says nothing about a job.
+constexpr double min_monitor_interval = 0.1;
+constexpr double max_monitor_interval = 3600;
 
 constexpr const char* description =
     "Start one MPI rank per GPU, each bound to the CPU cores and NUMA memory nearest its GPU,\n"
@@ -27,6 +34,8 @@ constexpr const char* footer = R"(Examples:
   gpurun --cpu-only -np 2 ./app            rehearse without GPUs
   gpurun -H n01:8,n02:8 python train.py    two nodes, eight GPUs each
   gpurun --nccl-check python train.py      what NCCL chose (transports) and what went wrong
+  gpurun --profile nsys python train.py    an Nsight Systems report of rank 0 (gpudoctor profile)
+  gpurun --monitor python train.py         GPU kernel-active time, memory, power; one rank per GPU
 
 Exit status: the job's own status (128+N when it ended by signal N); 2 for usage or input
 errors, before anything starts. See gpurun(1).)";
@@ -137,6 +146,31 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         ->option_text("[=WHEN]");
     auto* log_dir_opt = app.add_option("--nccl-log-dir", o.nccl_log_dir, "With --nccl-check: keep the NCCL logs in DIR")
                             ->type_name("DIR");
+    std::string profiler;
+    std::string profile_ranks;
+    auto* profile_opt = app.add_option("--profile", profiler,
+                               "Run ranks under a profiler: nsys (Nsight Systems; read with gpudoctor profile)")
+                            ->type_name("TOOL");
+    auto* profile_ranks_opt = app.add_option("--profile-ranks", profile_ranks,
+                                     "With --profile: ranks to profile, as 0,3 or 0-7 or all (default 0)")
+                                  ->type_name("LIST");
+    auto* profile_dir_opt = app.add_option("--profile-dir", o.profile.dir,
+                                   "With --profile: write the reports to DIR (default ./gpurun-profile-DATE-TIME)")
+                                ->type_name("DIR");
+    // Like --nccl-check, read in the scan below: its value is only ever attached with '='.
+    std::optional<std::string> monitor;
+    std::string monitor_unused;
+    app.add_option("--monitor", monitor_unused,
+           "Sample GPUs every SECONDS (default 1): kernel-active time, memory, power, one rank per GPU; a summary at "
+           "the end")
+        ->option_text("[=SECONDS]");
+    auto* monitor_json_opt =
+        app.add_option("--monitor-json", o.monitor.json_file, "With --monitor: write the samples and summary to FILE")
+            ->type_name("FILE");
+    std::string enforce;
+    auto* enforce_opt = app.add_option("--enforce", enforce,
+                               "With --monitor, when ranks share a GPU or use another's: warn (default) or kill")
+                            ->type_name("MODE");
     app.add_option("-x", o.exports, "Export NAME (or NAME=VALUE) to every rank, as mpirun -x")
         ->type_name("NAME[=VALUE]")
         ->allow_extra_args(false)
@@ -157,6 +191,9 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
             } else if (a == "--nccl-check" || a.rfind("--nccl-check=", 0) == 0) {
                 // Its value is optional and only ever attached with '=': the next word may be the program.
                 nccl_check = a == "--nccl-check" ? "end" : a.substr(a.find('=') + 1);
+                continue;
+            } else if (a == "--monitor" || a.rfind("--monitor=", 0) == 0) {
+                monitor = a == "--monitor" ? "1" : a.substr(a.find('=') + 1);
                 continue;
             }
             if (a == "--" || a.empty() || a[0] != '-') {
@@ -269,6 +306,48 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
                                         "files; pass --nccl-log-dir DIR to keep them",
                     e));
             }
+        }
+    }
+    if (profile_opt->count() > 0) {
+        o.profile.profiler = choose<Profiler>("--profile", profiler, {{"nsys", Profiler::nsys}});
+    }
+    if (profile_ranks_opt->count() > 0 && o.profile.profiler == Profiler::none) {
+        throw Error("--profile-ranks needs --profile: say which profiler runs the ranks (--profile nsys)");
+    }
+    if (profile_dir_opt->count() > 0 && o.profile.profiler == Profiler::none) {
+        throw Error("--profile-dir needs --profile: say which profiler writes the reports (--profile nsys)");
+    }
+    if (profile_dir_opt->count() > 0 && o.profile.dir.empty()) {
+        throw Error("--profile-dir '': expected a directory");
+    }
+    if (profile_ranks_opt->count() > 0) {
+        o.profile.ranks = parse_rank_list(profile_ranks, "--profile-ranks");
+    }
+    if (monitor) {
+        double seconds = 0;
+        auto [ptr, ec] = std::from_chars(monitor->data(), monitor->data() + monitor->size(), seconds);
+        if (monitor->empty() || ec != std::errc() || ptr != monitor->data() + monitor->size() ||
+            !(seconds >= min_monitor_interval && seconds <= max_monitor_interval)) {
+            throw Error(fmt::format("--monitor={}: expected the seconds between samples, from {} to {}", *monitor,
+                min_monitor_interval, max_monitor_interval));
+        }
+        o.monitor.interval = seconds;
+        if (o.plan.cpu_only) {
+            throw Error("--monitor and --cpu-only: the monitor samples GPUs, and the ranks get none");
+        }
+    }
+    if (monitor_json_opt->count() > 0 && !monitor) {
+        throw Error("--monitor-json needs --monitor: only the monitor has samples to write");
+    }
+    if (monitor_json_opt->count() > 0 && o.monitor.json_file.empty()) {
+        throw Error("--monitor-json '': expected a file");
+    }
+    if (enforce_opt->count() > 0) {
+        o.monitor.enforce =
+            choose<EnforceMode>("--enforce", enforce, {{"warn", EnforceMode::warn}, {"kill", EnforceMode::kill}});
+        if (!monitor) {
+            throw Error(
+                fmt::format("--enforce {} needs --monitor: the monitor is what sees ranks share a GPU", enforce));
         }
     }
     if (speeds_opt->count() > 0 && batch_opt->count() == 0) {

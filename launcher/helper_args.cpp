@@ -1,6 +1,7 @@
 #include "launcher/helper_args.hpp"
 
 #include "launcher/global_batch.hpp"
+#include "launcher/profile.hpp"
 #include "probes/batch_split.hpp"
 #include "probes/error.hpp"
 
@@ -67,6 +68,21 @@ std::vector<std::string> helper_arguments(const HelperOptions& o)
     }
     if (o.report_bindings) {
         args.emplace_back("--report-bindings");
+    }
+    if (o.profile.profiler != Profiler::none) {
+        args.insert(args.end(),
+            {"--profile", to_string(o.profile.profiler), "--profile-dir", o.profile.dir, "--profile-ranks",
+                format_rank_list(o.profile.ranks)});
+    }
+    if (o.monitor.interval > 0) {
+        args.insert(
+            args.end(), {"--monitor-job", o.monitor_job, "--monitor-interval", fmt::format("{}", o.monitor.interval)});
+        if (!o.monitor.json_file.empty()) {
+            args.insert(args.end(), {"--monitor-json", o.monitor.json_file});
+        }
+        if (o.monitor.enforce != EnforceMode::warn) {
+            args.insert(args.end(), {"--enforce", to_string(o.monitor.enforce)});
+        }
     }
     args.emplace_back("--");
     args.insert(args.end(), o.program.begin(), o.program.end());
@@ -142,12 +158,49 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
             }
         } else if (a == "--speeds") {
             o.batch.speeds = probes::parse_speeds(value(a), a);
+        } else if (a == "--profile") {
+            const std::string& v = value(a);
+            if (v != "nsys") {
+                throw Error(fmt::format("--profile {}: expected nsys", v));
+            }
+            o.profile.profiler = Profiler::nsys;
+        } else if (a == "--profile-dir") {
+            o.profile.dir = value(a);
+        } else if (a == "--profile-ranks") {
+            o.profile.ranks = parse_rank_list(value(a), a);
+        } else if (a == "--monitor-job") {
+            o.monitor_job = value(a);
+        } else if (a == "--monitor-interval") {
+            const std::string& v = value(a);
+            double seconds = 0;
+            auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
+            if (v.empty() || ec != std::errc() || ptr != v.data() + v.size() || !(seconds > 0)) {
+                throw Error(fmt::format("--monitor-interval {}: expected seconds above 0", v));
+            }
+            o.monitor.interval = seconds;
+        } else if (a == "--monitor-json") {
+            o.monitor.json_file = value(a);
+        } else if (a == "--enforce") {
+            const std::string& v = value(a);
+            if (v != "warn" && v != "kill") {
+                throw Error(fmt::format("--enforce {}: expected warn or kill", v));
+            }
+            o.monitor.enforce = v == "kill" ? EnforceMode::kill : EnforceMode::warn;
         } else {
             throw Error(fmt::format("unknown option '{}'; gpurun-rank is started by gpurun", a));
         }
     }
     if (!o.batch.speeds.empty() && o.batch.global_batch == 0) {
         throw Error("--speeds needs --global-batch");
+    }
+    if (o.profile != ProfileOptions{} && o.profile.profiler == Profiler::none) {
+        throw Error("--profile-dir and --profile-ranks need --profile");
+    }
+    if (o.profile.profiler != Profiler::none && o.profile.dir.empty()) {
+        throw Error("--profile needs --profile-dir");
+    }
+    if ((o.monitor.interval > 0) != !o.monitor_job.empty()) {
+        throw Error("--monitor-job and --monitor-interval go together");
     }
     o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
     if (o.program.empty()) {

@@ -15,6 +15,9 @@ struct HelperOptions {
     unsigned master_port = 0;
     bool report_bindings = false;
     BatchOptions batch;
+    ProfileOptions profile; ///< the helper of a chosen rank execs the profiler with the program
+    MonitorOptions monitor; ///< interval 0: no monitor
+    std::string monitor_job; ///< --monitor: the job id naming each node's private directory
     std::vector<std::string> program;
     friend bool operator==(const HelperOptions&, const HelperOptions&) = default;
 };

@@ -48,4 +48,14 @@ const char* to_string(NcclCheckMode mode)
     return "?";
 }
 
+const char* to_string(Profiler profiler)
+{
+    return profiler == Profiler::nsys ? "nsys" : "none";
+}
+
+const char* to_string(EnforceMode mode)
+{
+    return mode == EnforceMode::kill ? "kill" : "warn";
+}
+
 } // namespace launcher

@@ -45,6 +45,32 @@ struct BatchOptions {
     friend bool operator==(const BatchOptions&, const BatchOptions&) = default;
 };
 
+/// The profiler that wraps the chosen ranks (--profile).
+enum class Profiler { none, nsys };
+
+/// --profile nsys [--profile-ranks LIST] [--profile-dir DIR]: the chosen ranks run under `nsys
+/// profile`, each writing DIR/rank<RANK>.nsys-rep and its SQLite export for gpudoctor profile.
+/// gpurun and the rank helper both read it: the helper wraps its program when its rank is chosen.
+struct ProfileOptions {
+    Profiler profiler = Profiler::none;
+    std::vector<unsigned> ranks{0}; ///< sorted, unique; empty = every rank. Default: rank 0 only
+    std::string dir; ///< "" = ./gpurun-profile-DATE-TIME, made by gpurun
+    friend bool operator==(const ProfileOptions&, const ProfileOptions&) = default;
+};
+
+/// What the monitor does when the job's ranks break one rank per GPU: say so, or also stop the job.
+enum class EnforceMode { warn, kill };
+
+/// --monitor[=SECONDS] [--monitor-json FILE] [--enforce warn|kill]: local rank 0's helper on each
+/// node starts a monitor that samples the node's job GPUs through NVML and checks that every rank
+/// stays on its own GPU; it prints a summary when the ranks exit.
+struct MonitorOptions {
+    double interval = 0; ///< seconds between samples; 0 = no monitor
+    std::string json_file; ///< samples and summary go here ("" = none); %h is the node's short host name
+    EnforceMode enforce = EnforceMode::warn;
+    friend bool operator==(const MonitorOptions&, const MonitorOptions&) = default;
+};
+
 /// A host and its slot count as given by -H or a hostfile (nullopt: not given).
 struct HostSlots {
     std::string name;
@@ -69,6 +95,8 @@ struct LaunchOptions {
     NcclCheckMode nccl_check = NcclCheckMode::off;
     std::string nccl_log_dir; ///< --nccl-log-dir: keep the NCCL logs here; "" = a private directory
     BatchOptions batch;
+    ProfileOptions profile;
+    MonitorOptions monitor;
     std::vector<std::string> program; ///< PROGRAM ARGS..., byte-exact
 };
 
@@ -76,5 +104,7 @@ const char* to_string(BindMode mode);
 const char* to_string(GpuVisibility visibility);
 const char* to_string(probes::MemoryPolicy policy);
 const char* to_string(NcclCheckMode mode);
+const char* to_string(Profiler profiler);
+const char* to_string(EnforceMode mode);
 
 } // namespace launcher

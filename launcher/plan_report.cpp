@@ -1,6 +1,7 @@
 #include "launcher/plan_report.hpp"
 
 #include "launcher/global_batch.hpp"
+#include "launcher/profile.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -95,6 +96,24 @@ std::string render_text(const PlanReport& r)
             r.options.batch.global_batch, ranks.size(), ranks.size() == 1 ? "" : "s",
             speeds.empty() ? std::string("equal speeds") : fmt::format("by speed {}", format_speeds(speeds)));
     }
+    if (const auto& prof = r.options.profile; prof.profiler != Profiler::none) {
+        const unsigned first = prof.ranks.empty() ? 0 : prof.ranks.front();
+        std::string who = prof.ranks.empty()
+            ? std::string("every rank")
+            : fmt::format("rank{} {}", prof.ranks.size() == 1 ? "" : "s", format_rank_list(prof.ranks));
+        if (prof.ranks == std::vector<unsigned>{0}) {
+            who += " (the default; --profile-ranks all profiles every rank)";
+        }
+        const auto program = r.options.program.empty() ? std::vector<std::string>{"PROGRAM"} : r.options.program;
+        out += fmt::format("profile: {} on {}, reports in {}; rank {} runs: {}\n", to_string(prof.profiler), who,
+            prof.dir, first, shell_quote(nsys_command(prof.dir, first, program)));
+    }
+    if (const auto& mon = r.options.monitor; mon.interval > 0) {
+        out += fmt::format("monitor: every {}s on each node (started by local rank 0's helper), one rank per GPU "
+                           "checked, --enforce {}{}\n",
+            mon.interval, to_string(mon.enforce),
+            mon.json_file.empty() ? std::string() : fmt::format("; samples and summary to {}", mon.json_file));
+    }
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
@@ -127,6 +146,16 @@ nlohmann::json render_json(const PlanReport& r)
         hosts.push_back({{"host", h.name}, {"ranks", h.slots.value_or(0)}});
     }
     const auto& p = r.options.plan;
+    nlohmann::json profile = nullptr;
+    if (const auto& prof = r.options.profile; prof.profiler != Profiler::none) {
+        nlohmann::json chosen = nlohmann::json::array();
+        for (const auto& jr : r.job.ranks) {
+            if (profiles_rank(prof, jr.rank)) {
+                chosen.push_back(jr.rank);
+            }
+        }
+        profile = {{"profiler", to_string(prof.profiler)}, {"ranks", chosen}, {"dir", prof.dir}};
+    }
     return {{"ranks", ranks}, {"hosts", hosts}, {"command", r.command}, {"notes", r.notes},
         {"gpu_source", p.cpu_only ? nlohmann::json(nullptr) : nlohmann::json(r.gpu_source)},
         {"bind", to_string(p.bind)}, {"memory", to_string(p.memory)}, {"gpu_visibility", to_string(p.visibility)},
@@ -134,7 +163,16 @@ nlohmann::json render_json(const PlanReport& r)
         {"global_batch", r.batch ? nlohmann::json(r.options.batch.global_batch) : nlohmann::json(nullptr)},
         {"speeds",
             r.batch && !r.options.batch.speeds.empty() ? nlohmann::json(r.options.batch.speeds)
-                                                       : nlohmann::json(nullptr)}};
+                                                       : nlohmann::json(nullptr)},
+        {"profile", profile},
+        {"monitor",
+            r.options.monitor.interval > 0
+                ? nlohmann::json{{"interval", r.options.monitor.interval},
+                      {"enforce", to_string(r.options.monitor.enforce)},
+                      {"json_file",
+                          r.options.monitor.json_file.empty() ? nlohmann::json(nullptr)
+                                                              : nlohmann::json(r.options.monitor.json_file)}}
+                : nlohmann::json(nullptr)}};
 }
 
 } // namespace launcher

@@ -3,13 +3,17 @@
 #include "launcher/global_batch.hpp"
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
+#include "launcher/job_dir.hpp"
 #include "launcher/job_process.hpp"
 #include "launcher/nccl_check.hpp"
+#include "launcher/node_monitor.hpp"
 #include "launcher/openmpi.hpp"
 #include "launcher/plan_report.hpp"
+#include "launcher/profile.hpp"
 #include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
+#include "probes/library_versions.hpp"
 #include "probes/topology.hpp"
 
 #include <arpa/inet.h>
@@ -105,7 +109,7 @@ int run(const std::vector<std::string>& argv)
         return 0;
     }
     if (request.action == CliRequest::Action::version) {
-        std::cout << fmt::format("gpurun (gpukit) {}\n", GPUKIT_VERSION);
+        std::cout << probes::version_text("gpurun", GPUKIT_VERSION, probes::library_versions());
         return 0;
     }
     LaunchOptions& o = request.options;
@@ -173,6 +177,9 @@ int run(const std::vector<std::string>& argv)
             fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
     }
 
+    prepare_profile(o.profile, static_cast<unsigned>(job.ranks.size()), o.dry_run,
+        !o.hosts.empty() && !is_local(o.hosts, local_host), env("PATH"), notes);
+
     if (!o.program.empty() && is_local(o.hosts, local_host) && !probes::find_executable(o.program[0], env("PATH"))) {
         std::string what = fmt::format("program not found: '{}' is not {}", o.program[0],
             o.program[0].find('/') != std::string::npos ? "an executable file" : "an executable in PATH");
@@ -196,6 +203,12 @@ int run(const std::vector<std::string>& argv)
     helper.plan = o.plan;
     helper.report_bindings = o.report_bindings;
     helper.batch = o.batch;
+    helper.profile = o.profile;
+    if (o.monitor.interval > 0) {
+        helper.monitor = monitor_for_helpers(o.monitor, !o.hosts.empty() && !is_local(o.hosts, local_host), notes);
+        helper.monitor_job = o.dry_run ? monitor_job_shown : new_job_id();
+        o.monitor = helper.monitor; // as the report shows it: the file made absolute
+    }
     helper.program = o.program.empty() ? std::vector<std::string>{"PROGRAM"} : o.program;
     const char* env_addr = env("MASTER_ADDR");
     helper.master_addr = !o.master_addr.empty()    ? o.master_addr
@@ -285,15 +298,22 @@ int run(const std::vector<std::string>& argv)
         throw Error(
             fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER", helper_path));
     }
+    create_profile_dir(o.profile);
     std::cout.flush();
     std::function<void()> tick;
     if (nccl && o.nccl_check == NcclCheckMode::init) {
         tick = [&nccl] { fmt::print(stderr, "{}", nccl->poll()); };
     }
     const int status = run_job(command, o.grace_seconds, tick);
+    if (!helper.monitor_job.empty()) {
+        // The monitor removes its node's directory; this covers one that was killed on this node.
+        const char* tmpdir = env("TMPDIR");
+        remove_private_dir(job_dir_path(helper.monitor_job, tmpdir != nullptr ? tmpdir : ""));
+    }
     if (nccl) {
         fmt::print(stderr, "{}", nccl->finish());
     }
+    fmt::print(stderr, "{}", profile_epilogue(o.profile, static_cast<unsigned>(job.ranks.size())));
     return status;
 }
 

@@ -2,6 +2,8 @@
 #include "launcher/global_batch.hpp"
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
+#include "launcher/node_monitor.hpp"
+#include "launcher/profile.hpp"
 #include "launcher/rank_context.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
@@ -11,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
 #include <optional>
 #include <sys/prctl.h>
@@ -84,6 +87,12 @@ int run(const std::vector<std::string>& args)
     const std::string who = fmt::format("rank {} ({}, local rank {})", context->rank,
         layout.hostname.empty() ? "localhost" : layout.hostname, mine.local_rank);
 
+    if (o.monitor.interval > 0) {
+        // Before binding, so the monitor keeps the node's CPUs; the record is written before exec.
+        const char* tmpdir = std::getenv("TMPDIR");
+        join_node_monitor(o.monitor_job, o.monitor, *context, plan, tmpdir != nullptr ? tmpdir : "");
+    }
+
     if (o.plan.bind != BindMode::none) {
         try {
             topology.bind_cpus(mine.cpus);
@@ -143,6 +152,12 @@ int run(const std::vector<std::string>& args)
             topology.memory_binding(), topology.is_this_system() ? "" : " (XML topology: not bound)");
         std::fflush(stderr);
     }
+    if (profiles_rank(o.profile, context->rank)) {
+        // gpurun made the directory on its own host; a rank elsewhere makes it on its host.
+        std::error_code ec;
+        std::filesystem::create_directories(o.profile.dir, ec);
+        exec_program(nsys_command(o.profile.dir, context->rank, o.program));
+    }
     exec_program(o.program);
 }
 
@@ -151,6 +166,9 @@ int run(const std::vector<std::string>& args)
 int run_rank_helper(int argc, char** argv)
 {
     try {
+        if (argc > 1 && std::strcmp(argv[1], node_monitor_flag) == 0) {
+            return run_node_monitor(parse_node_monitor_arguments(std::vector<std::string>(argv + 2, argv + argc)));
+        }
         return run(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const Error& e) {
         fmt::print(stderr, "gpurun-rank: {}\n", e.what());

@@ -4,6 +4,8 @@
 // turns it into communicators, a transport table per host pair, and findings. Input is streamed:
 // memory grows with the number of ranks and communicators, never with the size of the log.
 
+#include "probes/finding_code.hpp"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,8 +29,8 @@ struct Where {
     bool known() const { return line != 0; }
 };
 
-enum class Severity { info, warn, fail };
-const char* to_string(Severity severity);
+using probes::Severity;
+using probes::to_string;
 
 struct Finding {
     std::string code; ///< stable: "nccl.shm_not_p2p"
@@ -128,13 +130,6 @@ nlohmann::json render_json(const Analysis& analysis);
 /// transport summary.
 std::string render_verdict(const Analysis& analysis);
 /// The title, explanation and remedy of every finding code, for `gpudoctor explain` and the man page.
-struct CodeText {
-    const char* code;
-    Severity severity;
-    const char* title;
-    const char* explanation;
-    const char* remedy;
-};
 const std::vector<CodeText>& finding_codes();
 
 } // namespace probes::nccl

@@ -29,19 +29,6 @@ const char* to_string(Transport transport)
     return "?";
 }
 
-const char* to_string(Severity severity)
-{
-    switch (severity) {
-    case Severity::info:
-        return "info";
-    case Severity::warn:
-        return "warn";
-    case Severity::fail:
-        return "fail";
-    }
-    return "?";
-}
-
 std::string Where::str() const
 {
     return line == 0 ? std::string() : fmt::format("{}:{}", file, line);

@@ -2,8 +2,10 @@
 
 #include "probes/error.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 
 namespace probes {
@@ -17,6 +19,40 @@ std::string c_string(const char* buffer, std::size_t size)
         ++n;
     }
     return std::string(buffer, n);
+}
+
+// The process-list call and the size of the entries it fills. The _v3 call took the 24-byte
+// nvmlProcessInfo_v2_t when it appeared (R510), silently switched to a 32-byte struct (with
+// usedGpuCcProtectedMemory) in drivers 530/535.43 to 535.86, and went back to 24 bytes in
+// 535.98, where the 32-byte layout moved to nvmlDeviceGetRunningProcessDetailList. So, as nvitop
+// does: 32 bytes only when the driver has nvmlDeviceGetConfComputeMemSizeInfo (535 era) but not
+// nvmlDeviceGetRunningProcessDetailList (535.98+); else 24 with _v3; 24 with _v2; 16 unversioned.
+void bind_process_list(const DynamicLibrary& library, NvmlApi& api)
+{
+    if (library.bind(api.running_processes, "nvmlDeviceGetComputeRunningProcesses_v3")) {
+        const bool struct_v3 = library.find("nvmlDeviceGetConfComputeMemSizeInfo") != nullptr &&
+            library.find("nvmlDeviceGetRunningProcessDetailList") == nullptr;
+        api.process_info_size = struct_v3 ? 32 : 24;
+        api.running_processes_symbol = "nvmlDeviceGetComputeRunningProcesses_v3";
+    } else if (library.bind(api.running_processes, "nvmlDeviceGetComputeRunningProcesses_v2")) {
+        api.process_info_size = 24;
+        api.running_processes_symbol = "nvmlDeviceGetComputeRunningProcesses_v2";
+    } else if (library.bind(api.running_processes, "nvmlDeviceGetComputeRunningProcesses")) {
+        api.process_info_size = 16;
+        api.running_processes_symbol = "nvmlDeviceGetComputeRunningProcesses";
+    }
+}
+
+// Bytes the call wrote into a buffer filled with `fill` beforehand: up to the last byte that changed.
+// Every layout ends with a field a driver never leaves as 0xAA bytes (computeInstanceId is
+// 0xFFFFFFFF without MIG, usedGpuCcProtectedMemory and usedGpuMemory have zero high bytes).
+std::size_t bytes_written(const std::vector<unsigned char>& buffer, unsigned char fill)
+{
+    std::size_t n = buffer.size();
+    while (n > 0 && buffer[n - 1] == fill) {
+        --n;
+    }
+    return n;
 }
 
 } // namespace
@@ -67,7 +103,8 @@ Nvml Nvml::load(const std::string& file)
     library.bind(api.cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2");
     library.bind(api.compute_mode, "nvmlDeviceGetComputeMode");
     library.bind(api.persistence_mode, "nvmlDeviceGetPersistenceMode");
-    library.bind(api.running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+    bind_process_list(library, api);
+    library.bind(api.power_usage, "nvmlDeviceGetPowerUsage");
     library.bind(api.ecc_mode, "nvmlDeviceGetEccMode");
     library.bind(api.total_ecc_errors, "nvmlDeviceGetTotalEccErrors");
     library.bind(api.retired_pages, "nvmlDeviceGetRetiredPages");
@@ -95,12 +132,14 @@ Nvml Nvml::load(const std::string& file)
     return nvml;
 }
 
-Nvml::Nvml(DynamicLibrary library, NvmlApi api) : m_library(std::move(library)), m_api(api)
+Nvml::Nvml(DynamicLibrary library, NvmlApi api)
+    : m_library(std::move(library)), m_api(api), m_process_info_size(api.process_info_size)
 {
 }
 
 Nvml::Nvml(Nvml&& other) noexcept
-    : m_library(std::move(other.m_library)), m_api(other.m_api), m_initialised(other.m_initialised)
+    : m_library(std::move(other.m_library)), m_api(other.m_api), m_initialised(other.m_initialised),
+      m_process_info_size(other.m_process_info_size)
 {
     other.m_initialised = false;
 }
@@ -187,6 +226,58 @@ std::vector<NvmlGpu> Nvml::gpus() const
         out.push_back(std::move(gpu));
     }
     return out;
+}
+
+std::vector<NvmlProcess> Nvml::compute_processes(nvml_abi::Device device) const
+{
+    if (m_api.running_processes == nullptr) {
+        throw Error(fmt::format("{} has no nvmlDeviceGetComputeRunningProcesses (_v3, _v2 or unversioned)", file()));
+    }
+    constexpr unsigned char fill = 0xAA;
+    constexpr unsigned largest_entry = 32;
+    unsigned int count = 0;
+    nvml_abi::Return rc = m_api.running_processes(device, &count, nullptr);
+    for (int attempt = 0; rc == nvml_abi::error_insufficient_size && attempt < 4; ++attempt) {
+        // The list changes between calls: room for more than were just counted. Room for the
+        // largest entry too, so a driver that writes 32-byte entries never overruns the buffer.
+        const unsigned capacity = count * 2 + 5;
+        std::vector<unsigned char> buffer(std::size_t(capacity) * largest_entry, fill);
+        count = capacity;
+        rc = m_api.running_processes(device, &count, buffer.data());
+        if (rc != nvml_abi::success) {
+            continue;
+        }
+        count = std::min(count, capacity);
+        unsigned stride = m_process_info_size;
+        const std::size_t written = bytes_written(buffer, fill);
+        if (stride != 16 && count > 0 && written > std::size_t(count) * stride) {
+            // The driver wrote more than `count` entries of the size chosen at load: the 535.43
+            // to 535.86 layout behind a symbol that did not say so. Read it as it is written.
+            stride = 32;
+        } else if (stride == 32 && count > 0 && written <= std::size_t(count) * 24) {
+            stride = 24;
+        }
+        m_process_info_size = stride;
+        std::vector<NvmlProcess> out;
+        for (unsigned i = 0; i < count; ++i) {
+            const unsigned char* entry = buffer.data() + std::size_t(i) * stride;
+            unsigned int pid = 0;
+            unsigned long long used = 0;
+            std::memcpy(&pid, entry, sizeof pid);
+            std::memcpy(&used, entry + 8, sizeof used);
+            NvmlProcess p;
+            p.pid = pid;
+            if (used != ~0ULL) {
+                p.used_memory = used;
+            }
+            out.push_back(p);
+        }
+        return out;
+    }
+    if (rc == nvml_abi::success) {
+        return {}; // no process: nothing to size
+    }
+    throw Error(fmt::format("{} failed: {}", m_api.running_processes_symbol, describe(rc)));
 }
 
 std::optional<std::string> Nvml::driver_version() const

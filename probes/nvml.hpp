@@ -17,6 +17,7 @@ using Return = int;
 using Device = struct DeviceOpaque*;
 constexpr Return success = 0;
 constexpr Return error_not_supported = 3;
+constexpr Return error_no_permission = 4;
 constexpr Return error_insufficient_size = 7;
 
 struct PciInfo {
@@ -71,7 +72,12 @@ struct NvmlApi {
     nvml_abi::Return (*cuda_driver_version)(int*) = nullptr; // ..._v2
     nvml_abi::Return (*compute_mode)(nvml_abi::Device, int*) = nullptr;
     nvml_abi::Return (*persistence_mode)(nvml_abi::Device, int*) = nullptr;
-    nvml_abi::Return (*running_processes)(nvml_abi::Device, unsigned int*, void*) = nullptr; // _v3, count only
+    /// nvmlDeviceGetComputeRunningProcesses: _v3, else _v2, else unversioned; the entries it fills
+    /// are `process_info_size` bytes each (see Nvml::load).
+    nvml_abi::Return (*running_processes)(nvml_abi::Device, unsigned int*, void*) = nullptr;
+    unsigned process_info_size = 0; ///< 32, 24 or 16 bytes; 0 when running_processes is absent
+    const char* running_processes_symbol = ""; ///< the symbol bound, for messages
+    nvml_abi::Return (*power_usage)(nvml_abi::Device, unsigned int*) = nullptr; // milliwatts
     nvml_abi::Return (*ecc_mode)(nvml_abi::Device, int*, int*) = nullptr;
     nvml_abi::Return (*total_ecc_errors)(nvml_abi::Device, int, int, unsigned long long*) = nullptr;
     nvml_abi::Return (*retired_pages)(nvml_abi::Device, int, unsigned int*, unsigned long long*) = nullptr;
@@ -100,6 +106,14 @@ struct NvmlGpu {
     std::vector<std::string> mig_uuids; ///< MIG instances on this GPU, when MIG is enabled
 };
 
+/// A process with a CUDA context on a GPU, as NVML lists it. Inside a container the pid is the
+/// host's, not one this process can see.
+struct NvmlProcess {
+    unsigned pid = 0;
+    std::optional<std::uint64_t> used_memory; ///< nullopt when NVML cannot say (NVML_VALUE_NOT_AVAILABLE)
+    friend bool operator==(const NvmlProcess&, const NvmlProcess&) = default;
+};
+
 /// The NVML library, loaded and initialised. Throws probes::Error when the library is missing,
 /// lacks a required symbol, or nvmlInit fails; the message names the file and NVML's own error.
 class Nvml {
@@ -120,6 +134,12 @@ public:
     /// NVML's error text for a return code.
     std::string describe(nvml_abi::Return rc) const;
     std::optional<std::string> driver_version() const;
+    /// The compute processes on a GPU, through the process-list call load() chose, with the
+    /// INSUFFICIENT_SIZE retry NVML's dynamic list needs. Throws probes::Error naming the call.
+    std::vector<NvmlProcess> compute_processes(nvml_abi::Device device) const;
+    /// The entry size compute_processes reads: as chosen at load, or as the driver was seen to
+    /// write (see compute_processes).
+    unsigned process_info_size() const { return m_process_info_size; }
     const NvmlApi& api() const { return m_api; }
     const std::string& file() const { return m_library.file(); }
 
@@ -132,6 +152,7 @@ private:
     DynamicLibrary m_library;
     NvmlApi m_api;
     bool m_initialised = false;
+    mutable unsigned m_process_info_size = 0;
 };
 
 } // namespace probes

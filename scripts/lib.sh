@@ -31,8 +31,8 @@ install_missing() {
     fi
 }
 
-BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev openmpi-bin)
-TEST_PACKAGES=(libgtest-dev clang-format)
+BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev libsqlite3-dev openmpi-bin)
+TEST_PACKAGES=(libgtest-dev clang-format dpkg-dev)
 
 build() {
     cmake -S "$GPUKIT_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null

@@ -32,11 +32,18 @@ struct Case {
 
 const std::string demo = "@SOURCE@/share/gpukit/topologies/dgx-a100-like.xml";
 
+// PATH with a stand-in nsys first (written by SetUp), so that --profile nsys finds one everywhere.
+std::string path_with_nsys()
+{
+    const char* path = std::getenv("PATH");
+    return "@TMP@/nsys-bin:" + std::string(path != nullptr ? path : "/usr/bin:/bin");
+}
+
 std::vector<Case> cases()
 {
     return {
         {"help", {"--help"}, {}},
-        {"version", {"--version"}, {}},
+        {"version", {"--version"}, {{"GPUKIT_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"}}},
         {"dry_run_text",
             {"--dry-run", "--topology", demo, "--master-port", "29500", "--", "python", "train.py", "--lr", "0.1"}, {}},
         {"dry_run_json", {"--dry-run", "--json", "--topology", demo, "--master-port", "29500", "python", "train.py"},
@@ -66,6 +73,17 @@ std::vector<Case> cases()
         {"dry_run_global_batch_equal",
             {"--dry-run", "--topology", demo, "--master-port", "29500", "--global-batch", "10", "-np", "4", "python"},
             {}},
+        {"dry_run_monitor",
+            {"--dry-run", "--topology", demo, "--master-port", "29500", "--monitor=0.5", "--monitor-json",
+                "@TMP@/mon.json", "--enforce", "kill", "python", "train.py"},
+            {}},
+        {"dry_run_monitor_two_hosts_json",
+            {"--dry-run", "--json", "-H", "n01:1,n02:1", "--topology", demo, "--master-port", "29500", "--monitor",
+                "--monitor-json", "@TMP@/mon.json", "python"},
+            {}},
+        {"error_monitor_zero", {"--monitor=0", "prog"}, {}},
+        {"error_enforce_stop", {"--monitor", "--enforce=stop", "prog"}, {}},
+        {"error_monitor_json_alone", {"--monitor-json", "m.json", "prog"}, {}},
         {"error_unknown_flag", {"--bnid", "numa", "prog"}, {}},
         {"error_bad_nccl_check", {"--nccl-check=ends", "prog"}, {}},
         {"error_nccl_log_dir_alone", {"--nccl-log-dir", "logs", "prog"}, {}},
@@ -90,6 +108,26 @@ std::vector<Case> cases()
         {"error_program_not_found", {"--cpu-only", "-np", "1", "no-such-program-xyz"}, {}},
         {"error_root_without_consent", {"--cpu-only", "-np", "1", "/bin/true"},
             {{"OMPI_ALLOW_RUN_AS_ROOT", test_support::unset_var}}, true},
+        {"dry_run_profile",
+            {"--dry-run", "--topology", demo, "--master-port", "29500", "--profile", "nsys", "--profile-ranks", "0,3",
+                "--profile-dir", "@TMP@/prof/", "python", "train.py"},
+            {{"PATH", path_with_nsys()}}},
+        {"dry_run_profile_json",
+            {"--dry-run", "--json", "--topology", demo, "--master-port", "29500", "-np", "2", "--profile", "nsys",
+                "--profile-ranks", "all", "--profile-dir", "@TMP@/prof", "python"},
+            {{"PATH", path_with_nsys()}}},
+        {"dry_run_profile_no_nsys",
+            {"--dry-run", "--topology", demo, "--master-port", "29500", "-np", "2", "--profile", "nsys",
+                "--profile-dir", "@TMP@/prof", "/bin/true"},
+            {{"PATH", "@TMP@/empty-bin"}}},
+        {"error_profile_unknown", {"--profile", "nsy", "prog"}, {}},
+        {"error_profile_ranks_bad", {"--profile", "nsys", "--profile-ranks", "0,x", "prog"}, {}},
+        {"error_profile_ranks_alone", {"--profile-ranks", "0", "prog"}, {}},
+        {"error_profile_rank_beyond",
+            {"--topology", demo, "-np", "2", "--profile", "nsys", "--profile-ranks", "1-3", "--dry-run", "prog"},
+            {{"PATH", path_with_nsys()}}},
+        {"error_profile_no_nsys", {"--cpu-only", "-np", "1", "--profile", "nsys", "/bin/true"},
+            {{"PATH", "@TMP@/empty-bin"}}},
     };
 }
 
@@ -103,6 +141,9 @@ protected:
         t.write(m_dir / "cpu-only.xml");
         std::ofstream(m_dir / "hosts") << "n01 slots=8\nn02 slots=eight\n";
         std::filesystem::create_directory(m_dir / "empty-bin");
+        std::filesystem::create_directory(m_dir / "nsys-bin");
+        std::ofstream(m_dir / "nsys-bin/nsys") << "#!/bin/sh\nexit 0\n";
+        std::filesystem::permissions(m_dir / "nsys-bin/nsys", std::filesystem::perms::owner_all);
     }
 
     std::string expand(const std::string& s) const

@@ -52,6 +52,17 @@ std::vector<Case> cases()
 {
     return {
         {"help", {"--help"}, {}},
+        // --version: hwloc, and the NVIDIA driver and NCCL through the loaders (missing, then the fakes).
+        {"version", {"--version"}, {{"GPUKIT_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"}}},
+        {"version_fakes", {"--version"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/healthy.json"},
+                {"GPUKIT_NCCL_LIBRARY", "@FAKE_NCCL@"}, {"FAKE_NCCL_VERSION", "22105"}}},
+        // --fail-summary: the one line the Slurm scripts use as the drain reason.
+        {"fail_summary", with({"check", "--fail-summary", "--topology", demo}, host_free),
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/node.json"}}},
+        {"fail_summary_fit",
+            {"check", "--fail-summary", "--only", "driver,gpus", "--topology", demo, "--sysroot", "@TMP@/root"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/healthy.json"}}},
         {"list", {"list"}, {}},
         {"explain", {"explain", "gpus.throttled"}, {}},
         {"explain_typo", {"explain", "gpus.throtled"}, {}},
@@ -146,6 +157,19 @@ std::vector<Case> cases()
         {"deep_and_quick", {"check", "--quick", "--deep"}, {}},
         {"deep_bad_timeout", {"check", "--deep", "--deep-timeout", "-1"}, {}},
         {"explain_deep", {"explain", "bandwidth.h2d_low"}, {}},
+        // gpudoctor monitor against the fake NVML's sampling sequences: a steady GPU, one that waits
+        // on its input, an idle one. Samples follow the schedule, not the clock: the output is exact.
+        {"monitor_help", {"monitor", "--help"}, {}},
+        {"monitor_duration", {"monitor", "--interval", "0.1", "--duration", "0.5"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/monitor_nvml.json"}}},
+        {"monitor_json", {"monitor", "--interval", "0.1", "--duration", "0.3", "--json", "--gpus", "1"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/monitor_nvml.json"}}},
+        {"monitor_bad_gpu", {"monitor", "--duration", "1", "--gpus", "0,5"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/monitor_nvml.json"}}},
+        {"monitor_no_nvml", {"monitor", "--duration", "1"}, {}},
+        {"monitor_bad_interval", {"monitor", "--interval", "0.05", "--duration", "1"}, {}},
+        {"monitor_unknown_option", {"monitor", "--intervall", "1"}, {}},
+        {"monitor_duration_and_command", {"monitor", "--duration", "1", "--", "true"}, {}},
     };
 }
 
@@ -197,6 +221,14 @@ protected:
   {"bus_id": "00000000:07:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920},
   {"bus_id": "00000000:0F:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920,
    "memory_used": 34359738368}]})";
+        std::ofstream(m_dir / "monitor_nvml.json") << R"({"gpus": [
+  {"bus_id": "00000000:07:00.0", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,
+   "utilization": [0, 96, 97, 95, 96], "memory_used": [1073741824, 75161927680], "power_mw": 612000,
+   "clock_event_reasons": 4},
+  {"bus_id": "00000000:0F:00.0", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,
+   "utilization": [80, 10, 80, 10, 80], "memory_used": 21474836480, "power_mw": [350000, 120000]},
+  {"bus_id": "00000000:47:00.0", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,
+   "utilization": 0, "memory_used": 314572800, "power_mw": 70000}]})";
         std::ofstream(m_dir / "models.toml") << "[my-vit]\ndescription = \"ViT-B/16 at 224, measured\"\n"
                                                 "params = \"86M\"\nactivation_bytes_per_sample = \"310MiB\"\n";
         // Two nodes of two GPUs behind Open MPI's --tag-output: P2P on one node, SHM on the

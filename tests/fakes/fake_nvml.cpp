@@ -11,16 +11,40 @@
 //   pcie {gen, max_gen, width, max_width}, utilization, nvlinks ["<remote bus id>", ...].
 // Top level: cuda_driver_version, p2p {"0-1": {"read": status, "write": status}},
 //   ancestor {"0-1": level}, default_ancestor, hang_in / crash_in "<function name>".
+// Sampling sequences (for monitors): utilization, memory_used, power_mw (nvmlDeviceGetPowerUsage)
+//   and clock_event_reasons may each be a list instead of one value. The n-th
+//   nvmlDeviceGetUtilizationRates call on a GPU returns the n-th entry (the last one repeats) and
+//   makes n the GPU's current sample; the other lists answer with the current sample's entry (the
+//   first before any utilisation call), so one sample reads one column of the lists.
+// Process lists (nvmlDeviceGetComputeRunningProcesses*): per GPU "processes" is a count (pids
+//   4200000 + 100 * gpu + i, above Linux's largest pid_max: no process has them), or a list of
+//   pids or of {"pid", "used_memory"}; "processes_error": an NVML return code the call gives
+//   instead. On top, the file named by FAKE_NVML_PROCESS_FILE (read at every call) holds
+//   "<pid> <gpu index or bus id>" lines: a test's program appends its own pid to "open" a GPU.
+//   Each entry is written with the struct size of the symbol called: _v3 24 bytes (32 with
+//   FAKE_NVML_V3_STRIDE=32), _v2 24, unversioned 16.
 // Built in variants: FAKE_NVML_MINIMAL exports only the symbols gpukit requires;
 // FAKE_NVML_NO_PCI also lacks nvmlDeviceGetPciInfo_v3/_v2, so the loader must refuse it.
+// Process-list variants, as drivers differ: FAKE_NVML_NO_V3, FAKE_NVML_NO_V2 (the symbols are
+// missing), FAKE_NVML_NO_DETAIL_LIST (no nvmlDeviceGetRunningProcessDetailList: with the
+// ConfCompute symbol, a 535.43-535.86 driver), FAKE_NVML_V3_STRIDE=32.
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
+
+#ifndef FAKE_NVML_V3_STRIDE
+#define FAKE_NVML_V3_STRIDE 24
+#endif
 
 namespace {
 
@@ -48,9 +72,12 @@ nlohmann::json& fixture()
     return data;
 }
 
+std::map<std::size_t, long>& samples_taken();
+
 void load_fixture()
 {
     const char* path = std::getenv("FAKE_NVML_FIXTURE");
+    samples_taken().clear();
     fixture() = nlohmann::json{{"gpus", nlohmann::json::array()}};
     if (path != nullptr) {
         std::ifstream in(path);
@@ -88,6 +115,28 @@ const nlohmann::json& gpu(void* device)
     return fixture()["gpus"][gpu_of(device)];
 }
 
+// Per GPU, the sample the last utilisation call read (-1: none yet), and how many calls there were.
+std::map<std::size_t, long>& samples_taken()
+{
+    static std::map<std::size_t, long> taken;
+    return taken;
+}
+
+std::size_t current_sample(void* device)
+{
+    auto it = samples_taken().find(gpu_of(device));
+    return it == samples_taken().end() || it->second <= 0 ? 0 : static_cast<std::size_t>(it->second - 1);
+}
+
+// A fixture value, or the n-th entry of a list of them (the last one repeats).
+const nlohmann::json& sampled(const nlohmann::json& value, std::size_t n)
+{
+    if (!value.is_array() || value.empty()) {
+        return value;
+    }
+    return value[std::min(n, value.size() - 1)];
+}
+
 // A field of a GPU's fixture object, or NOT_SUPPORTED (3) when the fixture leaves it out.
 template <typename T> int field(void* device, const char* group, const char* key, T* out)
 {
@@ -102,13 +151,99 @@ template <typename T> int field(void* device, const char* group, const char* key
     if (!node->contains(key)) {
         return 3;
     }
-    *out = (*node)[key].get<T>();
+    *out = sampled((*node)[key], current_sample(device)).get<T>();
     return 0;
 }
 
 std::string pair_key(void* a, void* b)
 {
     return std::to_string(gpu_of(a)) + "-" + std::to_string(gpu_of(b));
+}
+
+// "00000000:0F:00.0", "0000:0f:00.0" and "0f:00.0" all name the same GPU: compare bus:device.function.
+std::string short_bus(std::string text)
+{
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+    auto first = text.find(':');
+    return text.find(':', first + 1) == std::string::npos ? text : text.substr(first + 1);
+}
+
+struct FakeProcess {
+    unsigned pid;
+    unsigned long long used_memory;
+};
+
+// The processes on a GPU: the fixture's, then the process file's lines for it.
+std::vector<FakeProcess> processes_on(void* device)
+{
+    std::vector<FakeProcess> out;
+    const std::size_t index = gpu_of(device);
+    const auto& g = gpu(device);
+    if (g.contains("processes")) {
+        const auto& p = g["processes"];
+        if (p.is_number()) {
+            for (unsigned i = 0; i < p.get<unsigned>(); ++i) {
+                out.push_back({static_cast<unsigned>(4200000 + 100 * index + i), 256ULL << 20});
+            }
+        } else {
+            for (const auto& e : p) {
+                if (e.is_number()) {
+                    out.push_back({e.get<unsigned>(), 256ULL << 20});
+                } else {
+                    out.push_back({e.value("pid", 0U), e.value("used_memory", 256ULL << 20)});
+                }
+            }
+        }
+    }
+    if (const char* file = std::getenv("FAKE_NVML_PROCESS_FILE"); file != nullptr) {
+        std::ifstream in(file);
+        std::string line;
+        while (std::getline(in, line)) {
+            std::istringstream words(line);
+            unsigned pid = 0;
+            std::string which;
+            if (!(words >> pid >> which)) {
+                continue;
+            }
+            const bool is_index = which.find_first_not_of("0123456789") == std::string::npos;
+            if ((is_index && std::stoul(which) == index) ||
+                (!is_index && short_bus(which) == short_bus(g.value("bus_id", "")))) {
+                out.push_back({pid, 512ULL << 20});
+            }
+        }
+    }
+    return out;
+}
+
+// nvmlDeviceGetComputeRunningProcesses in every version: entries of `stride` bytes (pid at 0,
+// usedGpuMemory at 8, then gpuInstanceId and computeInstanceId 0xFFFFFFFF, then 8 bytes of
+// usedGpuCcProtectedMemory in the 32-byte layout).
+int list_processes(void* device, unsigned int* count, void* infos, std::size_t stride)
+{
+    misbehave("nvmlDeviceGetComputeRunningProcesses");
+    if (gpu(device).contains("processes_error")) {
+        return gpu(device)["processes_error"].get<int>();
+    }
+    const auto processes = processes_on(device);
+    const auto n = static_cast<unsigned int>(processes.size());
+    if (infos == nullptr || *count < n) {
+        *count = n;
+        return n == 0 ? 0 : 7; // NVML_ERROR_INSUFFICIENT_SIZE
+    }
+    auto* out = static_cast<unsigned char*>(infos);
+    for (unsigned i = 0; i < n; ++i) {
+        unsigned char* entry = out + i * stride;
+        std::memset(entry, 0, stride);
+        std::memcpy(entry, &processes[i].pid, sizeof(unsigned));
+        std::memcpy(entry + 8, &processes[i].used_memory, sizeof(unsigned long long));
+        if (stride >= 24) {
+            const unsigned none = 0xFFFFFFFFU;
+            std::memcpy(entry + 16, &none, sizeof none);
+            std::memcpy(entry + 20, &none, sizeof none);
+        }
+    }
+    *count = n;
+    return 0;
 }
 
 int copy(const std::string& text, char* out, unsigned int length)
@@ -204,7 +339,9 @@ int nvmlDeviceGetMemoryInfo(void* device, Memory* memory)
 {
     const auto& gpu = fixture()["gpus"][gpu_of(device)];
     memory->total = gpu.value("memory_total", 0ULL);
-    memory->used = gpu.value("memory_used", 0ULL);
+    memory->used = gpu.contains("memory_used")
+        ? sampled(gpu["memory_used"], current_sample(device)).get<unsigned long long>()
+        : 0ULL;
     // A file holding the bytes used, read at every call: a test's child process changes it as it runs.
     if (gpu.contains("memory_used_file")) {
         std::ifstream in(gpu["memory_used_file"].get<std::string>());
@@ -254,16 +391,41 @@ int nvmlDeviceGetPersistenceMode(void* device, int* mode)
     return field(device, nullptr, "persistence", mode);
 }
 
+#ifndef FAKE_NVML_NO_V3
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, void* infos)
 {
-    misbehave("nvmlDeviceGetComputeRunningProcesses_v3");
-    unsigned int n = gpu(device).value("processes", 0U);
-    if (infos == nullptr || *count < n) {
-        *count = n;
-        return n == 0 ? 0 : 7; // NVML_ERROR_INSUFFICIENT_SIZE
-    }
-    *count = n;
-    return 0;
+    return list_processes(device, count, infos, FAKE_NVML_V3_STRIDE);
+}
+#endif
+
+#ifndef FAKE_NVML_NO_V2
+int nvmlDeviceGetComputeRunningProcesses_v2(void* device, unsigned int* count, void* infos)
+{
+    return list_processes(device, count, infos, 24);
+}
+#endif
+
+int nvmlDeviceGetComputeRunningProcesses(void* device, unsigned int* count, void* infos)
+{
+    return list_processes(device, count, infos, 16);
+}
+
+// Present in 535-era and later drivers; only their presence matters to the loader.
+int nvmlDeviceGetConfComputeMemSizeInfo(void*, void*)
+{
+    return 3;
+}
+
+#ifndef FAKE_NVML_NO_DETAIL_LIST
+int nvmlDeviceGetRunningProcessDetailList(void*, void*)
+{
+    return 3;
+}
+#endif
+
+int nvmlDeviceGetPowerUsage(void* device, unsigned int* milliwatts)
+{
+    return field(device, nullptr, "power_mw", milliwatts);
 }
 
 int nvmlDeviceGetEccMode(void* device, int* current, int* pending)
@@ -340,6 +502,8 @@ int nvmlDeviceGetMaxPcieLinkWidth(void* device, unsigned int* value)
 
 int nvmlDeviceGetUtilizationRates(void* device, unsigned int* rates)
 {
+    misbehave("nvmlDeviceGetUtilizationRates");
+    ++samples_taken()[gpu_of(device)];
     unsigned int u = 0;
     int rc = field(device, nullptr, "utilization", &u);
     rates[0] = u;

@@ -3,6 +3,7 @@
 // crash, hang or leak; what it accepts must survive a round trip.
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
+#include "launcher/profile.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/cpu_set.hpp"
 #include "probes/error.hpp"
@@ -115,8 +116,15 @@ void fuzz_one(const std::string& text)
     if (diff > bytes / 100 + 1) {
         std::abort();
     }
+#elif FUZZ_TARGET == 8
+    // --profile-ranks: what is accepted is sorted, unique, and reads back from its printed form.
+    const auto ranks = launcher::parse_rank_list(text, "fuzz");
+    if (!std::is_sorted(ranks.begin(), ranks.end()) || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() ||
+        launcher::parse_rank_list(launcher::format_rank_list(ranks), "fuzz") != ranks) {
+        std::abort();
+    }
 #else
-#error "FUZZ_TARGET must be 1..7"
+#error "FUZZ_TARGET must be 1..8"
 #endif
 }
 

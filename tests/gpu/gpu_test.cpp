@@ -7,6 +7,7 @@
 #include "probes/cuda.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_bandwidth.hpp"
+#include "probes/gpu_sampler.hpp"
 #include "probes/nccl_allreduce.hpp"
 #include "tests/support/process.hpp"
 
@@ -18,6 +19,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -183,4 +185,52 @@ TEST(GpuDoctor, DeepBandwidthCheckRunsOnThisGpu)
     for (const auto& f : (*bandwidth)["findings"]) {
         EXPECT_NE(f.value("severity", ""), "error") << f.dump(2);
     }
+}
+
+TEST(GpuMonitor, OwnContextIsInNvmlsProcessListAndTheGpusAreSampled)
+{
+    // The process-list entry size the loader picks for this driver (32 bytes only on 535.43 to
+    // 535.86) is right when our own pid comes back whole, with plausible memory, next to others.
+    const RealGpu& gpu = real_gpu();
+    if (!gpu.cuda) {
+        GTEST_SKIP() << gpu.skip_reason;
+    }
+    probes::Nvml nvml = probes::Nvml::load();
+    const auto& api = gpu.cuda->api();
+    probes::cuda_abi::Device device = 0;
+    gpu.cuda->check(api.device_get(&device, 0), "cuDeviceGet");
+    probes::cuda_abi::Context context = nullptr;
+    gpu.cuda->check(api.primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
+    gpu.cuda->check(api.ctx_set_current(context), "cuCtxSetCurrent");
+    probes::cuda_abi::DevicePtr block = 0;
+    gpu.cuda->check(api.mem_alloc(&block, 64ULL << 20), "cuMemAlloc");
+
+    bool ours = false;
+    bool unknown_pids = false; // host pids seen from a container
+    for (const auto& g : nvml.gpus()) {
+        for (const auto& p : nvml.compute_processes(nvml.handle(g.index))) {
+            EXPECT_GT(p.pid, 0U);
+            if (p.used_memory && g.memory_total) {
+                EXPECT_LE(*p.used_memory, *g.memory_total) << "pid " << p.pid << ": a wrong entry size reads garbage";
+            }
+            ours = ours || p.pid == static_cast<unsigned>(getpid());
+            unknown_pids = unknown_pids || access(("/proc/" + std::to_string(p.pid)).c_str(), F_OK) != 0;
+        }
+    }
+    const unsigned size = nvml.process_info_size();
+    RecordProperty("process_list", std::string(nvml.api().running_processes_symbol) + " " + std::to_string(size));
+    EXPECT_TRUE(size == 24 || size == 32) << size;
+    EXPECT_TRUE(ours || unknown_pids) << "this process has a CUDA context but NVML does not list it";
+
+    probes::GpuSampler sampler(nvml, probes::select_gpus(nvml.gpus(), {}));
+    for (const auto& s : sampler.sample(0)) {
+        if (s.kernel_active) {
+            EXPECT_LE(*s.kernel_active, 100U);
+        }
+        ASSERT_TRUE(s.memory_total) << "GPU " << s.gpu;
+        EXPECT_GT(*s.memory_total, 0U);
+        EXPECT_LE(s.memory_used.value_or(0), *s.memory_total);
+    }
+    api.mem_free(block);
+    api.primary_ctx_release(device);
 }

@@ -167,3 +167,33 @@ TEST(Cli, GlobalBatchErrors)
     EXPECT_EQ(error_of({"--global-bach", "8", "prog"}),
         "unknown option '--global-bach' (did you mean --global-batch?); see gpurun --help");
 }
+
+TEST(Cli, MonitorTakesItsIntervalOnlyAfterEquals)
+{
+    auto plain = parse({"--monitor", "python", "train.py"});
+    EXPECT_DOUBLE_EQ(plain.options.monitor.interval, 1.0);
+    EXPECT_EQ(plain.options.program, (std::vector<std::string>{"python", "train.py"}));
+    EXPECT_EQ(plain.options.monitor.enforce, launcher::EnforceMode::warn);
+    auto all = parse({"--monitor=0.5", "--monitor-json", "m.json", "--enforce=kill", "prog", "--monitor=3"});
+    EXPECT_DOUBLE_EQ(all.options.monitor.interval, 0.5);
+    EXPECT_EQ(all.options.monitor.json_file, "m.json");
+    EXPECT_EQ(all.options.monitor.enforce, launcher::EnforceMode::kill);
+    EXPECT_EQ(all.options.program, (std::vector<std::string>{"prog", "--monitor=3"}));
+    EXPECT_DOUBLE_EQ(parse({"--enforce", "warn", "--monitor", "p"}).options.monitor.interval, 1.0);
+}
+
+TEST(Cli, MonitorUsageErrors)
+{
+    EXPECT_EQ(error_of({"--monitor=0", "p"}), "--monitor=0: expected the seconds between samples, from 0.1 to 3600");
+    EXPECT_EQ(error_of({"--monitor=1s", "p"}), "--monitor=1s: expected the seconds between samples, from 0.1 to 3600");
+    EXPECT_EQ(
+        error_of({"--monitor=nan", "p"}), "--monitor=nan: expected the seconds between samples, from 0.1 to 3600");
+    EXPECT_EQ(error_of({"--monitor", "--enforce", "kil", "p"}),
+        "--enforce kil: expected one of warn, kill (did you mean kill?)");
+    EXPECT_EQ(error_of({"--enforce", "kill", "p"}),
+        "--enforce kill needs --monitor: the monitor is what sees ranks share a GPU");
+    EXPECT_EQ(error_of({"--monitor-json", "m.json", "p"}),
+        "--monitor-json needs --monitor: only the monitor has samples to write");
+    EXPECT_EQ(error_of({"--monitor", "--cpu-only", "p"}),
+        "--monitor and --cpu-only: the monitor samples GPUs, and the ranks get none");
+}

@@ -66,3 +66,21 @@ TEST(HelperArgs, RejectsABatchGpurunDoesNotWrite)
         launcher::parse_helper_arguments({"--global-batch", "4", "--speeds", "1,nan", "--", "x"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "4", "--speeds"}), probes::Error);
 }
+
+TEST(HelperArgs, MonitorOptionsTravelToTheHelper)
+{
+    HelperOptions o;
+    o.monitor.interval = 0.5;
+    o.monitor.json_file = "/r/mon.%h.json";
+    o.monitor.enforce = launcher::EnforceMode::kill;
+    o.monitor_job = "0123456789abcdef";
+    o.program = {"train"};
+    const auto args = launcher::helper_arguments(o);
+    EXPECT_EQ(args,
+        (std::vector<std::string>{"--monitor-job", "0123456789abcdef", "--monitor-interval", "0.5", "--monitor-json",
+            "/r/mon.%h.json", "--enforce", "kill", "--", "train"}));
+    EXPECT_EQ(launcher::parse_helper_arguments(args), o);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "0", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "1", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "stop", "--", "x"}), probes::Error);
+}

@@ -40,6 +40,19 @@ inline std::vector<doctor::Finding> judge_one(
     return results.front().findings;
 }
 
+/// A finding made up for a renderer's test.
+inline doctor::Finding make_finding(const std::string& code, doctor::Severity severity, const std::string& subject,
+    const std::string& message = "m", const std::string& remedy = "")
+{
+    doctor::Finding f;
+    f.code = code;
+    f.severity = severity;
+    f.subject = subject;
+    f.message = message;
+    f.remedy = remedy;
+    return f;
+}
+
 /// The first finding with this code, or nullptr.
 inline const doctor::Finding* find_code(const std::vector<doctor::Finding>& findings, const std::string& code)
 {

@@ -2,6 +2,9 @@
 // $PROBE_DIR/rank-$RANK.txt: selected environment variables, its Cpus_allowed_list and its
 // arguments (one "arg=" line each). PROBE_EXIT_RANK/PROBE_EXIT make one rank exit with a code;
 // PROBE_SLEEP makes every rank write its pid to $PROBE_DIR/pid-$RANK and sleep.
+// PROBE_OPEN_GPU stands for "the program opened a GPU" with the fake NVML: the rank appends
+// "<pid> <gpu>" to $FAKE_NVML_PROCESS_FILE, <gpu> being the value given (an index or a bus id), or
+// the rank's own GPU (GPURUN_GPU_BUS_ID) for "own".
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -35,9 +38,19 @@ int main(int argc, char** argv)
         out << "arg=" << argv[i] << '\n';
     }
     out.close();
+    // The pid first: a monitor may stop the rank as soon as it "opens" a GPU.
     const char* sleep_for = std::getenv("PROBE_SLEEP");
     if (sleep_for != nullptr) {
         std::ofstream(std::string(dir) + "/pid-" + rank) << getpid() << '\n';
+    }
+    const char* open_gpu = std::getenv("PROBE_OPEN_GPU");
+    const char* process_file = std::getenv("FAKE_NVML_PROCESS_FILE");
+    if (open_gpu != nullptr && process_file != nullptr) {
+        const char* own = std::getenv("GPURUN_GPU_BUS_ID");
+        const std::string gpu = std::string(open_gpu) == "own" ? (own != nullptr ? own : "none") : open_gpu;
+        std::ofstream(process_file, std::ios::app) << getpid() << ' ' << gpu << '\n';
+    }
+    if (sleep_for != nullptr) {
         sleep(static_cast<unsigned>(std::atoi(sleep_for)));
     }
     const char* exit_rank = std::getenv("PROBE_EXIT_RANK");

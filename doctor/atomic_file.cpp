@@ -1,0 +1,113 @@
+#include "doctor/atomic_file.hpp"
+
+#include "probes/error.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace doctor {
+
+namespace {
+
+/// The process umask. umask() can only be read by setting it; gpudoctor writes its report files
+/// from the main thread with no other threads running, so setting it back at once is safe.
+mode_t current_umask()
+{
+    const mode_t mask = umask(022);
+    umask(mask);
+    return mask;
+}
+
+/// Closes and removes the temporary file unless it was renamed into place.
+class TemporaryFile {
+public:
+    TemporaryFile(std::string path, int fd) : m_path(std::move(path)), m_fd(fd) { }
+    ~TemporaryFile()
+    {
+        if (m_fd >= 0) {
+            close(m_fd);
+        }
+        if (!m_renamed) {
+            unlink(m_path.c_str());
+        }
+    }
+    TemporaryFile(const TemporaryFile&) = delete;
+    TemporaryFile& operator=(const TemporaryFile&) = delete;
+
+    int fd() const { return m_fd; }
+    const std::string& path() const { return m_path; }
+    /// close(2) reports write-back errors (NFS, a full disk); so it is checked, once.
+    int close_now()
+    {
+        const int rc = close(m_fd);
+        m_fd = -1;
+        return rc;
+    }
+    void renamed() { m_renamed = true; }
+
+private:
+    std::string m_path;
+    int m_fd = -1;
+    bool m_renamed = false;
+};
+
+} // namespace
+
+void write_file_atomically(const std::string& path, std::string_view content, const std::string& what)
+{
+    auto fail = [&](const std::string& step) {
+        return probes::Error(fmt::format("{} {}: {}: {}", what, path, step, std::strerror(errno)));
+    };
+    if (path.empty()) {
+        throw probes::Error(fmt::format("{} '': expected a file name", what));
+    }
+    const std::filesystem::path target(path);
+    if (!target.has_filename()) {
+        throw probes::Error(fmt::format("{} {}: expected a file name, not a directory", what, path));
+    }
+    const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+    std::string pattern = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+    const int fd = mkostemp(pattern.data(), O_CLOEXEC);
+    if (fd < 0) {
+        throw fail(fmt::format("cannot create a temporary file in {}", dir.string()));
+    }
+    TemporaryFile temp(pattern, fd);
+    for (std::size_t done = 0; done < content.size();) {
+        const ssize_t n = write(temp.fd(), content.data() + done, content.size() - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            throw fail(fmt::format("cannot write {}", temp.path()));
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    if (fchmod(temp.fd(), 0666 & ~current_umask()) != 0) {
+        throw fail(fmt::format("cannot set the mode of {}", temp.path()));
+    }
+    if (fsync(temp.fd()) != 0) {
+        throw fail(fmt::format("cannot sync {}", temp.path()));
+    }
+    if (temp.close_now() != 0) {
+        throw fail(fmt::format("cannot write {}", temp.path()));
+    }
+    if (rename(temp.path().c_str(), path.c_str()) != 0) {
+        throw fail(fmt::format("cannot rename {} to it", temp.path()));
+    }
+    temp.renamed();
+    // The rename itself is durable once the directory is synced; a failure here loses nothing
+    // that a reader could see, so it is not an error.
+    const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+        fsync(dir_fd);
+        close(dir_fd);
+    }
+}
+
+} // namespace doctor

@@ -1,0 +1,367 @@
+#include "probes/gpu_monitor.hpp"
+
+#include "probes/byte_size.hpp"
+#include "probes/cpu_set.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+
+namespace probes {
+
+namespace {
+
+namespace limits = monitor_limits;
+
+// nvmlClocksEventReasons, by bit (nvml.h); idle (0x1) is left out of every list.
+constexpr std::pair<std::uint64_t, const char*> event_names[] = {
+    {0x2, "applications_clocks_setting"},
+    {0x4, "sw_power_cap"},
+    {0x8, "hw_slowdown"},
+    {0x10, "sync_boost"},
+    {0x20, "sw_thermal_slowdown"},
+    {0x40, "hw_thermal_slowdown"},
+    {0x80, "hw_power_brake_slowdown"},
+    {0x100, "display_clock_setting"},
+};
+constexpr std::uint64_t idle_event = 0x1;
+
+std::string percent(double share)
+{
+    return fmt::format("{:.0f}%", share * 100);
+}
+
+std::string seconds(double s)
+{
+    return fmt::format("{:.1f}s", s);
+}
+
+// Judges one GPU's series.
+GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
+{
+    GpuSummary s;
+    s.gpu = series.gpu;
+    s.peak_memory = series.peak_memory;
+    s.memory_total = series.memory_total;
+    for (std::size_t e = 0; e < series.events.size(); ++e) {
+        if (series.events[e] > 0) {
+            s.clock_events.emplace_back(event_names[e].second, double(series.events[e]) / double(series.samples));
+        }
+    }
+    const auto& readings = series.kernel_active;
+    s.samples = static_cast<unsigned>(readings.size());
+    if (readings.empty()) {
+        s.verdict = MonitorVerdict::no_data;
+        s.verdict_text = "NVML gave no kernel-active reading for this GPU (not supported here, e.g. with MIG)";
+        return s;
+    }
+
+    double total = 0;
+    for (auto r : readings) {
+        total += r;
+    }
+    const bool idle = total / double(readings.size()) < limits::idle_mean;
+    // The window judged: from the first sample at or above `startup_below` to the last one (an idle
+    // GPU's whole run, since the window would be a blip).
+    std::size_t first = 0;
+    std::size_t last = readings.size() - 1;
+    if (!idle) {
+        while (readings[first] < limits::startup_below) {
+            ++first;
+        }
+        while (readings[last] < limits::startup_below) {
+            --last;
+        }
+    }
+    s.startup_s = double(first) * interval;
+    s.shutdown_s = double(readings.size() - 1 - last) * interval;
+    std::array<unsigned, 101> histogram{};
+    double sum = 0;
+    double power = 0;
+    unsigned power_readings = 0;
+    unsigned busy = 0;
+    unsigned run = 0;
+    unsigned longest = 0;
+    for (std::size_t i = first; i <= last; ++i) {
+        const unsigned v = readings[i];
+        ++histogram[v];
+        sum += v;
+        busy += v >= limits::busy ? 1 : 0;
+        if (v < limits::dip) {
+            ++s.dip_samples;
+            s.dips += run == 0 ? 1 : 0;
+            longest = std::max(longest, ++run);
+        } else {
+            run = 0;
+        }
+        if (!std::isnan(series.power_w[i])) {
+            power += series.power_w[i];
+            ++power_readings;
+        }
+    }
+    s.judged = static_cast<unsigned>(last - first + 1);
+    s.mean = sum / double(s.judged);
+    // Nearest rank: the ceil(0.1 n)-th smallest reading.
+    const auto rank = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(0.1 * double(s.judged))));
+    std::size_t seen = 0;
+    for (unsigned v = 0; v <= 100; ++v) {
+        seen += histogram[v];
+        if (seen >= rank) {
+            s.p10 = v;
+            break;
+        }
+    }
+    s.busy_share = double(busy) / double(s.judged);
+    s.longest_dip_s = double(longest) * interval;
+    if (power_readings > 0) {
+        s.mean_power_w = power / double(power_readings);
+    }
+
+    const std::string dips_told = fmt::format("{} of {} samples below {}%", s.dip_samples, s.judged, limits::dip);
+    if (s.judged < limits::min_samples) {
+        s.verdict = MonitorVerdict::too_short;
+        s.verdict_text = fmt::format("only {} sample{} to judge{}: too few; sample longer or more often", s.judged,
+            s.judged == 1 ? "" : "s",
+            s.judged < s.samples ? fmt::format(" ({} more at start-up or shutdown)", s.samples - s.judged) : "");
+    } else if (idle) {
+        s.verdict = MonitorVerdict::idle;
+        s.verdict_text = fmt::format("the GPU was idle (kernel-active {:.1f}%): did the program use it?", s.mean);
+    } else if (s.mean >= limits::healthy_mean && s.dip_samples <= limits::rare_dips * s.judged) {
+        s.verdict = MonitorVerdict::healthy;
+        s.verdict_text = fmt::format("healthy: kernel-active {:.1f}% with rare dips ({})", s.mean, dips_told);
+    } else if (s.mean >= limits::healthy_mean) {
+        s.verdict = MonitorVerdict::frequent_dips;
+        s.verdict_text = fmt::format("kernel-active {:.1f}% on average, but the GPU often waits ({}, longest {}): "
+                                     "look at data loading, checkpoints or communication between steps; run with "
+                                     "gpurun --profile nsys and --nccl-check",
+            s.mean, dips_told, seconds(s.longest_dip_s));
+    } else {
+        s.verdict = MonitorVerdict::low;
+        s.verdict_text = fmt::format("kernel-active time is low ({:.1f}%, below {:.0f}%): the GPU waits; look at the "
+                                     "input pipeline (DataLoader workers, pinned memory) or communication: run with "
+                                     "gpurun --profile nsys and --nccl-check",
+            s.mean, limits::healthy_mean);
+    }
+
+    if (s.startup_s > 0 || s.shutdown_s > 0) {
+        std::vector<std::string> parts;
+        if (s.startup_s > 0) {
+            parts.push_back(fmt::format("start-up {}", seconds(s.startup_s)));
+        }
+        if (s.shutdown_s > 0) {
+            parts.push_back(fmt::format("shutdown {}", seconds(s.shutdown_s)));
+        }
+        s.notes.push_back(fmt::format("left out, below {}%: {}", limits::startup_below, fmt::join(parts, " and ")));
+    }
+    if (s.peak_memory && s.memory_total && *s.memory_total > 0 && !idle) {
+        const double share = double(*s.peak_memory) / double(*s.memory_total);
+        if (share < limits::memory_note) {
+            s.notes.push_back(fmt::format("memory peaked at {} ({} of the card): a larger batch may fit; see "
+                                          "gpudoctor fit",
+                format_bytes(*s.peak_memory), percent(share)));
+        }
+    }
+    for (std::size_t e = 0; e < series.events.size(); ++e) {
+        if (series.events[e] > 0 && (event_names[e].first & limits::slowdown_events) != 0) {
+            s.notes.push_back(fmt::format("clocks slowed by {} in {} of the samples: check cooling and power "
+                                          "(gpudoctor check)",
+                event_names[e].second, percent(double(series.events[e]) / double(series.samples))));
+        }
+    }
+    return s;
+}
+
+} // namespace
+
+const char* to_string(MonitorVerdict verdict)
+{
+    switch (verdict) {
+    case MonitorVerdict::healthy:
+        return "healthy";
+    case MonitorVerdict::frequent_dips:
+        return "frequent_dips";
+    case MonitorVerdict::low:
+        return "low";
+    case MonitorVerdict::idle:
+        return "idle";
+    case MonitorVerdict::too_short:
+        return "too_short";
+    case MonitorVerdict::no_data:
+        return "no_data";
+    }
+    return "?";
+}
+
+std::vector<std::string> clock_event_names(std::uint64_t bits)
+{
+    std::vector<std::string> names;
+    std::uint64_t known = idle_event;
+    for (const auto& [bit, name] : event_names) {
+        known |= bit;
+        if ((bits & bit) != 0) {
+            names.emplace_back(name);
+        }
+    }
+    if ((bits & ~known) != 0) {
+        names.push_back(fmt::format("{:#x}", bits & ~known));
+    }
+    return names;
+}
+
+void GpuSummariser::add(const GpuSample& sample)
+{
+    auto it = std::find_if(m_series.begin(), m_series.end(), [&](const Series& s) { return s.gpu == sample.gpu; });
+    if (it == m_series.end()) {
+        m_series.push_back(Series{});
+        it = m_series.end() - 1;
+        it->gpu = sample.gpu;
+        it->events.assign(std::size(event_names), 0);
+    }
+    Series& s = *it;
+    ++s.samples;
+    if (sample.kernel_active) {
+        s.kernel_active.push_back(static_cast<std::uint8_t>(std::min(*sample.kernel_active, 100U)));
+        s.power_w.push_back(sample.power_w ? static_cast<float>(*sample.power_w) : std::nanf(""));
+    }
+    if (sample.memory_used && (!s.peak_memory || *sample.memory_used > *s.peak_memory)) {
+        s.peak_memory = sample.memory_used;
+    }
+    if (sample.memory_total) {
+        s.memory_total = std::max(s.memory_total.value_or(0), *sample.memory_total);
+    }
+    for (std::size_t e = 0; e < std::size(event_names); ++e) {
+        if ((sample.clock_events.value_or(0) & event_names[e].first) != 0) {
+            ++s.events[e];
+        }
+    }
+}
+
+std::vector<GpuSummary> GpuSummariser::summaries(double interval) const
+{
+    std::vector<GpuSummary> out;
+    for (const auto& series : m_series) {
+        out.push_back(summarise_gpu(series, interval));
+    }
+    return out;
+}
+
+std::vector<GpuSummary> summarise(const std::vector<GpuSample>& samples, double interval)
+{
+    GpuSummariser summariser;
+    for (const auto& sample : samples) {
+        summariser.add(sample);
+    }
+    return summariser.summaries(interval);
+}
+
+std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std::vector<GpuSummary>& summaries)
+{
+    auto bus_of = [&](unsigned index) {
+        for (const auto& g : gpus) {
+            if (g.index == index) {
+                return g.bus_id.to_string();
+            }
+        }
+        return std::string("?");
+    };
+    std::vector<std::vector<std::string>> rows = {
+        {"GPU", "BUS ID", "SAMPLES", "KERNEL-ACTIVE", "P10", fmt::format(">={}%", monitor_limits::busy),
+            fmt::format("DIPS<{}%", monitor_limits::dip), "LONGEST", "PEAK MEMORY", "POWER"}};
+    for (const auto& s : summaries) {
+        const bool read = s.samples > 0;
+        std::string memory = "-";
+        if (s.peak_memory) {
+            memory = format_bytes(*s.peak_memory);
+            if (s.memory_total && *s.memory_total > 0) {
+                memory += fmt::format(" ({})", percent(double(*s.peak_memory) / double(*s.memory_total)));
+            }
+        }
+        rows.push_back({std::to_string(s.gpu), bus_of(s.gpu), std::to_string(s.samples),
+            read ? fmt::format("{:.1f}%", s.mean) : "-", read ? fmt::format("{}%", s.p10) : "-",
+            read ? percent(s.busy_share) : "-", read ? std::to_string(s.dips) : "-",
+            s.dips > 0 ? seconds(s.longest_dip_s) : "-", memory,
+            s.mean_power_w ? fmt::format("{:.0f} W", *s.mean_power_w) : "-"});
+    }
+    std::vector<std::size_t> width(rows.front().size(), 0);
+    for (const auto& row : rows) {
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            width[c] = std::max(width[c], row[c].size());
+        }
+    }
+    std::string out;
+    for (const auto& row : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            line += c + 1 == row.size() ? row[c] : fmt::format("{:<{}}  ", row[c], width[c]);
+        }
+        out += line + "\n";
+    }
+    for (const auto& s : summaries) {
+        out += fmt::format("GPU {}: {}\n", s.gpu, s.verdict_text);
+        for (const auto& note : s.notes) {
+            out += fmt::format("GPU {}: note: {}\n", s.gpu, note);
+        }
+    }
+    return out;
+}
+
+std::string render_sample_header()
+{
+    return fmt::format("{:>8}  {:>3}  {:>13}  {:>21}  {:>7}  {}\n", "TIME", "GPU", "KERNEL-ACTIVE", "MEMORY USED/TOTAL",
+        "POWER", "CLOCK EVENTS");
+}
+
+std::string render_sample_row(const GpuSample& s)
+{
+    std::string memory = "-";
+    if (s.memory_used) {
+        memory = format_bytes(*s.memory_used);
+        if (s.memory_total) {
+            memory += " / " + format_bytes(*s.memory_total);
+        }
+    }
+    const auto events = clock_event_names(s.clock_events.value_or(0));
+    return fmt::format("{:>8}  {:>3}  {:>13}  {:>21}  {:>7}  {}\n", seconds(s.t), s.gpu,
+        s.kernel_active ? fmt::format("{}%", *s.kernel_active) : "-", memory,
+        s.power_w ? fmt::format("{:.0f} W", *s.power_w) : "-",
+        events.empty() ? "-" : fmt::format("{}", fmt::join(events, ",")));
+}
+
+nlohmann::json to_json(const MonitoredGpu& gpu)
+{
+    return {{"index", gpu.index}, {"bus_id", gpu.bus_id.to_string()}, {"name", gpu.name}, {"uuid", gpu.uuid}};
+}
+
+nlohmann::json to_json(const GpuSample& s)
+{
+    auto optional = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    return {{"t", std::round(s.t * 1000) / 1000}, {"gpu", s.gpu}, {"kernel_active", optional(s.kernel_active)},
+        {"memory_used", optional(s.memory_used)}, {"memory_total", optional(s.memory_total)},
+        {"power_w", optional(s.power_w)}, {"clock_events", clock_event_names(s.clock_events.value_or(0))}};
+}
+
+nlohmann::json to_json(const GpuSummary& s)
+{
+    auto optional = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    nlohmann::json events = nlohmann::json::object();
+    for (const auto& [name, share] : s.clock_events) {
+        events[name] = share;
+    }
+    return {{"gpu", s.gpu}, {"samples", s.samples}, {"judged", s.judged}, {"startup_s", s.startup_s},
+        {"shutdown_s", s.shutdown_s}, {"kernel_active_mean", s.mean}, {"kernel_active_p10", s.p10},
+        {"busy_share", s.busy_share}, {"dip_samples", s.dip_samples}, {"dips", s.dips},
+        {"longest_dip_s", s.longest_dip_s}, {"peak_memory", optional(s.peak_memory)},
+        {"memory_total", optional(s.memory_total)}, {"mean_power_w", optional(s.mean_power_w)},
+        {"clock_events", events}, {"verdict", to_string(s.verdict)}, {"verdict_text", s.verdict_text},
+        {"notes", s.notes}};
+}
+
+std::string format_ranges(std::vector<unsigned> numbers)
+{
+    // A Linux cpulist is exactly this notation.
+    return CpuSet(std::move(numbers)).to_list();
+}
+
+} // namespace probes

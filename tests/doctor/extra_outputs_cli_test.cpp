@@ -1,0 +1,168 @@
+// The real gpudoctor's extra outputs: check --prometheus FILE, --junit FILE and --fail-summary,
+// with the fake NVML, beside --json, --quiet and --from, and when a file cannot be written.
+#include "probes/command.hpp"
+#include "tests/support/fake_gpu_node.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace {
+
+using test_support::EnvChanges;
+using test_support::file_text;
+using test_support::names_in;
+using test_support::TempDir;
+
+class ExtraOutputs : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_umask = umask(022);
+        std::filesystem::create_directories(m_dir / "root/proc");
+        std::filesystem::create_directories(m_dir / "out");
+        auto node = test_support::healthy_gpu_node(2);
+        std::ofstream(m_dir / "healthy.json") << node.dump();
+        node["gpus"][1]["ecc"]["uncorrected"] = 4;
+        node["gpus"][0]["clock_event_reasons"] = 0x40;
+        std::ofstream(m_dir / "ecc.json") << node.dump();
+    }
+    void TearDown() override { umask(m_umask); }
+
+    test_support::Finished gpudoctor(std::vector<std::string> args, const std::string& fixture = "ecc.json")
+    {
+        std::vector<std::string> argv = {GPUDOCTOR_PATH};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.insert(argv.end(), {"--only", "driver,gpus", "--sysroot", path("root")});
+        if (args.front() == "check") {
+            argv.insert(argv.end(), {"--expect-gpus", "2"});
+        }
+        EnvChanges env = {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", (m_dir / fixture).string()},
+            {"NO_COLOR", "1"}};
+        return test_support::run(argv, env, std::chrono::seconds(30));
+    }
+
+    std::string path(const std::string& name) const { return (m_dir / name).string(); }
+
+    TempDir m_dir;
+    mode_t m_umask = 0;
+};
+
+TEST_F(ExtraOutputs, BothFilesBesideTheJsonReport)
+{
+    auto r = gpudoctor({"check", "--json", "--prometheus", path("out/node.prom"), "--junit", path("out/junit.xml")});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "");
+    // Standard output is still the JSON report.
+    auto report = nlohmann::json::parse(r.out);
+    EXPECT_EQ(report["exit_code"], 1);
+    EXPECT_EQ(names_in(m_dir / "out"), (std::vector<std::string>{"junit.xml", "node.prom"}));
+
+    const std::string prom = file_text(m_dir / "out/node.prom");
+    EXPECT_NE(prom.find("gpudoctor_probe_status{probe=\"gpus\"} 3\n"), std::string::npos) << prom;
+    EXPECT_NE(
+        prom.find("gpudoctor_finding{probe=\"gpus\",code=\"gpus.ecc_uncorrected\",severity=\"fail\",subject=\"gpu "
+                  "1 (0000:0f:00.0)\"} 3\n"),
+        std::string::npos)
+        << prom;
+    EXPECT_NE(prom.find("gpudoctor_exit_code 1\n"), std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_gpus 2\n"), std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_gpu_ecc_errors{gpu=\"1\",bus_id=\"0000:0f:00.0\",type=\"uncorrected\"} 4\n"),
+        std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_last_run_timestamp_seconds "), std::string::npos);
+    struct stat st { };
+    ASSERT_EQ(stat((m_dir / "out/node.prom").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644U);
+    // Prometheus's own parser too, where Debian's prometheus package (promtool) is installed.
+    if (auto promtool = probes::find_executable("promtool", std::getenv("PATH"))) {
+        auto check =
+            test_support::run({"/bin/sh", "-c", "\"$0\" check metrics < \"$1\"", *promtool, path("out/node.prom")});
+        EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+    }
+
+    const std::string xml = file_text(m_dir / "out/junit.xml");
+    EXPECT_NE(xml.find("<testcase name=\"gpus: gpus.ecc_uncorrected (gpu 1 (0000:0f:00.0))\" "
+                       "classname=\"gpudoctor.gpus\">\n      <failure type=\"fail\""),
+        std::string::npos)
+        << xml;
+    EXPECT_NE(xml.find("failures=\"2\""), std::string::npos) << xml;
+}
+
+TEST_F(ExtraOutputs, QuietTextAndAFitNode)
+{
+    auto r = gpudoctor({"check", "--quiet", "--prometheus", path("out/node.prom")}, "healthy.json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "4 pass, 0 warn, 0 fail, 0 error, 0 skip: fit to train\n");
+    const std::string prom = file_text(m_dir / "out/node.prom");
+    EXPECT_NE(prom.find("gpudoctor_exit_code 0\n"), std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_probe_status{probe=\"gpus\"} 0\n"), std::string::npos);
+}
+
+TEST_F(ExtraOutputs, FromASnapshot)
+{
+    auto snap = gpudoctor({"snapshot"});
+    ASSERT_EQ(snap.exit_code, 0) << snap.err;
+    std::ofstream(m_dir / "node.json") << snap.out;
+    // Judged elsewhere: no NVML at all this time, only the snapshot.
+    auto r = test_support::run(
+        {GPUDOCTOR_PATH, "check", "--from", path("node.json"), "--only", "driver,gpus", "--expect-gpus", "2", "--junit",
+            path("out/junit.xml"), "--prometheus", path("out/node.prom"), "--fail-summary"},
+        {{"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.out,
+        "gpus.throttled: gpu 0 (0000:07:00.0): clocks held down: hardware thermal slowdown (reasons "
+        "0x40) (+1 more)\n");
+    EXPECT_NE(file_text(m_dir / "out/node.prom").find("gpudoctor_gpus 2\n"), std::string::npos);
+    EXPECT_NE(file_text(m_dir / "out/junit.xml").find("gpus.throttled"), std::string::npos);
+}
+
+TEST_F(ExtraOutputs, AnUnwritableFileIsExit2AndNoReport)
+{
+    auto r = gpudoctor({"check", "--prometheus", "/proc/gpudoctor.prom"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err,
+        "gpudoctor: --prometheus /proc/gpudoctor.prom: cannot create a temporary file in /proc: No such file or "
+        "directory\n");
+
+    // The temporary file is written, then cannot replace a directory: removed, nothing else left.
+    std::filesystem::create_directory(m_dir / "out/junit.xml");
+    r = gpudoctor({"check", "--junit", path("out/junit.xml")});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("gpudoctor: --junit " + path("out/junit.xml") + ": cannot rename "), std::string::npos)
+        << r.err;
+    EXPECT_EQ(names_in(m_dir / "out"), std::vector<std::string>{"junit.xml"});
+}
+
+TEST_F(ExtraOutputs, AnExistingFileIsReplacedWhole)
+{
+    std::ofstream(m_dir / "out/node.prom") << std::string(100000, '#') << '\n';
+    auto r = gpudoctor({"check", "--prometheus", path("out/node.prom")}, "healthy.json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string prom = file_text(m_dir / "out/node.prom");
+    EXPECT_EQ(prom.rfind("# HELP gpudoctor_probe_status ", 0), 0U) << prom.substr(0, 100);
+    EXPECT_EQ(prom.find("##"), std::string::npos);
+    EXPECT_EQ(names_in(m_dir / "out"), std::vector<std::string>{"node.prom"});
+}
+
+TEST_F(ExtraOutputs, UsageErrors)
+{
+    auto r = gpudoctor({"check", "--fail-summary", "--json"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "gpudoctor: --fail-summary and --json: choose one report on standard output\n");
+    r = gpudoctor({"check", "--prometheus", ""});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "gpudoctor: --prometheus '': expected a file name\n");
+    r = test_support::run({GPUDOCTOR_PATH, "check", "--junit"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--junit"), std::string::npos) << r.err;
+}
+
+} // namespace
