@@ -485,14 +485,14 @@ SearchResult search_batch(unsigned min, unsigned max, double margin, const std::
     return result;
 }
 
-Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chrono::milliseconds timeout)
+std::vector<std::string> expand_batch(const std::vector<std::string>& argv, unsigned batch)
 {
     static constexpr std::string_view placeholder = "{batch}";
+    const std::string value = std::to_string(batch);
     std::vector<std::string> args;
     bool placed = false;
     for (std::string arg : argv) {
         for (auto pos = arg.find(placeholder); pos != std::string::npos; pos = arg.find(placeholder, pos)) {
-            std::string value = std::to_string(batch);
             arg.replace(pos, placeholder.size(), value);
             pos += value.size();
             placed = true;
@@ -503,6 +503,12 @@ Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chron
         throw probes::Error("gpudoctor fit --search: no argument of the command holds {batch}; put it where the "
                             "command takes its batch size, e.g. -- python train.py --batch-size {batch}");
     }
+    return args;
+}
+
+Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chrono::milliseconds timeout)
+{
+    const std::vector<std::string> args = expand_batch(argv, batch);
     Trial trial;
     trial.batch = batch;
     GpuMemoryPeak peak;

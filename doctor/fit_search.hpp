@@ -94,6 +94,10 @@ unsigned search_trial_budget(unsigned min, unsigned max);
 /// + 2: [8, 16] has 9 possible answers, which 3 yes/no trials cannot tell apart.)
 unsigned search_trial_bound(unsigned min, unsigned max);
 
+/// `argv` with every "{batch}" in every argument replaced by the batch, left to right (a
+/// replacement is not scanned again). Throws probes::Error when no argument holds "{batch}".
+std::vector<std::string> expand_batch(const std::vector<std::string>& argv, unsigned batch);
+
 /// Runs `argv` with every "{batch}" replaced by the batch (argv, never a shell), with a deadline;
 /// times it and classifies it. While it runs, the memory used on the busiest GPU (all processes,
 /// as NVML reports it; NVML from GPUKIT_NVML_LIBRARY or libnvidia-ml.so.1) is sampled every 100 ms

@@ -202,6 +202,9 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
     if ((o.monitor.interval > 0) != !o.monitor_job.empty()) {
         throw Error("--monitor-job and --monitor-interval go together");
     }
+    if (o.monitor.interval <= 0 && (!o.monitor.json_file.empty() || o.monitor.enforce != EnforceMode::warn)) {
+        throw Error("--monitor-json and --enforce need --monitor-job and --monitor-interval");
+    }
     o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
     if (o.program.empty()) {
         throw Error("no program to run after '--'");

@@ -995,3 +995,12 @@ TEST_F(FitSearchRun, EndToEndSearchStopsAtAHostOom)
 }
 
 } // namespace
+
+TEST(ExpandBatch, EveryPlaceholderLeftToRightAndNoRescan)
+{
+    EXPECT_EQ(doctor::expand_batch({"python", "train.py", "--batch-size={batch}", "--log=b{batch}.{batch}"}, 64),
+        (std::vector<std::string>{"python", "train.py", "--batch-size=64", "--log=b64.64"}));
+    // The value is not scanned again: "{{batch}batch}" holds one placeholder.
+    EXPECT_EQ(doctor::expand_batch({"{{batch}batch}"}, 7), std::vector<std::string>{"{7batch}"});
+    EXPECT_THROW(doctor::expand_batch({"python", "train.py", "--batch-size", "{Batch}"}, 8), probes::Error);
+}

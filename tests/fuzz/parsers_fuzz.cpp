@@ -1,6 +1,9 @@
 // libFuzzer targets for every parser gpurun and gpudoctor feed with outside text. Built with -DGPUKIT_FUZZ=ON
 // (clang); FUZZ_TARGET selects the parser. A parser may reject input with probes::Error, never
 // crash, hang or leak; what it accepts must survive a round trip.
+#include "doctor/fit_catalog.hpp"
+#include "doctor/fit_search.hpp"
+#include "doctor/policy.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/profile.hpp"
@@ -123,8 +126,56 @@ void fuzz_one(const std::string& text)
         launcher::parse_rank_list(launcher::format_rank_list(ranks), "fuzz") != ranks) {
         std::abort();
     }
+#elif FUZZ_TARGET == 9
+    // --policy FILE over the built-in policy: accepted or a probes::Error, and what is accepted is
+    // in range (a floor lookup on any name works).
+    doctor::Policy policy = doctor::Policy::defaults();
+    policy.merge_toml(text, "fuzz.toml");
+    if (policy.pcie_fraction < 0 || policy.pcie_fraction > 1 || policy.copy_bytes == 0 || policy.copies == 0) {
+        std::abort();
+    }
+    policy.floor_for(text.substr(0, 64));
+#elif FUZZ_TARGET == 10
+    // gpudoctor fit's data files: a user's --models file over the presets, and a GPU table.
+    doctor::ModelCatalog models = doctor::ModelCatalog::builtin();
+    try {
+        models.merge_toml(text, "fuzz-models.toml");
+    } catch (const probes::Error&) {
+    }
+    doctor::GpuTable::from_toml(text, "fuzz-gpus.toml");
+#elif FUZZ_TARGET == 11
+    // fit --search: the command template ({batch} in NUL-separated arguments) and the verdict read
+    // from a trial's output. Each argument keeps its other text; no argument gains or loses one.
+    std::vector<std::string> argv;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= text.size(); ++i) {
+        if (i == text.size() || text[i] == '\0') {
+            argv.push_back(text.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    const unsigned batch = static_cast<unsigned>(text.size() * 7919U);
+    try {
+        const auto args = doctor::expand_batch(argv, batch);
+        const std::size_t grow = std::to_string(batch).size();
+        for (std::size_t i = 0; i < argv.size(); ++i) {
+            std::size_t count = 0;
+            for (auto pos = argv[i].find("{batch}"); pos != std::string::npos; pos = argv[i].find("{batch}", pos + 7)) {
+                ++count;
+            }
+            if (args.size() != argv.size() || args[i].size() != argv[i].size() - 7 * count + grow * count) {
+                std::abort();
+            }
+        }
+    } catch (const probes::Error&) {
+        if (text.find("{batch}") != std::string::npos) {
+            std::abort(); // a placeholder was there: expanding must not fail
+        }
+    }
+    std::string evidence;
+    doctor::classify_trial(static_cast<int>(text.size() % 3), text.size() % 5 == 0, text, &evidence);
 #else
-#error "FUZZ_TARGET must be 1..8"
+#error "FUZZ_TARGET must be 1..11"
 #endif
 }
 

@@ -82,5 +82,8 @@ TEST(HelperArgs, MonitorOptionsTravelToTheHelper)
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
     EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "0", "--", "x"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "1", "--", "x"}), probes::Error);
+    // Monitor settings without the monitor would not survive the trip back to argv: refused.
+    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-json", "ly", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "kill", "--", "x"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "stop", "--", "x"}), probes::Error);
 }
