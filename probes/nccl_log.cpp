@@ -46,11 +46,14 @@ struct ThreadKey {
     long tid = 0;
     friend bool operator==(const ThreadKey&, const ThreadKey&) = default;
 };
+// Pids and tids come from the log and may be any number: mixed in unsigned arithmetic, which
+// wraps, where signed arithmetic would overflow.
 struct KeyHash {
-    std::size_t operator()(const ProcessKey& k) const { return std::hash<long>()(k.pid * 1000003L + k.host); }
+    static std::size_t mix(std::size_t seed, long value) { return seed * 1000003U + static_cast<std::size_t>(value); }
+    std::size_t operator()(const ProcessKey& k) const { return mix(static_cast<std::size_t>(k.pid), k.host); }
     std::size_t operator()(const ThreadKey& k) const
     {
-        return std::hash<long>()((k.pid * 1000003L + k.tid) * 31 + k.host);
+        return mix(mix(static_cast<std::size_t>(k.pid), k.tid), k.host);
     }
 };
 
@@ -571,7 +574,7 @@ struct Analyzer::State {
     {
         ++records;
         // Threads are looked up in a small cache first: interleaved ranks switch on every line.
-        ThreadSlot& slot = thread_cache[static_cast<std::size_t>(r.pid * 31 + r.tid) % thread_cache.size()];
+        ThreadSlot& slot = thread_cache[KeyHash::mix(static_cast<std::size_t>(r.pid), r.tid) % thread_cache.size()];
         if (slot.thread == nullptr || r.pid != slot.key.pid || r.tid != slot.key.tid || r.host != slot.host_name) {
             const int host = r.host.empty() ? -1 : host_id(r.host);
             slot.host_name = host >= 0 ? std::string_view(hosts[static_cast<std::size_t>(host)]) : std::string_view();
