@@ -148,13 +148,6 @@ private:
     Event m_stop = nullptr;
 };
 
-double median_of(std::vector<double> values)
-{
-    std::sort(values.begin(), values.end());
-    const std::size_t n = values.size();
-    return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 std::string device_text(
     const Cuda& cuda, Device device, int length, Result (*call)(char*, int, Device), const char* what)
 {
@@ -303,7 +296,7 @@ void measure_peers(const Cuda& cuda, const CopySettings& settings, BandwidthRepo
                     latencies.push_back(ms * 1000.0 / small);
                 }
             }
-            pair.latency_us = median_of(latencies);
+            pair.latency_us = median(latencies);
         });
     }
     // Free in each GPU's own context.
@@ -338,6 +331,16 @@ nlohmann::json rate_json(const std::optional<Rate>& rate)
 
 } // namespace
 
+double median(std::vector<double> values)
+{
+    if (values.empty()) {
+        return 0;
+    }
+    std::sort(values.begin(), values.end());
+    const std::size_t n = values.size();
+    return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 Rate rate_of(const std::vector<double>& elapsed_ms, std::size_t bytes_per_sample)
 {
     Rate rate;
@@ -349,7 +352,7 @@ Rate rate_of(const std::vector<double>& elapsed_ms, std::size_t bytes_per_sample
     if (rate.samples_gbps.empty()) {
         throw Error("the copies took no measurable time (the events report 0 ms)");
     }
-    rate.median_gbps = median_of(rate.samples_gbps);
+    rate.median_gbps = median(rate.samples_gbps);
     auto [lo, hi] = std::minmax_element(rate.samples_gbps.begin(), rate.samples_gbps.end());
     rate.min_gbps = *lo;
     rate.max_gbps = *hi;

@@ -29,6 +29,9 @@ struct Rate {
     double max_gbps = 0;
 };
 
+/// The median of the values (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> values);
+
 /// The rate of copies that moved `bytes` each in the elapsed milliseconds of each sample: the
 /// arithmetic every bandwidth number goes through. Samples with no elapsed time are dropped;
 /// none left is a probes::Error.

@@ -111,13 +111,6 @@ std::optional<double> median_gbps(const nlohmann::json& rate)
     return rate["median_gbps"].get<double>();
 }
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The median of the values other than the one at `skip`; nullopt when there are none.
 std::optional<double> median_of_others(const std::vector<std::optional<double>>& values, std::size_t skip)
 {
@@ -130,7 +123,7 @@ std::optional<double> median_of_others(const std::vector<std::optional<double>>&
     if (others.empty()) {
         return std::nullopt;
     }
-    return median(others);
+    return probes::median(others);
 }
 
 std::string range_text(const std::vector<double>& values)
