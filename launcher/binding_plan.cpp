@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 #include <numeric>
 
 namespace launcher {
@@ -168,24 +169,48 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
     return plan;
 }
 
-JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+std::vector<std::pair<std::string, std::string>> nic_variables(NicBinding binding, const std::string& hca)
+{
+    std::vector<std::pair<std::string, std::string>> vars;
+    if (hca.empty() || binding == NicBinding::none) {
+        return vars;
+    }
+    vars.emplace_back("UCX_NET_DEVICES", hca + ":1");
+    if (binding == NicBinding::nccl) {
+        vars.emplace_back("NCCL_IB_HCA", "=" + hca + ":1");
+    }
+    return vars;
+}
+
+unsigned node_capacity(const NodeSpec& node, const PlanOptions& options)
+{
+    if (options.cpu_only) {
+        return static_cast<unsigned>(std::max<std::size_t>(1, node.layout.cores.size()));
+    }
+    return static_cast<unsigned>(node.pool.size()) * std::max(1U, options.ranks_per_gpu);
+}
+
+JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of, const PlanOptions& options,
     std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host)
 {
     JobPlan job;
-    const unsigned per_gpu = std::max(1U, options.ranks_per_gpu);
-    const unsigned capacity = options.cpu_only ? static_cast<unsigned>(std::max<std::size_t>(1, layout.cores.size()))
-                                               : static_cast<unsigned>(pool.size()) * per_gpu;
     std::vector<HostSlots> list = hosts;
     if (list.empty()) {
         list.push_back(HostSlots{local_host, np});
     }
+    std::vector<HostSpec> specs;
+    specs.reserve(list.size());
+    for (const auto& h : list) {
+        specs.push_back(spec_of(h.name));
+    }
+    auto slots_of = [&](std::size_t i) { return list[i].slots.value_or(node_capacity(*specs[i].spec, options)); };
     if (!np) {
         if (options.cpu_only && std::any_of(list.begin(), list.end(), [](const HostSlots& h) { return !h.slots; })) {
             throw Error("--cpu-only needs -np N: there are no GPUs to count ranks by");
         }
         unsigned total = 0;
-        for (const auto& h : list) {
-            total += h.slots.value_or(capacity);
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            total += slots_of(i);
         }
         if (total == 0 && !options.cpu_only) {
             throw Error(fmt::format("no GPUs found on {}; pass --cpu-only -np N to run ranks without GPUs",
@@ -198,46 +223,64 @@ JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu
     }
     unsigned remaining = *np;
     unsigned total_slots = 0;
-    for (const auto& h : list) {
-        const unsigned slots = h.slots.value_or(capacity);
+    std::vector<std::size_t> used;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const unsigned slots = slots_of(i);
         total_slots += slots;
         const unsigned n = std::min(remaining, slots);
         if (n == 0) {
             continue;
         }
-        job.hosts.push_back(HostSlots{h.name, n});
+        job.hosts.push_back(HostSlots{list[i].name, n});
+        used.push_back(i);
         remaining -= n;
     }
     if (remaining > 0) {
-        throw Error(fmt::format("-np {} but the hosts hold only {} slot{} ({}); add hosts or slots, or lower -np", *np,
-            total_slots, total_slots == 1 ? "" : "s",
-            fmt::join(
-                [&] {
-                    std::vector<std::string> v;
-                    for (const auto& h : list) {
-                        v.push_back(fmt::format("{}:{}", h.name, h.slots.value_or(capacity)));
-                    }
-                    return v;
-                }(),
-                ",")));
-    }
-    unsigned rank = 0;
-    for (const auto& h : job.hosts) {
-        NodePlan node = plan_node(layout, pool, options, *h.slots, h.name);
-        for (auto& b : node.ranks) {
-            job.ranks.push_back(JobRank{rank++, h.name, std::move(b)});
+        std::vector<std::string> given;
+        for (std::size_t i = 0; i < list.size() && given.size() < 16; ++i) {
+            given.push_back(fmt::format("{}:{}", list[i].name, slots_of(i)));
         }
-        for (auto& note : node.notes) {
-            if (std::find(job.notes.begin(), job.notes.end(), note) == job.notes.end()) {
-                job.notes.push_back(std::move(note));
+        if (given.size() < list.size()) {
+            given.push_back(fmt::format("... {} hosts in all", list.size()));
+        }
+        throw Error(fmt::format("-np {} but the hosts hold only {} slot{} ({}); add hosts or slots, or lower -np", *np,
+            total_slots, total_slots == 1 ? "" : "s", fmt::join(given, ",")));
+    }
+    // Identical nodes (same spec, same rank count) share one node plan.
+    std::map<std::pair<const NodeSpec*, unsigned>, NodePlan> plans;
+    job.ranks.reserve(*np);
+    unsigned rank = 0;
+    bool previewed = false;
+    for (std::size_t k = 0; k < job.hosts.size(); ++k) {
+        const auto& h = job.hosts[k];
+        const HostSpec& spec = specs[used[k]];
+        previewed = previewed || !spec.own;
+        auto key = std::make_pair(spec.spec, *h.slots);
+        auto it = plans.find(key);
+        if (it == plans.end()) {
+            it = plans.emplace(key, plan_node(spec.spec->layout, spec.spec->pool, options, *h.slots, h.name)).first;
+            for (const auto& note : it->second.notes) {
+                if (std::find(job.notes.begin(), job.notes.end(), note) == job.notes.end()) {
+                    job.notes.push_back(note);
+                }
             }
         }
+        for (const auto& b : it->second.ranks) {
+            job.ranks.push_back(JobRank{rank++, h.name, b});
+        }
     }
-    if (!hosts.empty()) {
+    if (!hosts.empty() && previewed) {
         job.notes.push_back("other hosts are previewed with this node's topology; on each host the rank helper plans "
                             "from that host's own topology");
     }
     return job;
+}
+
+JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+    std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host)
+{
+    const NodeSpec node{layout, pool};
+    return plan_job([&](const std::string&) { return HostSpec{&node, false}; }, options, np, hosts, local_host);
 }
 
 } // namespace launcher

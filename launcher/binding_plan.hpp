@@ -5,6 +5,7 @@
 #include "probes/gpu_inventory.hpp"
 #include "probes/node_layout.hpp"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,9 +50,36 @@ struct JobPlan {
     std::vector<std::string> notes;
 };
 
+/// The variables --nic-binding gives a rank whose nearest HCA is `hca`, port 1: UCX_NET_DEVICES
+/// (ucx, nccl), and NCCL_IB_HCA with '=' for an exact name match (nccl). The helper sets each one
+/// the user has not set.
+std::vector<std::pair<std::string, std::string>> nic_variables(NicBinding binding, const std::string& hca);
+
+/// What a node is made of, for planning: its layout and its GPU pool.
+struct NodeSpec {
+    probes::NodeLayout layout;
+    std::vector<probes::Gpu> pool;
+};
+
+/// A host's spec: `own` is false for a host previewed with the default (this node's) topology.
+struct HostSpec {
+    const NodeSpec* spec = nullptr;
+    bool own = false;
+};
+
+/// How many ranks a node holds by default: its GPUs times --ranks-per-gpu; with --cpu-only, its
+/// cores.
+unsigned node_capacity(const NodeSpec& node, const PlanOptions& options);
+
 /// Places `np` ranks (default: every GPU of every host) on the hosts in order, filling each
-/// host's slots like `mpirun --map-by slot`, and plans each node from `layout` (the real nodes
-/// plan from their own topology). No hosts means this node alone, named `local_host`.
+/// host's slots (default: its capacity) like `mpirun --map-by slot`, and plans each node from the
+/// spec `spec_of` gives for it (a real node's helper plans from its own topology). No hosts means
+/// this node alone, named `local_host`. Hosts with the same spec and rank count share one plan, so
+/// a thousand identical nodes cost one node plan.
+JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of, const PlanOptions& options,
+    std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host);
+
+/// plan_job with one topology for every host.
 JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
     std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host);
 

@@ -3,6 +3,7 @@
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/profile.hpp"
+#include "launcher/shell_words.hpp"
 #include "probes/batch_split.hpp"
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
@@ -26,13 +27,17 @@ constexpr double max_monitor_interval = 3600;
 
 constexpr const char* description =
     "Start one MPI rank per GPU, each bound to the CPU cores and NUMA memory nearest its GPU,\n"
-    "with the environment PyTorch, Horovod and plain MPI+NCCL expect. Wraps Open MPI's mpirun.";
+    "with the environment PyTorch, Horovod and plain MPI+NCCL expect. Starts the ranks with Open MPI's\n"
+    "mpirun, MPICH or Intel MPI's mpiexec, or Slurm's srun.";
 
 constexpr const char* footer = R"(Examples:
   gpurun -np 8 python train.py            one rank per GPU on this node
-  gpurun --dry-run                         show the plan and the mpirun command
+  gpurun --dry-run                         show the plan and the launcher command
   gpurun --cpu-only -np 2 ./app            rehearse without GPUs
   gpurun -H n01:8,n02:8 python train.py    two nodes, eight GPUs each
+  gpurun -H 'gpu[01-04]' python train.py   four nodes (Slurm's range syntax), one rank per GPU
+  gpurun --hostfile hosts --pack -np 16 python train.py
+                                           the fewest hosts of the hostfile that hold 16 ranks
   gpurun --nccl-check python train.py      what NCCL chose (transports) and what went wrong
   gpurun --profile nsys python train.py    an Nsight Systems report of rank 0 (gpudoctor profile)
   gpurun --monitor python train.py         GPU kernel-active time, memory, power; one rank per GPU
@@ -58,6 +63,23 @@ public:
         return CLI::Formatter::make_option_opts(opt);
     }
 };
+
+// "HOST=FILE": the host, when the text before '=' is a host name (a path has a '/' or is not a name).
+std::optional<std::string> topology_host(const std::string& value)
+{
+    const auto eq = value.find('=');
+    if (eq == std::string::npos || eq == 0) {
+        return std::nullopt;
+    }
+    const std::string host = value.substr(0, eq);
+    for (char c : host) {
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+                c == '_')) {
+            return std::nullopt;
+        }
+    }
+    return host;
+}
 
 // `separator` is how the value was attached to the option in the message: " " or "=".
 template <typename T>
@@ -113,18 +135,40 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.add_option("--mem-bind", memory, "Memory policy on the rank's NUMA nodes: preferred (default), strict, none")
         ->type_name("POLICY");
     app.add_flag("--cpu-only", o.plan.cpu_only, "Run without GPUs: ranks get disjoint cores spread over NUMA nodes");
-    app.add_option("--topology", o.plan.topology_file, "Plan from this hwloc XML instead of this machine")
-        ->type_name("FILE");
+    std::vector<std::string> topologies;
+    app.add_option("--topology", topologies,
+           "Plan from this hwloc XML instead of this machine; HOST=FILE (with --dry-run): preview HOST from FILE")
+        ->type_name("[HOST=]FILE")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_option(
            "--sysroot", o.plan.sysroot, "Read sysfs (GPU locality fallback) and the MPS pipe under DIR (default /)")
         ->type_name("DIR");
-    app.add_flag("--dry-run", o.dry_run, "Print the plan and the mpirun command; start nothing");
+    std::string launcher = "auto";
+    app.add_option("--launcher", launcher,
+           "What starts the ranks: auto (default: srun in a Slurm job, else by mpirun --version), openmpi, mpich "
+           "(MPICH or Intel MPI), srun")
+        ->type_name("NAME");
+    std::string launcher_args;
+    auto* launcher_args_opt =
+        app.add_option("--launcher-args", launcher_args, "Extra arguments for the launcher, split like shell words")
+            ->type_name("'ARGS'");
+    app.add_flag("--pack", o.pack, "Use the fewest hosts that hold the job (most free GPUs first)");
+    std::string free_gpus;
+    auto* free_gpus_opt =
+        app.add_option("--free-gpus", free_gpus, "With --pack: free GPUs per host, as h1:4,h2:8 (default: slots)")
+            ->type_name("LIST");
+    std::string nic_binding = "ucx";
+    app.add_option("--nic-binding", nic_binding,
+           "Point each rank at its GPU's nearest HCA: ucx (default: UCX_NET_DEVICES), nccl (also NCCL_IB_HCA), none")
+        ->type_name("MODE");
+    app.add_flag("--dry-run", o.dry_run, "Print the plan and the launcher command; start nothing");
     app.add_flag("--json", o.json, "With --dry-run: print the plan as JSON");
     app.add_flag("--report-bindings", o.report_bindings, "Each rank prints the binding it really got");
     app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Let Open MPI run as root (passed to mpirun)");
     app.add_option("--grace", o.grace_seconds, "Seconds between passing on a signal and SIGKILL (default 10)")
         ->type_name("SECONDS");
-    app.add_option("--master-addr", o.master_addr, "MASTER_ADDR for the ranks (default: first host)")
+    app.add_option("--master-addr", o.master_addr, "MASTER_ADDR for the ranks (default: the first host's address)")
         ->type_name("ADDR");
     unsigned master_port = 0;
     auto* port_opt = app.add_option("--master-port", master_port, "MASTER_PORT for the ranks (default: a free port)")
@@ -171,7 +215,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     auto* enforce_opt = app.add_option("--enforce", enforce,
                                "With --monitor, when ranks share a GPU or use another's: warn (default) or kill")
                             ->type_name("MODE");
-    app.add_option("-x", o.exports, "Export NAME (or NAME=VALUE) to every rank, as mpirun -x")
+    app.add_option("-x", o.exports, "Export NAME (or NAME=VALUE) to every rank, as mpirun -x (any launcher)")
         ->type_name("NAME[=VALUE]")
         ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -271,6 +315,53 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     }
     if (o.json && !o.dry_run) {
         throw Error("--json needs --dry-run: a running job's output is the program's own");
+    }
+    o.launcher = choose<LauncherKind>("--launcher", launcher,
+        {{"auto", LauncherKind::automatic}, {"openmpi", LauncherKind::openmpi}, {"mpich", LauncherKind::hydra},
+            {"srun", LauncherKind::srun}});
+    o.nic_binding = choose<NicBinding>("--nic-binding", nic_binding,
+        {{"ucx", NicBinding::ucx}, {"nccl", NicBinding::nccl}, {"none", NicBinding::none}});
+    if (launcher_args_opt->count() > 0) {
+        o.launcher_args = split_shell_words(launcher_args, "--launcher-args");
+    }
+    for (const auto& t : topologies) {
+        if (auto host = topology_host(t)) {
+            const std::string file = t.substr(host->size() + 1);
+            if (file.empty()) {
+                throw Error(fmt::format("--topology {}: expected HOST=FILE with an hwloc XML file", t));
+            }
+            for (const auto& [seen, unused] : o.host_topologies) {
+                if (seen == *host) {
+                    throw Error(fmt::format("--topology {}: {} has a topology already", t, *host));
+                }
+            }
+            o.host_topologies.emplace_back(*host, file);
+        } else if (!o.plan.topology_file.empty()) {
+            throw Error(fmt::format("--topology {} and --topology {}: one topology for every host; for a host of "
+                                    "its own, write --topology HOST=FILE",
+                o.plan.topology_file, t));
+        } else {
+            o.plan.topology_file = t;
+        }
+    }
+    if (!o.host_topologies.empty() && !o.dry_run) {
+        throw Error(fmt::format("--topology {}={} needs --dry-run: in a real run each host's rank helper plans from "
+                                "that host's own topology",
+            o.host_topologies.front().first, o.host_topologies.front().second));
+    }
+    if (free_gpus_opt->count() > 0) {
+        if (!o.pack) {
+            throw Error("--free-gpus needs --pack: the free GPUs are what --pack chooses hosts by");
+        }
+        o.free_gpus = parse_host_list(free_gpus, "--free-gpus", 0);
+        for (const auto& h : o.free_gpus) {
+            if (!h.slots) {
+                throw Error(fmt::format("--free-gpus {}: {} has no count; write host:N", free_gpus, h.name));
+            }
+        }
+    }
+    if (o.pack && !o.np) {
+        throw Error("--pack needs -np N: the number of ranks decides how few hosts hold the job");
     }
     if (o.np && *o.np == 0) {
         throw Error("-np 0: a job needs at least one rank");

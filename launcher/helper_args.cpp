@@ -69,10 +69,16 @@ std::vector<std::string> helper_arguments(const HelperOptions& o)
     if (o.report_bindings) {
         args.emplace_back("--report-bindings");
     }
+    if (o.nic_binding != NicBinding::ucx) {
+        args.insert(args.end(), {"--nic-binding", to_string(o.nic_binding)});
+    }
     if (o.profile.profiler != Profiler::none) {
         args.insert(args.end(),
             {"--profile", to_string(o.profile.profiler), "--profile-dir", o.profile.dir, "--profile-ranks",
                 format_rank_list(o.profile.ranks)});
+        if (o.profile.mpi_impl != ProfileOptions{}.mpi_impl) {
+            args.insert(args.end(), {"--profile-mpi", o.profile.mpi_impl});
+        }
     }
     if (o.monitor.interval > 0) {
         args.insert(
@@ -109,6 +115,17 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
             o.plan.cpu_only = true;
         } else if (a == "--report-bindings") {
             o.report_bindings = true;
+        } else if (a == "--nic-binding") {
+            const std::string& v = value(a);
+            if (v == "ucx") {
+                o.nic_binding = NicBinding::ucx;
+            } else if (v == "nccl") {
+                o.nic_binding = NicBinding::nccl;
+            } else if (v == "none") {
+                o.nic_binding = NicBinding::none;
+            } else {
+                throw Error(fmt::format("--nic-binding {}: expected ucx, nccl or none", v));
+            }
         } else if (a == "--bind") {
             const std::string& v = value(a);
             if (v == "numa") {
@@ -168,6 +185,12 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
             o.profile.dir = value(a);
         } else if (a == "--profile-ranks") {
             o.profile.ranks = parse_rank_list(value(a), a);
+        } else if (a == "--profile-mpi") {
+            const std::string& v = value(a);
+            if (v != "openmpi" && v != "mpich") {
+                throw Error(fmt::format("--profile-mpi {}: expected openmpi or mpich", v));
+            }
+            o.profile.mpi_impl = v;
         } else if (a == "--monitor-job") {
             o.monitor_job = value(a);
         } else if (a == "--monitor-interval") {
@@ -194,7 +217,7 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
         throw Error("--speeds needs --global-batch");
     }
     if (o.profile != ProfileOptions{} && o.profile.profiler == Profiler::none) {
-        throw Error("--profile-dir and --profile-ranks need --profile");
+        throw Error("--profile-dir, --profile-ranks and --profile-mpi need --profile");
     }
     if (o.profile.profiler != Profiler::none && o.profile.dir.empty()) {
         throw Error("--profile needs --profile-dir");

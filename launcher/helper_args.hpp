@@ -14,6 +14,7 @@ struct HelperOptions {
     std::string master_addr;
     unsigned master_port = 0;
     bool report_bindings = false;
+    NicBinding nic_binding = NicBinding::ucx; ///< which variables name the rank's nearest HCA
     BatchOptions batch;
     ProfileOptions profile; ///< the helper of a chosen rank execs the profiler with the program
     MonitorOptions monitor; ///< interval 0: no monitor

@@ -1,5 +1,6 @@
 #include "launcher/hostfile.hpp"
 
+#include "launcher/node_list.hpp"
 #include "probes/error.hpp"
 
 #include <cerrno>
@@ -30,11 +31,11 @@ bool valid_host_name(std::string_view name)
     return true;
 }
 
-std::optional<unsigned> parse_count(std::string_view text)
+std::optional<unsigned> parse_count(std::string_view text, unsigned min = 1)
 {
     unsigned value = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value == 0 || value > 1000000) {
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < min || value > 1000000) {
         return std::nullopt;
     }
     return value;
@@ -51,49 +52,88 @@ std::string_view trim(std::string_view s)
     return s;
 }
 
-// "host" or "host:N"; an IPv6 address in brackets may carry its own colons.
-HostSlots parse_host_slots(std::string_view entry, const std::string& where)
+// The hosts of one -H entry or hostfile host word: one name, or the names of a Slurm range.
+struct HostEntry {
+    std::vector<std::string> names;
+    std::optional<unsigned> slots;
+};
+
+// "host", "host:N", "gpu[01-04]" or "gpu[01-04]:N"; an IPv6 address in brackets ("[fe80::1]:4")
+// may carry its own colons. `budget` is how many more names the whole list may have.
+HostEntry parse_host_entry(std::string_view entry, const std::string& where, std::size_t budget, unsigned min_count = 1)
 {
+    const bool ipv6 = !entry.empty() && entry.front() == '[';
     std::size_t colon = entry.rfind(':');
-    if (!entry.empty() && entry.front() == '[') {
+    if (ipv6) {
         std::size_t close = entry.find(']');
         colon = (close != std::string_view::npos && close + 1 < entry.size() && entry[close + 1] == ':')
             ? close + 1
             : std::string_view::npos;
+    } else if (entry.find_first_of("[]") != std::string_view::npos) {
+        // A ':' inside a range, or after an unclosed '[', is not a slot count: the name is then
+        // the whole entry, and expand_node_list says what is wrong with it.
+        const std::size_t open = entry.rfind('[');
+        const std::size_t close = entry.rfind(']');
+        const bool unclosed = open != std::string_view::npos && (close == std::string_view::npos || open > close);
+        if (unclosed || (close != std::string_view::npos && colon < close)) {
+            colon = std::string_view::npos;
+        }
     }
-    HostSlots host;
+    HostEntry host;
     std::string_view name = entry;
     if (colon != std::string_view::npos) {
         name = entry.substr(0, colon);
-        auto slots = parse_count(entry.substr(colon + 1));
+        auto slots = parse_count(entry.substr(colon + 1), min_count);
         if (!slots) {
-            throw Error(fmt::format("{}: '{}' has a bad slot count '{}'; write host:N with N a positive number", where,
-                entry, entry.substr(colon + 1)));
+            throw Error(fmt::format("{}: '{}' has a bad {}count '{}'; write host:N with N a {}number", where, entry,
+                min_count == 0 ? "" : "slot ", entry.substr(colon + 1), min_count == 0 ? "" : "positive "));
         }
         host.slots = slots;
+    }
+    if (!ipv6 && name.find_first_of("[]") != std::string_view::npos) {
+        try {
+            host.names = expand_node_list(name, budget);
+        } catch (const Error& e) {
+            throw Error(fmt::format("{}: {}", where, e.what()));
+        }
+        return host;
     }
     if (!valid_host_name(name)) {
         throw Error(fmt::format("{}: '{}' is not a host name", where, name));
     }
-    host.name = std::string(name);
+    if (budget == 0) {
+        throw Error(fmt::format("{}: more than {} hosts", where, node_list_limit));
+    }
+    host.names.emplace_back(name);
     return host;
+}
+
+void append_hosts(HostEntry&& entry, std::vector<HostSlots>& hosts)
+{
+    for (std::string& name : entry.names) {
+        hosts.push_back(HostSlots{std::move(name), entry.slots});
+    }
 }
 
 } // namespace
 
-std::vector<HostSlots> parse_host_list(std::string_view text)
+std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view option, unsigned min_count)
 {
+    const std::string where = fmt::format("{} {}", option, text);
     std::vector<HostSlots> hosts;
     std::size_t pos = 0;
     while (true) {
-        std::size_t comma = text.find(',', pos);
-        std::string_view entry =
-            trim(text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
-        if (entry.empty()) {
-            throw Error(fmt::format("-H {}: empty host entry; write -H host1:N,host2:N", text));
+        // The next comma outside brackets: "gpu[01-04,07]:8,cpu7" has two entries.
+        std::size_t comma = pos;
+        for (bool in_brackets = false; comma < text.size() && (in_brackets || text[comma] != ','); ++comma) {
+            in_brackets = text[comma] == '[' || (in_brackets && text[comma] != ']');
         }
-        hosts.push_back(parse_host_slots(entry, fmt::format("-H {}", text)));
-        if (comma == std::string_view::npos) {
+        std::string_view entry = trim(text.substr(pos, comma - pos));
+        if (entry.empty()) {
+            throw Error(fmt::format("{}: empty host entry; write {} host1:N,host2:N", where, option));
+        }
+        append_hosts(parse_host_entry(entry, where, node_list_limit - hosts.size(), min_count), hosts);
+        if (comma == text.size()) {
             break;
         }
         pos = comma + 1;
@@ -137,7 +177,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
             }
             p = q;
         }
-        HostSlots host = parse_host_slots(words[0], where);
+        HostEntry host = parse_host_entry(words[0], where, node_list_limit - hosts.size());
         for (std::size_t i = 1; i < words.size(); ++i) {
             std::string_view word = words[i];
             std::size_t eq = word.find('=');
@@ -150,7 +190,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
                 }
                 if (key == "slots") {
                     if (host.slots) {
-                        throw Error(fmt::format("{}: slots given twice for {}", where, host.name));
+                        throw Error(fmt::format("{}: slots given twice for {}", where, words[0]));
                     }
                     host.slots = n;
                 }
@@ -159,7 +199,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
                     fmt::format("{}: unknown word '{}'; a hostfile line is 'host slots=N' or 'host:N'", where, word));
             }
         }
-        hosts.push_back(std::move(host));
+        append_hosts(std::move(host), hosts);
     }
     if (hosts.empty()) {
         throw Error(fmt::format("{}: no hosts in the hostfile", origin));

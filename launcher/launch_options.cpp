@@ -58,4 +58,32 @@ const char* to_string(EnforceMode mode)
     return mode == EnforceMode::kill ? "kill" : "warn";
 }
 
+const char* to_string(LauncherKind kind)
+{
+    switch (kind) {
+    case LauncherKind::automatic:
+        return "auto";
+    case LauncherKind::openmpi:
+        return "openmpi";
+    case LauncherKind::hydra:
+        return "mpich";
+    case LauncherKind::srun:
+        return "srun";
+    }
+    return "?";
+}
+
+const char* to_string(NicBinding binding)
+{
+    switch (binding) {
+    case NicBinding::ucx:
+        return "ucx";
+    case NicBinding::nccl:
+        return "nccl";
+    case NicBinding::none:
+        return "none";
+    }
+    return "?";
+}
+
 } // namespace launcher

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace launcher {
@@ -55,6 +56,7 @@ struct ProfileOptions {
     Profiler profiler = Profiler::none;
     std::vector<unsigned> ranks{0}; ///< sorted, unique; empty = every rank. Default: rank 0 only
     std::string dir; ///< "" = ./gpurun-profile-DATE-TIME, made by gpurun
+    std::string mpi_impl = "openmpi"; ///< nsys --mpi-impl: "openmpi", or "mpich" under MPICH/Intel MPI's Hydra
     friend bool operator==(const ProfileOptions&, const ProfileOptions&) = default;
 };
 
@@ -70,6 +72,16 @@ struct MonitorOptions {
     EnforceMode enforce = EnforceMode::warn;
     friend bool operator==(const MonitorOptions&, const MonitorOptions&) = default;
 };
+
+/// Which program starts the ranks: Open MPI's mpirun, MPICH or Intel MPI's Hydra mpiexec, or Slurm's
+/// srun. `automatic` asks the environment: srun inside a Slurm allocation, else what `mpirun
+/// --version` says.
+enum class LauncherKind { automatic, openmpi, hydra, srun };
+
+/// Which variables point each rank's communication library at the InfiniBand HCA nearest its GPU:
+/// UCX_NET_DEVICES (UCX-based MPI; the default), that and NCCL_IB_HCA, or none. A variable the
+/// user set already is never replaced.
+enum class NicBinding { ucx, nccl, none };
 
 /// A host and its slot count as given by -H or a hostfile (nullopt: not given).
 struct HostSlots {
@@ -91,7 +103,14 @@ struct LaunchOptions {
     double grace_seconds = 10.0;
     std::string master_addr;
     std::optional<unsigned> master_port;
-    std::vector<std::string> exports; ///< -x NAME[=VALUE], passed to mpirun as given
+    std::vector<std::string> exports; ///< -x NAME[=VALUE], passed to the launcher as given
+    LauncherKind launcher = LauncherKind::automatic;
+    std::vector<std::string> launcher_args; ///< --launcher-args, split into words, passed before the helper
+    /// --topology HOST=FILE (with --dry-run): the hosts previewed from their own topology
+    std::vector<std::pair<std::string, std::string>> host_topologies;
+    bool pack = false; ///< --pack: the fewest hosts that hold the job
+    std::vector<HostSlots> free_gpus; ///< --free-gpus h:N,...: free GPUs per host, for --pack
+    NicBinding nic_binding = NicBinding::ucx;
     NcclCheckMode nccl_check = NcclCheckMode::off;
     std::string nccl_log_dir; ///< --nccl-log-dir: keep the NCCL logs here; "" = a private directory
     BatchOptions batch;
@@ -106,5 +125,7 @@ const char* to_string(probes::MemoryPolicy policy);
 const char* to_string(NcclCheckMode mode);
 const char* to_string(Profiler profiler);
 const char* to_string(EnforceMode mode);
+const char* to_string(LauncherKind kind); ///< the --launcher word: "auto", "openmpi", "mpich", "srun"
+const char* to_string(NicBinding binding);
 
 } // namespace launcher

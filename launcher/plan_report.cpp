@@ -15,6 +15,20 @@ std::string numa_list(const std::vector<unsigned>& nodes)
     return nodes.empty() ? "-" : fmt::format("{}", fmt::join(nodes, ","));
 }
 
+std::string launcher_words(const Launcher& l)
+{
+    switch (l.kind) {
+    case LauncherKind::hydra:
+        return fmt::format("{} mpiexec (Hydra)", l.flavour.empty() ? "MPICH or Intel MPI" : l.flavour);
+    case LauncherKind::srun:
+        return "Slurm srun";
+    case LauncherKind::openmpi:
+    case LauncherKind::automatic:
+        break;
+    }
+    return "Open MPI mpirun";
+}
+
 } // namespace
 
 std::string shell_quote(const std::vector<std::string>& argv)
@@ -106,7 +120,7 @@ std::string render_text(const PlanReport& r)
         }
         const auto program = r.options.program.empty() ? std::vector<std::string>{"PROGRAM"} : r.options.program;
         out += fmt::format("profile: {} on {}, reports in {}; rank {} runs: {}\n", to_string(prof.profiler), who,
-            prof.dir, first, shell_quote(nsys_command(prof.dir, first, program)));
+            prof.dir, first, shell_quote(nsys_command(prof.dir, first, program, prof.mpi_impl)));
     }
     if (const auto& mon = r.options.monitor; mon.interval > 0) {
         out += fmt::format("monitor: every {}s on each node (started by local rank 0's helper), one rank per GPU "
@@ -117,12 +131,20 @@ std::string render_text(const PlanReport& r)
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
+    out += fmt::format("launcher: {} ({})\n", launcher_words(r.launcher), r.launcher.reason);
     out += fmt::format("command: {}\n", shell_quote(r.command));
     return out;
 }
 
 nlohmann::json render_json(const PlanReport& r)
 {
+    auto nic_json = [&](const std::string& hca) {
+        nlohmann::json vars = nlohmann::json::object();
+        for (const auto& [name, value] : nic_variables(r.options.nic_binding, hca)) {
+            vars[name] = value;
+        }
+        return vars;
+    };
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& jr : r.job.ranks) {
         const auto& b = jr.binding;
@@ -138,6 +160,7 @@ nlohmann::json render_json(const PlanReport& r)
         ranks.push_back({{"rank", jr.rank}, {"local_rank", b.local_rank}, {"host", jr.host}, {"gpu", gpu},
             {"numa", b.numa}, {"cpus", b.cpus.to_list()}, {"cores", b.cores}, {"shared_cpus", b.shared},
             {"hca", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)},
+            {"nic_variables", nic_json(b.hca)},
             {"local_batch", r.batch ? nlohmann::json(r.batch->per_gpu.at(jr.rank)) : nlohmann::json(nullptr)},
             {"loss_weight", r.batch ? nlohmann::json(r.batch->loss_weight.at(jr.rank)) : nlohmann::json(nullptr)}});
     }
@@ -156,7 +179,16 @@ nlohmann::json render_json(const PlanReport& r)
         }
         profile = {{"profiler", to_string(prof.profiler)}, {"ranks", chosen}, {"dir", prof.dir}};
     }
-    return {{"ranks", ranks}, {"hosts", hosts}, {"command", r.command}, {"notes", r.notes},
+    nlohmann::json left_out = nlohmann::json::array();
+    for (const auto& h : r.left_out) {
+        left_out.push_back({{"host", h.name}, {"reason", h.reason}});
+    }
+    return {{"ranks", ranks}, {"hosts", hosts}, {"hosts_left_out", left_out}, {"command", r.command},
+        {"launcher",
+            {{"kind", to_string(r.launcher.kind)}, {"path", r.launcher.path},
+                {"flavour", r.launcher.flavour.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.launcher.flavour)},
+                {"reason", r.launcher.reason}}},
+        {"nic_binding", to_string(r.options.nic_binding)}, {"notes", r.notes},
         {"gpu_source", p.cpu_only ? nlohmann::json(nullptr) : nlohmann::json(r.gpu_source)},
         {"bind", to_string(p.bind)}, {"memory", to_string(p.memory)}, {"gpu_visibility", to_string(p.visibility)},
         {"ranks_per_gpu", p.ranks_per_gpu}, {"cpu_only", p.cpu_only},

@@ -2,6 +2,8 @@
 
 #include "launcher/binding_plan.hpp"
 #include "launcher/launch_options.hpp"
+#include "launcher/launcher_backend.hpp"
+#include "launcher/pack.hpp"
 #include "probes/batch_split.hpp"
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,8 @@ struct PlanReport {
     std::vector<std::string> notes; ///< inventory and plan notes
     std::vector<std::string> command; ///< the exact launcher argv
     std::optional<probes::BatchSplit> batch; ///< --global-batch: each rank's share, in rank order
+    Launcher launcher; ///< what starts the ranks, and why
+    std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
 };
 
 std::string render_text(const PlanReport& report);

@@ -119,12 +119,13 @@ std::string profile_report_base(const std::string& dir, unsigned rank)
     return (std::filesystem::path(dir) / fmt::format("rank{}", rank)).string();
 }
 
-std::vector<std::string> nsys_command(const std::string& dir, unsigned rank, const std::vector<std::string>& program)
+std::vector<std::string> nsys_command(
+    const std::string& dir, unsigned rank, const std::vector<std::string>& program, const std::string& mpi_impl)
 {
     // Long options with '=', as the Nsight Systems user guide writes them. gpurun drives Open MPI,
     // so the MPI trace needs no detection.
     std::vector<std::string> argv{"nsys", "profile", "-o", profile_report_base(dir, rank), "--trace=cuda,nvtx,osrt,mpi",
-        "--mpi-impl=openmpi", "--export=sqlite", "--force-overwrite=true"};
+        "--mpi-impl=" + mpi_impl, "--export=sqlite", "--force-overwrite=true"};
     argv.insert(argv.end(), program.begin(), program.end());
     return argv;
 }

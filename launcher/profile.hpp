@@ -29,8 +29,10 @@ bool profiles_rank(const ProfileOptions& profile, unsigned rank);
 std::string profile_report_base(const std::string& dir, unsigned rank);
 
 /// What the helper of a chosen rank execs: `nsys profile -o DIR/rank<RANK> --trace=cuda,nvtx,osrt,mpi
-/// --mpi-impl=openmpi --export=sqlite --force-overwrite=true PROGRAM ARGS...`. argv only, no shell.
-std::vector<std::string> nsys_command(const std::string& dir, unsigned rank, const std::vector<std::string>& program);
+/// --mpi-impl=MPI --export=sqlite --force-overwrite=true PROGRAM ARGS...`, MPI being openmpi or mpich
+/// (the MPI whose calls nsys traces). argv only, no shell.
+std::vector<std::string> nsys_command(const std::string& dir, unsigned rank, const std::vector<std::string>& program,
+    const std::string& mpi_impl = "openmpi");
 
 /// The default report directory for a job started at `now` (local time), relative to the working
 /// directory: "gpurun-profile-20261130-141502".

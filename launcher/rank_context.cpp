@@ -1,5 +1,8 @@
 #include "launcher/rank_context.hpp"
 
+#include "launcher/node_list.hpp"
+#include "probes/error.hpp"
+
 #include <array>
 #include <charconv>
 #include <cstring>
@@ -43,25 +46,29 @@ std::optional<unsigned> number(const char* text)
     return value;
 }
 
-// Slurm's per-node task count comes compressed ("4(x2),3"); the first node's count is what a node
-// with the first tasks runs. SLURM_NTASKS_PER_NODE exists only when the user gave it.
+// SLURM_NTASKS_PER_NODE exists only when the user gave --ntasks-per-node. Otherwise the per-node
+// task counts come compressed ("2(x2),1": nodes 0 and 1 run two tasks, node 2 one), and this node's
+// is the entry at SLURM_NODEID. The step's list wins over the job's: a step may use fewer tasks.
 std::optional<unsigned> slurm_local_size(const std::function<const char*(const char*)>& getenv)
 {
-    if (auto n = number(getenv("SLURM_NTASKS_PER_NODE"))) {
-        return n;
+    // The step's per-node list is exact on every node; SLURM_NTASKS_PER_NODE (set only when the
+    // user gave --ntasks-per-node) is a maximum, wrong on a last node that runs fewer tasks.
+    const char* text = getenv("SLURM_STEP_TASKS_PER_NODE");
+    if (text == nullptr) {
+        text = getenv("SLURM_TASKS_PER_NODE");
     }
-    for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
-        const char* text = getenv(name);
-        if (text == nullptr) {
-            continue;
+    auto node = number(getenv("SLURM_NODEID"));
+    if (text != nullptr && node) {
+        try {
+            auto counts = expand_count_list(text);
+            if (*node < counts.size()) {
+                return counts[*node];
+            }
+        } catch (const probes::Error&) {
         }
-        unsigned value = 0;
-        auto [ptr, ec] = std::from_chars(text, text + std::strlen(text), value);
-        if (ec == std::errc() && ptr != text) {
-            return value;
-        }
+        return std::nullopt;
     }
-    return std::nullopt;
+    return number(getenv("SLURM_NTASKS_PER_NODE"));
 }
 
 } // namespace

@@ -5,9 +5,12 @@
 #include "launcher/helper_args.hpp"
 #include "launcher/job_dir.hpp"
 #include "launcher/job_process.hpp"
+#include "launcher/launcher_backend.hpp"
+#include "launcher/master_address.hpp"
 #include "launcher/nccl_check.hpp"
+#include "launcher/node_list.hpp"
 #include "launcher/node_monitor.hpp"
-#include "launcher/openmpi.hpp"
+#include "launcher/pack.hpp"
 #include "launcher/plan_report.hpp"
 #include "launcher/profile.hpp"
 #include "probes/command.hpp"
@@ -23,6 +26,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <netinet/in.h>
 #include <optional>
@@ -101,6 +105,81 @@ std::string mps_note(const probes::Sysroot& sysroot)
            "'nvidia-cuda-mps-control -d' for concurrent kernels";
 }
 
+// Each host's free GPUs, for --pack and the spread check: --free-gpus, else its slots, else what
+// its topology holds.
+std::vector<HostCapacity> capacities(
+    const LaunchOptions& o, const std::function<HostSpec(const std::string&)>& spec_of, const std::string& local_host)
+{
+    if (o.hosts.empty()) {
+        throw Error("--pack chooses among hosts: give them with -H or --hostfile, or run inside a Slurm allocation");
+    }
+    for (const auto& f : o.free_gpus) {
+        if (std::none_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) { return h.name == f.name; })) {
+            throw Error(fmt::format("--free-gpus: {} is not one of the hosts (-H, --hostfile)", f.name));
+        }
+    }
+    std::vector<HostCapacity> list;
+    list.reserve(o.hosts.size());
+    for (const auto& h : o.hosts) {
+        auto free =
+            std::find_if(o.free_gpus.begin(), o.free_gpus.end(), [&](const HostSlots& f) { return f.name == h.name; });
+        unsigned n = free != o.free_gpus.end() ? free->slots.value_or(0)
+            : h.slots                          ? *h.slots
+                      : node_capacity(*spec_of(h.name.empty() ? local_host : h.name).spec, o.plan);
+        list.push_back(HostCapacity{h.name, n});
+    }
+    return list;
+}
+
+std::string pack_note(const PackChoice& choice, unsigned ranks)
+{
+    std::vector<std::string> chosen;
+    for (const auto& h : choice.chosen) {
+        chosen.push_back(h.name);
+    }
+    std::string out = fmt::format("--pack: {} rank{} on {} host{} ({})", ranks, ranks == 1 ? "" : "s", chosen.size(),
+        chosen.size() == 1 ? "" : "s", fmt::join(chosen, ", "));
+    if (choice.left_out.empty()) {
+        return out + "; every host is needed";
+    }
+    constexpr std::size_t shown = 8;
+    std::vector<std::string> left;
+    for (std::size_t i = 0; i < choice.left_out.size() && i < shown; ++i) {
+        left.push_back(fmt::format("{} ({})", choice.left_out[i].name, choice.left_out[i].reason));
+    }
+    if (choice.left_out.size() > shown) {
+        left.push_back(fmt::format("and {} more", choice.left_out.size() - shown));
+    }
+    return out + fmt::format("; left out: {}", fmt::join(left, ", "));
+}
+
+// What --nic-binding does for these ranks, said once.
+void nic_notes(const JobPlan& job, NicBinding binding, const std::function<const char*(const char*)>& getenv,
+    std::vector<std::string>& notes)
+{
+    const bool any_hca =
+        std::any_of(job.ranks.begin(), job.ranks.end(), [](const JobRank& r) { return !r.binding.hca.empty(); });
+    if (!any_hca || binding == NicBinding::none) {
+        return;
+    }
+    std::vector<std::string> set;
+    std::vector<std::string> kept;
+    for (const auto& [name, value] : nic_variables(binding, "HCA")) {
+        if (const char* user = getenv(name.c_str()); user != nullptr) {
+            kept.push_back(fmt::format("{}={}", name, user));
+        } else {
+            set.push_back(name);
+        }
+    }
+    if (!set.empty()) {
+        notes.push_back(fmt::format("each rank gets {} naming its HCA in the table, port 1 (--nic-binding {})",
+            fmt::join(set, " and "), to_string(binding)));
+    }
+    if (!kept.empty()) {
+        notes.push_back(fmt::format("{} set by you, kept for every rank", fmt::join(kept, " and ")));
+    }
+}
+
 int run(const std::vector<std::string>& argv)
 {
     CliRequest request = parse_command_line(argv);
@@ -121,6 +200,13 @@ int run(const std::vector<std::string>& argv)
             o.plan.topology_file = absolute.lexically_normal().string();
         }
     }
+    for (auto& [host, file] : o.host_topologies) {
+        std::error_code ec;
+        auto absolute = std::filesystem::absolute(file, ec);
+        if (!ec) {
+            file = absolute.lexically_normal().string();
+        }
+    }
     if (!o.nccl_log_dir.empty()) {
         // Ranks write there from their own working directory.
         std::error_code ec;
@@ -130,11 +216,43 @@ int run(const std::vector<std::string>& argv)
         }
     }
 
-    const bool allow_root =
+    std::vector<std::string> launcher_notes;
+    Launcher launcher;
+    try {
+        launcher = find_launcher(o.launcher, env);
+    } catch (const Error& e) {
+        if (!o.dry_run) {
+            throw;
+        }
+        launcher_notes.push_back(e.what());
+        const LauncherKind kind = o.launcher == LauncherKind::automatic ? LauncherKind::openmpi : o.launcher;
+        launcher = Launcher{kind,
+            kind == LauncherKind::openmpi     ? "mpirun"
+                : kind == LauncherKind::hydra ? "mpiexec"
+                                              : "srun",
+            "", "not found"};
+    }
+    const bool allow_root = launcher.kind == LauncherKind::openmpi &&
         root_allowed(o.allow_run_as_root, env("OMPI_ALLOW_RUN_AS_ROOT"), env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
-    if (!o.dry_run && geteuid() == 0 && !allow_root) {
+    if (!o.dry_run && launcher.kind == LauncherKind::openmpi && geteuid() == 0 && !allow_root) {
         throw Error("running as root, which Open MPI refuses; pass --allow-run-as-root, or set both "
                     "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    }
+    bool hosts_given = !o.hosts.empty();
+    if (!hosts_given) {
+        // Inside a Slurm allocation, its nodes are the hosts.
+        if (const char* nodes = env("SLURM_JOB_NODELIST"); nodes != nullptr && *nodes != '\0') {
+            for (auto& name : expand_node_list(nodes)) {
+                o.hosts.push_back(HostSlots{std::move(name), std::nullopt});
+            }
+            hosts_given = true;
+        }
+    }
+    for (const auto& t : o.host_topologies) {
+        if (std::none_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) { return h.name == t.first; })) {
+            throw Error(fmt::format(
+                "--topology {}={}: {} is not one of the hosts (-H, --hostfile)", t.first, t.second, t.first));
+        }
     }
 
     const bool from_file = !o.plan.topology_file.empty();
@@ -151,7 +269,12 @@ int run(const std::vector<std::string>& argv)
             inv.visible_devices = cvd;
         }
         inventory = probes::discover_gpus(layout, inv);
-        if (inventory.pool.empty()) {
+        const bool default_used =
+            o.hosts.empty() || std::any_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) {
+                return std::none_of(o.host_topologies.begin(), o.host_topologies.end(),
+                    [&](const auto& t) { return t.first == h.name; });
+            });
+        if (inventory.pool.empty() && default_used) {
             throw Error(fmt::format("no GPUs found on {}{}; pass --cpu-only to run ranks without GPUs",
                 layout.hostname.empty() ? "this node" : layout.hostname,
                 inventory.visible_devices_set ? " (CUDA_VISIBLE_DEVICES is empty)"
@@ -161,14 +284,50 @@ int run(const std::vector<std::string>& argv)
     }
 
     const std::string local_host = layout.hostname.empty() ? "localhost" : layout.hostname;
-    JobPlan job = plan_job(layout, inventory.pool, o.plan, o.np, o.hosts, local_host);
+    const NodeSpec this_node{layout, inventory.pool};
+    std::map<std::string, NodeSpec> own_specs;
+    for (const auto& [host, file] : o.host_topologies) {
+        probes::Topology t = probes::Topology::load_xml(file);
+        NodeSpec spec{t.layout(), {}};
+        if (!o.plan.cpu_only) {
+            probes::InventoryOptions inv;
+            inv.from_topology_file = true;
+            spec.pool = probes::discover_gpus(spec.layout, inv).pool;
+        }
+        own_specs.emplace(host, std::move(spec));
+    }
+    auto spec_of = [&](const std::string& host) {
+        auto it = own_specs.find(host);
+        return it == own_specs.end() ? HostSpec{&this_node, false} : HostSpec{&it->second, true};
+    };
+    std::vector<std::string> host_notes;
+    std::vector<LeftOutHost> left_out;
+    if (o.pack) {
+        PackChoice choice = pack_hosts(capacities(o, spec_of, local_host), *o.np);
+        o.hosts = choice.chosen;
+        left_out = choice.left_out;
+        host_notes.push_back(pack_note(choice, *o.np));
+    }
+    JobPlan job = plan_job(spec_of, o.plan, o.np, o.hosts, local_host);
+    if (!o.pack && job.hosts.size() > 1) {
+        const unsigned fewest =
+            fewest_hosts(capacities(o, spec_of, local_host), static_cast<unsigned>(job.ranks.size()));
+        if (fewest != 0 && fewest < job.hosts.size()) {
+            host_notes.push_back(
+                fmt::format("the job spans {} hosts, but {} would hold its {} ranks; pass --pack to use "
+                            "the fewest",
+                    job.hosts.size(), fewest, job.ranks.size()));
+        }
+    }
     std::optional<probes::BatchSplit> batch;
     if (o.batch.global_batch != 0) {
         batch = split_over_ranks(o.batch, static_cast<unsigned>(job.ranks.size()));
     }
 
-    std::vector<std::string> notes = inventory.notes;
+    std::vector<std::string> notes = launcher_notes;
+    notes.insert(notes.end(), inventory.notes.begin(), inventory.notes.end());
     notes.insert(notes.end(), job.notes.begin(), job.notes.end());
+    notes.insert(notes.end(), host_notes.begin(), host_notes.end());
     if (o.plan.ranks_per_gpu > 1 && !o.plan.cpu_only) {
         notes.push_back(mps_note(probes::Sysroot(o.plan.sysroot)));
     }
@@ -177,6 +336,9 @@ int run(const std::vector<std::string>& argv)
             fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
     }
 
+    if (launcher.kind == LauncherKind::hydra) {
+        o.profile.mpi_impl = "mpich"; // nsys traces MPICH-ABI calls (Intel MPI too) with --mpi-impl=mpich
+    }
     prepare_profile(o.profile, static_cast<unsigned>(job.ranks.size()), o.dry_run,
         !o.hosts.empty() && !is_local(o.hosts, local_host), env("PATH"), notes);
 
@@ -187,16 +349,6 @@ int run(const std::vector<std::string>& argv)
             throw Error(what);
         }
         notes.push_back(what + " here");
-    }
-
-    std::string mpirun = "mpirun";
-    try {
-        mpirun = find_openmpi(env("PATH")).path;
-    } catch (const Error& e) {
-        if (!o.dry_run) {
-            throw;
-        }
-        notes.push_back(e.what());
     }
 
     HelperOptions helper;
@@ -210,11 +362,20 @@ int run(const std::vector<std::string>& argv)
         o.monitor = helper.monitor; // as the report shows it: the file made absolute
     }
     helper.program = o.program.empty() ? std::vector<std::string>{"PROGRAM"} : o.program;
-    const char* env_addr = env("MASTER_ADDR");
-    helper.master_addr = !o.master_addr.empty()    ? o.master_addr
-        : env_addr != nullptr && *env_addr != '\0' ? env_addr
-        : o.hosts.empty()                          ? "127.0.0.1"
-                                                   : o.hosts.front().name;
+    helper.nic_binding = o.nic_binding;
+    if (const char* env_addr = env("MASTER_ADDR");
+        !o.master_addr.empty() || (env_addr != nullptr && *env_addr != '\0')) {
+        helper.master_addr = !o.master_addr.empty() ? o.master_addr : env_addr;
+    } else {
+        const std::string& first = job.hosts.front().name;
+        MasterAddress chosen =
+            choose_master_address(first, o.hosts.empty() || is_local({job.hosts.front()}, local_host),
+                job.hosts.size() == 1, system_address_lookup());
+        helper.master_addr = chosen.address;
+        if (!chosen.note.empty()) {
+            notes.push_back(chosen.note);
+        }
+    }
     if (o.master_port) {
         helper.master_port = *o.master_port;
     } else if (const char* port = env("MASTER_PORT"); port != nullptr && *port != '\0') {
@@ -274,18 +435,29 @@ int run(const std::vector<std::string>& argv)
         }
     }
 
-    JobPlan launch = job;
-    if (o.hosts.empty()) {
-        launch.hosts = {HostSlots{"localhost", job.hosts.front().slots}};
+    nic_notes(job, o.nic_binding, env, notes);
+    LaunchRequest launch_request;
+    launch_request.hosts =
+        o.hosts.empty() ? std::vector<HostSlots>{HostSlots{"localhost", job.hosts.front().slots}} : job.hosts;
+    launch_request.ranks = static_cast<unsigned>(job.ranks.size());
+    launch_request.hosts_given = hosts_given;
+    launch_request.allow_root = allow_root;
+    launch_request.env = forwarded;
+    launch_request.env.insert(launch_request.env.end(), o.exports.begin(), o.exports.end());
+    launch_request.launcher_args = o.launcher_args;
+    if (auto found = probes::find_executable("env", env("PATH"))) {
+        launch_request.env_program = *found;
     }
-    const std::string helper_path = rank_helper_path();
-    const std::vector<std::string> command =
-        openmpi_command(mpirun, launch, o, allow_root, forwarded, helper_path, helper_arguments(helper));
+    launch_request.helper = rank_helper_path();
+    launch_request.helper_args = helper_arguments(helper);
+    const std::vector<std::string> command = launcher_command(launcher, launch_request);
+    const std::string& helper_path = launch_request.helper;
 
     if (o.dry_run) {
-        PlanReport report{job, o, inventory.source, notes, command, batch};
+        PlanReport report{job, o, inventory.source, notes, command, batch, launcher, left_out};
         if (o.json) {
-            std::cout << render_json(report).dump(2) << '\n';
+            // Arguments are bytes: what is not UTF-8 is shown as U+FFFD rather than refused.
+            std::cout << render_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
         } else {
             std::cout << render_text(report);
         }

@@ -126,6 +126,11 @@ int run(const std::vector<std::string>& args)
     }
     if (!mine.hca.empty()) {
         set("GPURUN_HCA", mine.hca);
+        for (const auto& [name, value] : nic_variables(o.nic_binding, mine.hca)) {
+            if (std::getenv(name.c_str()) == nullptr) {
+                set(name.c_str(), value);
+            }
+        }
     }
     if (std::getenv("OMP_NUM_THREADS") == nullptr && o.plan.bind != BindMode::none) {
         set("OMP_NUM_THREADS", std::to_string(std::max(1U, mine.cores)));
@@ -156,7 +161,7 @@ int run(const std::vector<std::string>& args)
         // gpurun made the directory on its own host; a rank elsewhere makes it on its host.
         std::error_code ec;
         std::filesystem::create_directories(o.profile.dir, ec);
-        exec_program(nsys_command(o.profile.dir, context->rank, o.program));
+        exec_program(nsys_command(o.profile.dir, context->rank, o.program, o.profile.mpi_impl));
     }
     exec_program(o.program);
 }

@@ -128,6 +128,53 @@ std::vector<Case> cases()
             {{"PATH", path_with_nsys()}}},
         {"error_profile_no_nsys", {"--cpu-only", "-np", "1", "--profile", "nsys", "/bin/true"},
             {{"PATH", "@TMP@/empty-bin"}}},
+        {"dry_run_hydra",
+            {"--dry-run", "--launcher", "mpich", "-H", "n01:4,n02:4", "--topology", demo, "--master-port", "29500",
+                "-x", "NCCL_DEBUG=INFO", "python"},
+            {{"PATH", "@TMP@/hydra-bin"}}},
+        {"dry_run_hydra_uneven",
+            {"--dry-run", "-H", "n01:3,n02:1", "--topology", demo, "--master-addr", "10.0.0.1", "--master-port",
+                "29500", "python"},
+            {{"PATH", "@TMP@/hydra-bin"}, {"FAKE_FLAVOUR", "Intel(R) MPI Library for Linux* OS, Version 2021.10"}}},
+        {"dry_run_srun_allocation",
+            {"--dry-run", "--topology", demo, "--master-port", "29500", "-x", "A=b c", "python"},
+            {{"PATH", "@TMP@/slurm-bin"}, {"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NODELIST", "gpu[01-02]"}}},
+        {"error_srun_uneven", {"--dry-run", "--topology", demo, "-np", "12", "python"},
+            {{"PATH", "@TMP@/slurm-bin"}, {"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NODELIST", "gpu[01-02]"}}},
+        {"dry_run_launcher_args",
+            {"--dry-run", "--cpu-only", "-np", "2", "--launcher-args", "--mca btl '^openib' -x 'A=b c'", "--topology",
+                demo, "--master-port", "29500", "prog"},
+            {}},
+        {"error_launcher_args_expansion", {"--launcher-args", "--mca btl $BTL", "prog"}, {}},
+        {"error_bad_launcher", {"--launcher", "mpch", "prog"}, {}},
+        {"dry_run_pack",
+            {"--dry-run", "--hostfile", "@TMP@/pack-hosts", "-np", "12", "--pack", "--topology", demo, "--master-port",
+                "29500", "python"},
+            {}},
+        {"dry_run_pack_free_gpus_json",
+            {"--dry-run", "--json", "-H", "n01,n02,n03", "--free-gpus", "n01:2,n02:0,n03:6", "-np", "6", "--pack",
+                "--topology", demo, "--master-port", "29500", "python"},
+            {}},
+        {"dry_run_spread",
+            {"--dry-run", "-H", "n01:2,n02:8", "-np", "8", "--topology", demo, "--master-port", "29500",
+                "--nic-binding", "nccl", "python"},
+            {}},
+        {"error_pack_without_np", {"--pack", "-H", "n01,n02", "prog"}, {}},
+        {"error_pack_too_few", {"--dry-run", "--pack", "-H", "n01:2,n02:2", "-np", "5", "--topology", demo, "prog"},
+            {}},
+        {"error_free_gpus_without_pack", {"--free-gpus", "n01:2", "prog"}, {}},
+        {"dry_run_host_topologies",
+            {"--dry-run", "-H", "n01,n02", "--topology", demo, "--topology", "n02=@TMP@/two-gpus.xml", "--master-port",
+                "29500", "python"},
+            {}},
+        {"error_host_topology_real_run", {"-H", "n01,n02", "--topology", "n02=@TMP@/two-gpus.xml", "prog"}, {}},
+        {"error_host_topology_unknown_host",
+            {"--dry-run", "-H", "n01,n02", "--topology", demo, "--topology", "n03=@TMP@/two-gpus.xml", "prog"}, {}},
+        {"error_bad_nic_binding", {"--nic-binding", "rdma", "prog"}, {}},
+        {"dry_run_json_not_utf8",
+            {"--dry-run", "--json", "--cpu-only", "-np", "1", "--topology", demo, "--master-port", "29500", "prog",
+                "caf\xe9"},
+            {}},
     };
 }
 
@@ -144,6 +191,26 @@ protected:
         std::filesystem::create_directory(m_dir / "nsys-bin");
         std::ofstream(m_dir / "nsys-bin/nsys") << "#!/bin/sh\nexit 0\n";
         std::filesystem::permissions(m_dir / "nsys-bin/nsys", std::filesystem::perms::owner_all);
+        // Stand-ins that answer --version like MPICH's Hydra (or $FAKE_FLAVOUR) and like srun.
+        std::filesystem::create_directory(m_dir / "hydra-bin");
+        for (const char* name : {"mpirun", "mpiexec"}) {
+            std::ofstream(m_dir / "hydra-bin" / name) << "#!/bin/sh\necho \"${FAKE_FLAVOUR:-HYDRA build details:}\"\n";
+            std::filesystem::permissions(m_dir / "hydra-bin" / name, std::filesystem::perms::owner_all);
+        }
+        std::filesystem::create_directory(m_dir / "slurm-bin");
+        std::ofstream(m_dir / "slurm-bin/srun") << "#!/bin/sh\necho 'slurm 23.02.7'\n";
+        std::filesystem::permissions(m_dir / "slurm-bin/srun", std::filesystem::perms::owner_all);
+        std::ofstream(m_dir / "pack-hosts") << "# four nodes\nn01 slots=4\nn02 slots=8\nn03 slots=2\nn04:8\n";
+        // Another kind of node: two NUMA nodes of 4 cores, a GPU and an HCA on each.
+        test_support::TopologyXml two("small");
+        two.package();
+        two.numa(0, 0, 4);
+        two.numa(0, 1, 4);
+        two.gpu(test_support::TopologyXml::at_numa(0), "0000:65:00.0");
+        two.hca(test_support::TopologyXml::at_numa(0), "0000:66:00.0", "mlx5_0");
+        two.gpu(test_support::TopologyXml::at_numa(1), "0000:b3:00.0");
+        two.hca(test_support::TopologyXml::at_numa(1), "0000:b4:00.0", "mlx5_1");
+        two.write(m_dir / "two-gpus.xml");
     }
 
     std::string expand(const std::string& s) const

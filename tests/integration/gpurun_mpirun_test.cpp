@@ -4,6 +4,7 @@
 #include "probes/topology.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/rank_files.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <csignal>
@@ -18,25 +19,9 @@ using test_support::TempDir;
 
 namespace {
 
-using Values = std::multimap<std::string, std::string>;
-
-Values read_rank(const TempDir& dir, unsigned rank)
-{
-    Values values;
-    std::ifstream in(dir / ("rank-" + std::to_string(rank) + ".txt"));
-    std::string line;
-    while (std::getline(in, line)) {
-        auto eq = line.find('=');
-        values.emplace(line.substr(0, eq), line.substr(eq + 1));
-    }
-    return values;
-}
-
-std::string one(const Values& v, const std::string& key)
-{
-    auto it = v.find(key);
-    return it == v.end() ? "<missing>" : it->second;
-}
+using Values = test_support::RankValues;
+using test_support::one;
+using test_support::read_rank;
 
 class GpurunMpirun : public ::testing::Test {
 protected:
@@ -188,18 +173,7 @@ TEST_F(GpurunMpirun, SigintLeavesNoRankBehind)
     EnvChanges env = m_env;
     env["PROBE_SLEEP"] = "120";
     pid_t pid = test_support::start({GPURUN_PATH, "--cpu-only", "-np", "2", "--grace", "3", RANK_PROBE_PATH}, env, log);
-    std::vector<pid_t> ranks;
-    for (int i = 0; i < 300 && ranks.size() < 2; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        ranks.clear();
-        for (int rank = 0; rank < 2; ++rank) {
-            std::ifstream in(m_dir / ("pid-" + std::to_string(rank)));
-            pid_t p = 0;
-            if (in >> p) {
-                ranks.push_back(p);
-            }
-        }
-    }
+    std::vector<pid_t> ranks = test_support::wait_for_rank_pids(m_dir, 2, std::chrono::milliseconds(15000));
     ASSERT_EQ(ranks.size(), 2U) << "ranks did not start";
     kill(pid, SIGINT);
     int code = test_support::wait_for(pid, std::chrono::seconds(20));

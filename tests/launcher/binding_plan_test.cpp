@@ -248,3 +248,14 @@ TEST_F(BindingPlan, JobFillsHostsInSlotOrder)
     EXPECT_THROW(launcher::plan_job(layout, {}, cpu, std::nullopt, {}, "x"), probes::Error);
     EXPECT_THROW(launcher::plan_job(layout, pool, PlanOptions{}, 0, {}, "x"), probes::Error);
 }
+
+TEST(NicVariables, UcxByDefaultNcclWhenAskedNothingWithoutAnHca)
+{
+    using launcher::NicBinding;
+    using Vars = std::vector<std::pair<std::string, std::string>>;
+    EXPECT_EQ(launcher::nic_variables(NicBinding::ucx, "mlx5_3"), (Vars{{"UCX_NET_DEVICES", "mlx5_3:1"}}));
+    EXPECT_EQ(launcher::nic_variables(NicBinding::nccl, "mlx5_3"),
+        (Vars{{"UCX_NET_DEVICES", "mlx5_3:1"}, {"NCCL_IB_HCA", "=mlx5_3:1"}}));
+    EXPECT_TRUE(launcher::nic_variables(NicBinding::none, "mlx5_3").empty());
+    EXPECT_TRUE(launcher::nic_variables(NicBinding::nccl, "").empty());
+}

@@ -26,6 +26,24 @@ TEST(HelperArgs, RoundTripKeepsEveryOptionAndTheProgramByteExact)
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
 }
 
+TEST(HelperArgs, NicBindingAndProfilerMpiTravelToTheHelper)
+{
+    HelperOptions o;
+    o.nic_binding = launcher::NicBinding::nccl;
+    o.profile.profiler = launcher::Profiler::nsys;
+    o.profile.dir = "/p";
+    o.profile.mpi_impl = "mpich";
+    o.program = {"prog"};
+    auto args = launcher::helper_arguments(o);
+    EXPECT_EQ(args,
+        (std::vector<std::string>{"--nic-binding", "nccl", "--profile", "nsys", "--profile-dir", "/p",
+            "--profile-ranks", "0", "--profile-mpi", "mpich", "--", "prog"}));
+    EXPECT_EQ(launcher::parse_helper_arguments(args), o);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--nic-binding", "rdma", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--profile-mpi", "mpich", "--", "x"}), probes::Error)
+        << "no profiler";
+}
+
 TEST(HelperArgs, DefaultsAreLeftOut)
 {
     HelperOptions o;

@@ -53,3 +53,66 @@ TEST(Hostfile, ErrorsNameFileAndLine)
         error_of([] { launcher::read_hostfile("/nonexistent/hosts"); }).find("cannot read hostfile /nonexistent/hosts"),
         std::string::npos);
 }
+
+TEST(HostList, SlurmRangesExpandWithTheSameSlots)
+{
+    auto hosts = launcher::parse_host_list("gpu[01-04]:8,cpu7");
+    ASSERT_EQ(hosts.size(), 5U);
+    EXPECT_EQ(hosts[0], (HostSlots{"gpu01", 8}));
+    EXPECT_EQ(hosts[3], (HostSlots{"gpu04", 8}));
+    EXPECT_EQ(hosts[4], (HostSlots{"cpu7", std::nullopt}));
+    // Commas inside brackets separate ranges, not entries.
+    auto split = launcher::parse_host_list("n[1-2,7]:4, r[1-2]n[1-2] ,login:1");
+    ASSERT_EQ(split.size(), 8U);
+    EXPECT_EQ(split[2], (HostSlots{"n7", 4}));
+    EXPECT_EQ(split[3], (HostSlots{"r1n1", std::nullopt}));
+    EXPECT_EQ(split[6], (HostSlots{"r2n2", std::nullopt}));
+    EXPECT_EQ(split[7], (HostSlots{"login", 1}));
+    // An entry starting with '[' is still an IPv6 address, also next to a range.
+    auto mixed = launcher::parse_host_list("[fe80::1]:4,gpu[1-2]:2,[::1]");
+    ASSERT_EQ(mixed.size(), 4U);
+    EXPECT_EQ(mixed[0], (HostSlots{"[fe80::1]", 4}));
+    EXPECT_EQ(mixed[2], (HostSlots{"gpu2", 2}));
+    EXPECT_EQ(mixed[3], (HostSlots{"[::1]", std::nullopt}));
+}
+
+TEST(HostList, RangeErrorsNameTheEntryAndTheRange)
+{
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("gpu[04-01]:8"); }),
+        "-H gpu[04-01]:8: host list 'gpu[04-01]': range '04-01' in 'gpu[04-01]' ends below its start; write the "
+        "smaller number first, as in [01-04]");
+    EXPECT_NE(error_of([] {
+        launcher::parse_host_list("gpu[1-4:8,cpu7");
+    }).find("the '[' in 'gpu[1-4:8,cpu7' is never closed"),
+        std::string::npos);
+    EXPECT_NE(error_of([] { launcher::parse_host_list("gpu1]:8"); }).find("']' without '['"), std::string::npos);
+    EXPECT_NE(error_of([] { launcher::parse_host_list("gpu[1:2]"); }).find("'1:2' in '[1:2]'"), std::string::npos);
+    EXPECT_NE(error_of([] { launcher::parse_host_list("gpu[1-2]:0"); }).find("bad slot count '0'"), std::string::npos);
+    EXPECT_NE(
+        error_of([] { launcher::parse_host_list("n[1-600000],m[1-600000]"); }).find("more than"), std::string::npos);
+}
+
+TEST(Hostfile, SlurmRangeInTheHostWord)
+{
+    auto hosts = launcher::parse_hostfile("gpu[01-02] slots=8\ncpu[1-2]:4\nlogin\n", "hf");
+    ASSERT_EQ(hosts.size(), 5U);
+    EXPECT_EQ(hosts[0], (HostSlots{"gpu01", 8}));
+    EXPECT_EQ(hosts[1], (HostSlots{"gpu02", 8}));
+    EXPECT_EQ(hosts[2], (HostSlots{"cpu1", 4}));
+    EXPECT_EQ(hosts[3], (HostSlots{"cpu2", 4}));
+    EXPECT_EQ(hosts[4], (HostSlots{"login", std::nullopt}));
+    EXPECT_NE(error_of([] { launcher::parse_hostfile("n01\ngpu[2-1] slots=8\n", "hf"); }).find("hf:2: host list"),
+        std::string::npos);
+    EXPECT_EQ(error_of([] { launcher::parse_hostfile("gpu[1-2]:4 slots=8\n", "hf"); }),
+        "hf:1: slots given twice for gpu[1-2]:4");
+}
+
+TEST(HostList, FreeGpuListsTakeZeroAndNameTheirOption)
+{
+    auto free = launcher::parse_host_list("n01:0,n[02-03]:4", "--free-gpus", 0);
+    EXPECT_EQ(free, (std::vector<HostSlots>{{"n01", 0}, {"n02", 4}, {"n03", 4}}));
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("n01:x", "--free-gpus", 0); }),
+        "--free-gpus n01:x: 'n01:x' has a bad count 'x'; write host:N with N a number");
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("n01,,n02", "--free-gpus", 0); }),
+        "--free-gpus n01,,n02: empty host entry; write --free-gpus host1:N,host2:N");
+}

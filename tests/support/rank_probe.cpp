@@ -1,7 +1,7 @@
 // The program integration tests start under gpurun. It writes what the rank sees into
 // $PROBE_DIR/rank-$RANK.txt: selected environment variables, its Cpus_allowed_list and its
-// arguments (one "arg=" line each). PROBE_EXIT_RANK/PROBE_EXIT make one rank exit with a code;
-// PROBE_SLEEP makes every rank write its pid to $PROBE_DIR/pid-$RANK and sleep.
+// arguments (one "arg=" line each), and HOST= its host name. PROBE_EXIT_RANK/PROBE_EXIT make one
+// rank exit with a code; PROBE_SLEEP makes every rank write its pid to $PROBE_DIR/pid-$RANK and sleep.
 // PROBE_OPEN_GPU stands for "the program opened a GPU" with the fake NVML: the rank appends
 // "<pid> <gpu>" to $FAKE_NVML_PROCESS_FILE, <gpu> being the value given (an index or a bus id), or
 // the rank's own GPU (GPURUN_GPU_BUS_ID) for "own".
@@ -21,9 +21,15 @@ int main(int argc, char** argv)
     std::ofstream out(std::string(dir) + "/rank-" + rank + ".txt");
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
              "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "GPURUN_GPU", "GPURUN_GPU_BUS_ID", "GPURUN_GPU_UUID",
-             "GPURUN_CPUS", "GPURUN_NUMA", "OMP_NUM_THREADS", "GPURUN_LOCAL_BATCH", "GPURUN_LOSS_WEIGHT"}) {
+             "GPURUN_CPUS", "GPURUN_NUMA", "OMP_NUM_THREADS", "GPURUN_LOCAL_BATCH", "GPURUN_LOSS_WEIGHT", "GPURUN_HCA",
+             "UCX_NET_DEVICES", "NCCL_IB_HCA", "PMI_RANK", "SLURM_PROCID", "FAKE_LAUNCHER_HOST"}) {
         const char* value = std::getenv(name);
         out << name << '=' << (value != nullptr ? value : "<unset>") << '\n';
+    }
+    // The node the rank runs on: a network namespace with its own hostname in the multi-node tests.
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) {
+        out << "HOST=" << host << '\n';
     }
     std::ifstream status("/proc/self/status");
     std::string line;

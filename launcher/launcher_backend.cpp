@@ -1,0 +1,278 @@
+#include "launcher/launcher_backend.hpp"
+
+#include "probes/command.hpp"
+#include "probes/error.hpp"
+#include "probes/mpi_flavour.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace launcher {
+
+namespace {
+
+using probes::Error;
+
+constexpr auto version_timeout = std::chrono::seconds(10);
+
+bool is_set(const char* value)
+{
+    return value != nullptr && *value != '\0';
+}
+
+// What `PROGRAM --version` says it is; a program whose real file name says it is Open MPI is not
+// asked (orterun/prterun answer slowly on some systems).
+std::string flavour_of(const std::string& path, bool& timed_out)
+{
+    std::error_code ec;
+    const std::string real = std::filesystem::canonical(path, ec).filename().string();
+    if (!ec && (real == "orterun" || real == "prterun" || real == "mpirun.openmpi" || real == "mpiexec.openmpi")) {
+        return "Open MPI";
+    }
+    if (!ec && (real == "mpiexec.hydra" || real == "mpirun.mpich" || real == "mpiexec.mpich")) {
+        return "MPICH";
+    }
+    auto result = probes::run_command({path, "--version"}, version_timeout);
+    timed_out = result.timed_out;
+    return probes::mpi_flavour(result.output);
+}
+
+std::string unknown_or(const std::string& flavour)
+{
+    return flavour == "unknown" ? "an unknown MPI" : flavour;
+}
+
+// An MPI launcher program, what it must say it is, and what to tell a user who lacks it.
+struct MpiProgram {
+    LauncherKind kind;
+    const char* program;
+    std::vector<std::string> flavours; ///< accepted answers of flavour_of
+    const char* missing; ///< the advice when it is not in PATH
+    const char* wanted; ///< "Open MPI", for "X is MPICH, not Open MPI"
+    const char* instead; ///< the advice when it is another MPI
+};
+
+const MpiProgram open_mpi{LauncherKind::openmpi, "mpirun", {"Open MPI"},
+    "install Open MPI (apt-get install openmpi-bin) or add its bin directory to PATH", "Open MPI",
+    "put Open MPI's bin directory first in PATH, or pass --launcher mpich for MPICH or Intel MPI"};
+const MpiProgram hydra{LauncherKind::hydra, "mpiexec", {"MPICH", "Intel MPI"},
+    "install MPICH (apt-get install mpich) or load Intel MPI's environment (source setvars.sh)",
+    "MPICH's or Intel MPI's Hydra", "put their bin directory first in PATH, or pass --launcher openmpi"};
+
+Launcher find_mpi(const MpiProgram& mpi, const Getenv& getenv, const std::string& reason)
+{
+    auto path = probes::find_executable(mpi.program, getenv("PATH"));
+    if (!path) {
+        throw Error(fmt::format("{} not found in PATH; {}", mpi.program, mpi.missing));
+    }
+    bool timed_out = false;
+    const std::string flavour = flavour_of(*path, timed_out);
+    if (std::find(mpi.flavours.begin(), mpi.flavours.end(), flavour) == mpi.flavours.end()) {
+        throw Error(fmt::format("{} is {}, not {}{}; {}", *path, unknown_or(flavour), mpi.wanted,
+            timed_out ? fmt::format(" ({} --version did not answer in 10 s)", mpi.program) : "", mpi.instead));
+    }
+    return Launcher{mpi.kind, *path, flavour, reason};
+}
+
+Launcher find_srun(const Getenv& getenv, const std::string& reason)
+{
+    auto path = probes::find_executable("srun", getenv("PATH"));
+    if (!path) {
+        throw Error("srun not found in PATH; run gpurun on a Slurm node, or pass --launcher openmpi or mpich");
+    }
+    return Launcher{LauncherKind::srun, *path, "Slurm", reason};
+}
+
+std::vector<std::string> split_env(const std::string& entry)
+{
+    auto eq = entry.find('=');
+    if (eq == std::string::npos) {
+        return {entry};
+    }
+    return {entry.substr(0, eq), entry.substr(eq + 1)};
+}
+
+bool equal_hosts(const LaunchRequest& job)
+{
+    for (const auto& h : job.hosts) {
+        if (h.slots != job.hosts.front().slots) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::string host_names(const LaunchRequest& job)
+{
+    std::string out;
+    for (const auto& h : job.hosts) {
+        out += (out.empty() ? "" : ",") + h.name;
+    }
+    return out;
+}
+
+std::vector<std::string> openmpi_command(const Launcher& launcher, const LaunchRequest& r)
+{
+    const LaunchRequest& job = r;
+    std::vector<std::string> argv{
+        launcher.path, "-np", std::to_string(job.ranks), "--bind-to", "none", "--map-by", "slot"};
+    std::string hosts;
+    for (const auto& h : job.hosts) {
+        hosts += fmt::format("{}{}:{}", hosts.empty() ? "" : ",", h.name, h.slots.value_or(1));
+    }
+    argv.insert(argv.end(), {"-H", hosts});
+    if (r.allow_root) {
+        argv.emplace_back("--allow-run-as-root");
+    }
+    for (const auto& e : r.env) {
+        argv.insert(argv.end(), {"-x", e});
+    }
+    argv.insert(argv.end(), r.launcher_args.begin(), r.launcher_args.end());
+    argv.push_back(r.helper);
+    argv.insert(argv.end(), r.helper_args.begin(), r.helper_args.end());
+    return argv;
+}
+
+std::vector<std::string> hydra_command(const Launcher& launcher, const LaunchRequest& r)
+{
+    const LaunchRequest& job = r;
+    std::vector<std::string> globals;
+    if (launcher.flavour == "Intel MPI") {
+        // Intel MPI pins each process inside MPI_Init, after the helper bound it: switch that off.
+        globals.insert(globals.end(), {"-genv", "I_MPI_PIN", "0"});
+    } else {
+        globals.insert(globals.end(), {"-bind-to", "none"});
+    }
+    std::string names;
+    for (const auto& e : r.env) {
+        auto parts = split_env(e);
+        if (parts.size() == 2) {
+            globals.insert(globals.end(), {"-genv", parts[0], parts[1]});
+        } else {
+            names += (names.empty() ? "" : ",") + parts[0];
+        }
+    }
+    if (!names.empty()) {
+        globals.insert(globals.end(), {"-genvlist", names});
+    }
+    globals.insert(globals.end(), r.launcher_args.begin(), r.launcher_args.end());
+
+    std::vector<std::string> argv{launcher.path};
+    if (equal_hosts(job)) {
+        argv.insert(argv.end(),
+            {"-n", std::to_string(job.ranks), "-ppn", std::to_string(job.hosts.front().slots.value_or(1)), "-hosts",
+                host_names(job)});
+        argv.insert(argv.end(), globals.begin(), globals.end());
+        argv.push_back(r.helper);
+        argv.insert(argv.end(), r.helper_args.begin(), r.helper_args.end());
+        return argv;
+    }
+    // One MPMD section per host: ranks are numbered section by section, so in the plan's order.
+    argv.insert(argv.end(), globals.begin(), globals.end());
+    for (std::size_t i = 0; i < job.hosts.size(); ++i) {
+        if (i > 0) {
+            argv.emplace_back(":");
+        }
+        argv.insert(argv.end(), {"-n", std::to_string(job.hosts[i].slots.value_or(1)), "-hosts", job.hosts[i].name});
+        argv.push_back(r.helper);
+        argv.insert(argv.end(), r.helper_args.begin(), r.helper_args.end());
+    }
+    return argv;
+}
+
+std::vector<std::string> srun_command(const Launcher& launcher, const LaunchRequest& r)
+{
+    const LaunchRequest& job = r;
+    if (!equal_hosts(job)) {
+        std::string counts;
+        for (const auto& h : job.hosts) {
+            counts += fmt::format("{}{}:{}", counts.empty() ? "" : ",", h.name, h.slots.value_or(1));
+        }
+        throw Error(fmt::format("srun places the same number of ranks on every node, and this plan has {}; give "
+                                "-np a multiple of the ranks per node, equal slots (-H h1:N,h2:N), or pass "
+                                "--launcher openmpi",
+            counts));
+    }
+    std::vector<std::string> argv;
+    std::vector<std::string> values;
+    for (const auto& e : r.env) {
+        // srun passes its whole environment on (--export=ALL): a name alone is already there.
+        if (e.find('=') != std::string::npos) {
+            values.push_back(e);
+        }
+    }
+    if (!values.empty()) {
+        argv.push_back(r.env_program);
+        argv.insert(argv.end(), values.begin(), values.end());
+    }
+    argv.insert(argv.end(),
+        {launcher.path, "--nodes", std::to_string(job.hosts.size()), "--ntasks", std::to_string(job.ranks),
+            "--ntasks-per-node", std::to_string(job.hosts.front().slots.value_or(1)), "--cpu-bind=none",
+            "--export=ALL"});
+    if (r.hosts_given) {
+        argv.insert(argv.end(), {"--nodelist", host_names(job)});
+    }
+    argv.insert(argv.end(), r.launcher_args.begin(), r.launcher_args.end());
+    argv.push_back(r.helper);
+    argv.insert(argv.end(), r.helper_args.begin(), r.helper_args.end());
+    return argv;
+}
+
+} // namespace
+
+Launcher find_launcher(LauncherKind requested, const Getenv& getenv)
+{
+    switch (requested) {
+    case LauncherKind::openmpi:
+        return find_mpi(open_mpi, getenv, "--launcher openmpi");
+    case LauncherKind::hydra:
+        return find_mpi(hydra, getenv, "--launcher mpich");
+    case LauncherKind::srun:
+        return find_srun(getenv, "--launcher srun");
+    case LauncherKind::automatic:
+        break;
+    }
+    if (is_set(getenv("SLURM_JOB_ID")) && probes::find_executable("srun", getenv("PATH"))) {
+        return find_srun(getenv, fmt::format("inside Slurm job {}", getenv("SLURM_JOB_ID")));
+    }
+    auto mpirun = probes::find_executable("mpirun", getenv("PATH"));
+    if (!mpirun) {
+        throw Error("mpirun not found in PATH; install Open MPI (apt-get install openmpi-bin), or pass --launcher "
+                    "mpich or srun");
+    }
+    bool timed_out = false;
+    const std::string flavour = flavour_of(*mpirun, timed_out);
+    if (flavour == "Open MPI") {
+        return Launcher{LauncherKind::openmpi, *mpirun, flavour, "mpirun is Open MPI"};
+    }
+    if (flavour == "MPICH" || flavour == "Intel MPI") {
+        return find_mpi(hydra, getenv, fmt::format("mpirun is {}", flavour));
+    }
+    throw Error(fmt::format("{} is {}{}; gpurun drives Open MPI, MPICH, Intel MPI and srun: put one of them first in "
+                            "PATH, or pass --launcher",
+        *mpirun, unknown_or(flavour), timed_out ? " (mpirun --version did not answer in 10 s)" : ""));
+}
+
+bool root_allowed(bool flag, const char* allow, const char* confirm)
+{
+    auto one = [](const char* v) { return v != nullptr && std::string(v) == "1"; };
+    return flag || (one(allow) && one(confirm));
+}
+
+std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request)
+{
+    switch (launcher.kind) {
+    case LauncherKind::hydra:
+        return hydra_command(launcher, request);
+    case LauncherKind::srun:
+        return srun_command(launcher, request);
+    case LauncherKind::openmpi:
+    case LauncherKind::automatic:
+        break;
+    }
+    return openmpi_command(launcher, request);
+}
+
+} // namespace launcher

@@ -1,0 +1,59 @@
+#pragma once
+
+#include "launcher/launch_options.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace launcher {
+
+/// The program that will start the ranks, and why it was chosen.
+struct Launcher {
+    LauncherKind kind = LauncherKind::openmpi; ///< never automatic
+    std::string path; ///< mpirun, mpiexec or srun, as found in PATH
+    std::string flavour; ///< "Open MPI", "MPICH", "Intel MPI", "Slurm"
+    std::string reason; ///< how it was chosen, for the plan report
+};
+
+using Getenv = std::function<const char*(const char*)>;
+
+/// Finds the launcher. An explicit kind is looked up in PATH (openmpi: mpirun, which must be Open
+/// MPI; mpich: mpiexec, which must be Hydra, MPICH's or Intel MPI's; srun). `automatic` takes srun
+/// inside a Slurm allocation (SLURM_JOB_ID set) when srun is in PATH, else asks `mpirun --version`
+/// (as horovodrun does): Open MPI, or MPICH/Intel MPI, whose Hydra mpiexec then starts the ranks.
+/// Throws probes::Error saying what was found and what to install or pass.
+Launcher find_launcher(LauncherKind requested, const Getenv& getenv);
+
+/// Whether mpirun must be told --allow-run-as-root: only when the user said so (flag, or both
+/// OMPI_ALLOW_RUN_AS_ROOT and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM set to 1). Only Open MPI refuses root.
+bool root_allowed(bool flag, const char* allow, const char* confirm);
+
+/// Everything besides the launcher that goes on its command line.
+struct LaunchRequest {
+    std::vector<HostSlots> hosts; ///< every host, in rank order, with the ranks it runs as its slots
+    unsigned ranks = 0; ///< the job's size: the sum of the hosts' slots
+    bool hosts_given = false; ///< hosts came from -H, a hostfile or the Slurm allocation (else: this node)
+    bool allow_root = false; ///< Open MPI: pass --allow-run-as-root
+    /// Variables for every rank, gpurun's own first, then the user's -x: NAME (pass the value the
+    /// launcher has) or NAME=VALUE.
+    std::vector<std::string> env;
+    std::vector<std::string> launcher_args; ///< --launcher-args, before the helper
+    std::string env_program = "/usr/bin/env"; ///< srun: sets NAME=VALUE variables (srun exports all)
+    std::string helper;
+    std::vector<std::string> helper_args;
+};
+
+/// The launcher's argv (never run through a shell). Each launcher places the ranks exactly as the
+/// plan does, host by host in rank order, with its own binding switched off (the helper binds):
+/// - Open MPI: `mpirun -np N --bind-to none --map-by slot -H h1:n1,h2:n2 [--allow-run-as-root]
+///   [-x NAME[=VALUE]]... [ARGS] HELPER ...`
+/// - Hydra, equal ranks per host: `mpiexec -n N -ppn P -hosts h1,h2 (-bind-to none | -genv I_MPI_PIN 0)
+///   [-genv NAME VALUE]... [-genvlist A,B] [ARGS] HELPER ...`; unequal: the same global options, then
+///   one `-n n -hosts h HELPER ...` section per host, joined by `:`.
+/// - srun: `[env NAME=VALUE...] srun --nodes K --ntasks N --ntasks-per-node P --cpu-bind=none
+///   --export=ALL [--nodelist h1,h2] [ARGS] HELPER ...`. srun places the same number of ranks on
+///   every node, so unequal hosts are a probes::Error with the counts and what to change.
+std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request);
+
+} // namespace launcher

@@ -1,0 +1,468 @@
+// gpurun across two "nodes" with the real Open MPI mpirun: each node is a network namespace on a
+// bridge with its own hostname and its own hwloc XML topology, reached through an rsh agent
+// (/work/shared/reference/multinode-on-one-machine.md). Each node plans from its own topology,
+// so the two nodes bind their ranks differently. Needs root and `ip`; skipped otherwise.
+#include "probes/cpu_set.hpp"
+#include "probes/topology.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/rank_files.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/topology_xml.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <sys/file.h>
+#include <thread>
+#include <unistd.h>
+
+using test_support::EnvChanges;
+using test_support::TempDir;
+using test_support::TopologyXml;
+
+namespace {
+
+using Values = test_support::RankValues;
+using test_support::one;
+using test_support::read_rank;
+
+/// Runs a set-up or tear-down command; "" when it worked, else what failed and why.
+std::string command(const std::vector<std::string>& argv)
+{
+    auto r = test_support::run(argv, {}, std::chrono::seconds(20));
+    if (r.exit_code == 0) {
+        return "";
+    }
+    std::string line;
+    for (const auto& a : argv) {
+        line += (line.empty() ? "" : " ") + a;
+    }
+    if (r.exit_code == 127 && r.err.empty()) {
+        return line + ": " + argv[0] + " not found in PATH";
+    }
+    return line + ": exit " + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") + ": " + r.err;
+}
+
+std::vector<pid_t> netns_pids(const std::string& ns)
+{
+    auto r = test_support::run({"ip", "netns", "pids", ns}, {}, std::chrono::seconds(10));
+    std::vector<pid_t> pids;
+    std::istringstream in(r.out);
+    pid_t pid = 0;
+    while (in >> pid) {
+        pids.push_back(pid);
+    }
+    return pids;
+}
+
+std::vector<std::string> netns_names()
+{
+    auto r = test_support::run({"ip", "netns", "list"}, {}, std::chrono::seconds(10));
+    std::vector<std::string> names;
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) {
+        names.push_back(line.substr(0, line.find(' '))); // "NAME (id: 3)"
+    }
+    return names;
+}
+
+/// The pid a name of ours carries ("gkmn1234-1", "gkmb1234"), or nullopt for another's name.
+std::optional<pid_t> owner_of(const std::string& name, const std::string& prefix)
+{
+    if (name.rfind(prefix, 0) != 0) {
+        return std::nullopt;
+    }
+    const std::string rest = name.substr(prefix.size(), name.find('-') - prefix.size());
+    if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) {
+        return std::nullopt;
+    }
+    return static_cast<pid_t>(std::stol(rest));
+}
+
+/// Processes of one test: an argv[0] ending in `program` and PROBE_DIR=`dir` in the environment.
+std::vector<pid_t> processes_of(const std::string& program, const std::string& dir)
+{
+    std::vector<pid_t> found;
+    const std::string marker = "PROBE_DIR=" + dir;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+        const std::string name = entry.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) {
+            continue;
+        }
+        std::string argv0;
+        std::getline(std::ifstream(entry.path() / "cmdline"), argv0, '\0');
+        if (std::filesystem::path(argv0).filename() != program) {
+            continue;
+        }
+        std::ifstream environ(entry.path() / "environ");
+        std::string var;
+        while (std::getline(environ, var, '\0')) {
+            if (var == marker) {
+                const pid_t pid = static_cast<pid_t>(std::stol(name));
+                if (test_support::alive(pid)) {
+                    found.push_back(pid);
+                }
+                break;
+            }
+        }
+    }
+    return found;
+}
+
+/// Two nodes, 10.213.X.1 and .2, as network namespaces on a bridge at 10.213.X.254. X starts
+/// from this process's pid and skips subnets in use; names carry the pid, so two test processes
+/// never share anything and a later run removes what a killed one left.
+class TwoNodes {
+public:
+    static constexpr const char* ns_prefix = "gkmn";
+    static constexpr const char* bridge_prefix = "gkmb";
+    static constexpr const char* veth_prefix = "gkmv";
+
+    /// Sets up the nodes; "" on success, else why not (then tear_down() undoes any part done).
+    std::string set_up()
+    {
+        if (geteuid() != 0) {
+            return "needs root to create network namespaces";
+        }
+        if (auto e = command({"ip", "netns", "list"}); !e.empty()) {
+            return e;
+        }
+        const std::string tag = std::to_string(getpid());
+        m_bridge = bridge_prefix + tag;
+        // One lock for all test processes while a subnet is chosen and taken.
+        const char* lock_path = std::filesystem::is_directory("/run/lock") ? "/run/lock/gpukit-multinode.lock"
+                                                                           : "/tmp/gpukit-multinode.lock";
+        int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (lock < 0) {
+            return std::string("cannot open ") + lock_path + ": " + std::strerror(errno);
+        }
+        std::unique_ptr<int, void (*)(int*)> unlock(&lock, [](int* fd) { close(*fd); }); // closing unlocks
+        if (flock(lock, LOCK_EX) != 0) {
+            return std::string("cannot lock ") + lock_path + ": " + std::strerror(errno);
+        }
+        remove_stale();
+        auto addresses = test_support::run({"ip", "-o", "-4", "addr", "show"}, {}, std::chrono::seconds(10)).out;
+        const unsigned start = static_cast<unsigned>(getpid()) % 250;
+        for (unsigned k = 0; k < 250 && m_subnet.empty(); ++k) {
+            const std::string prefix = "10.213." + std::to_string((start + k) % 250 + 1) + ".";
+            if (addresses.find(" " + prefix) == std::string::npos) {
+                m_subnet = prefix;
+            }
+        }
+        if (m_subnet.empty()) {
+            return "no free subnet 10.213.X.0/24";
+        }
+        if (auto e = command({"ip", "link", "add", m_bridge, "type", "bridge"}); !e.empty()) {
+            m_bridge.clear();
+            return e;
+        }
+        for (const auto& step : std::vector<std::vector<std::string>>{
+                 {"ip", "addr", "add", m_subnet + "254/24", "dev", m_bridge}, {"ip", "link", "set", m_bridge, "up"}}) {
+            if (auto e = command(step); !e.empty()) {
+                return e;
+            }
+        }
+        unlock.reset();
+        for (int i = 1; i <= 2; ++i) {
+            const std::string ns = ns_prefix + tag + "-" + std::to_string(i);
+            const std::string veth = veth_prefix + tag + "-" + std::to_string(i);
+            if (auto e = command({"ip", "netns", "add", ns}); !e.empty()) {
+                return e;
+            }
+            m_namespaces.push_back(ns);
+            const std::string address = m_subnet + std::to_string(i);
+            for (const auto& step : std::vector<std::vector<std::string>>{
+                     {"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+                     {"ip", "link", "set", veth, "master", m_bridge}, {"ip", "link", "set", veth, "up"},
+                     {"ip", "-n", ns, "addr", "add", address + "/24", "dev", "eth0"},
+                     {"ip", "-n", ns, "link", "set", "eth0", "up"}, {"ip", "-n", ns, "link", "set", "lo", "up"},
+                     {"ip", "-n", ns, "route", "add", "default", "via", m_subnet + "254"}}) {
+                if (auto e = command(step); !e.empty()) {
+                    return e;
+                }
+            }
+            m_addresses.push_back(address);
+        }
+        return "";
+    }
+
+    /// Kills what runs in the namespaces (they share the process table with the host).
+    void kill_processes() const
+    {
+        for (const auto& ns : m_namespaces) {
+            for (int round = 0; round < 50; ++round) {
+                auto pids = netns_pids(ns);
+                if (pids.empty()) {
+                    break;
+                }
+                for (pid_t pid : pids) {
+                    kill(pid, SIGKILL);
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+        }
+    }
+
+    void tear_down()
+    {
+        kill_processes();
+        for (const auto& ns : m_namespaces) {
+            command({"ip", "netns", "del", ns}); // takes the veth pair with it
+        }
+        const std::string tag = std::to_string(getpid());
+        for (int i = 1; i <= 2; ++i) {
+            const std::string veth = veth_prefix + tag + "-" + std::to_string(i);
+            if (std::filesystem::exists("/sys/class/net/" + veth)) {
+                command({"ip", "link", "del", veth});
+            }
+        }
+        if (!m_bridge.empty()) {
+            command({"ip", "link", "del", m_bridge});
+        }
+        m_namespaces.clear();
+        m_addresses.clear();
+        m_bridge.clear();
+    }
+
+    const std::vector<std::string>& namespaces() const { return m_namespaces; }
+    const std::vector<std::string>& addresses() const { return m_addresses; }
+    std::string subnet_cidr() const { return m_subnet + "0/24"; }
+
+private:
+    // What an earlier test process left when it was killed before its tear-down.
+    static void remove_stale()
+    {
+        for (const auto& ns : netns_names()) {
+            auto owner = owner_of(ns, ns_prefix);
+            if (owner && kill(*owner, 0) != 0) {
+                for (pid_t pid : netns_pids(ns)) {
+                    kill(pid, SIGKILL);
+                }
+                command({"ip", "netns", "del", ns});
+            }
+        }
+        for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net")) {
+            const std::string name = entry.path().filename().string();
+            for (const char* prefix : {bridge_prefix, veth_prefix}) {
+                auto owner = owner_of(name, prefix);
+                if (owner && kill(*owner, 0) != 0) {
+                    command({"ip", "link", "del", name});
+                }
+            }
+        }
+    }
+
+    std::string m_subnet; ///< "10.213.X."
+    std::string m_bridge;
+    std::vector<std::string> m_namespaces;
+    std::vector<std::string> m_addresses;
+};
+
+class GpurunMultiNode : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        s_nodes = new TwoNodes;
+        s_skip = s_nodes->set_up();
+        if (!s_skip.empty()) {
+            s_nodes->tear_down();
+        }
+    }
+
+    static void TearDownTestSuite()
+    {
+        s_nodes->tear_down();
+        delete s_nodes;
+        s_nodes = nullptr;
+    }
+
+    void SetUp() override
+    {
+        if (!s_skip.empty()) {
+            GTEST_SKIP() << "cannot simulate two nodes: " << s_skip;
+        }
+        const probes::CpuSet allowed = probes::Topology::load_live(false).layout().allowed;
+        if (allowed.size() < 2) {
+            GTEST_SKIP() << "needs 2 CPUs to tell the nodes' bindings apart; this machine allows " << allowed.to_list();
+        }
+        m_a = allowed.cpus()[0];
+        m_b = allowed.cpus()[1];
+        // Node 1: bus 07 near the first CPU, bus 0f near the second; node 2 the other way round.
+        m_near = {{{"0000:07:00.0", m_a}, {"0000:0f:00.0", m_b}}, {{"0000:07:00.0", m_b}, {"0000:0f:00.0", m_a}}};
+        for (unsigned n = 0; n < 2; ++n) {
+            m_xml.push_back(write_topology(n));
+        }
+        m_agent = write_agent();
+        const auto& addr = s_nodes->addresses();
+        m_hosts = addr[0] + ":2," + addr[1] + ":2";
+        m_env = {{"PROBE_DIR", m_dir.path().string()}, {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+            {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}, {"OMPI_MCA_btl_vader_single_copy_mechanism", "none"},
+            {"OMPI_MCA_plm_rsh_agent", m_agent.string()}, {"OMPI_MCA_oob_tcp_if_include", s_nodes->subnet_cidr()},
+            {"OMPI_MCA_btl_tcp_if_include", s_nodes->subnet_cidr()}, {"OMPI_MCA_btl", "tcp,self,vader"},
+            {"HWLOC_XMLFILE", m_xml[0].string()}, {"HWLOC_THISSYSTEM", "1"}, {"GPUKIT_NVML_LIBRARY", "/nonexistent"},
+            {"CUDA_VISIBLE_DEVICES", test_support::unset_var}, {"OMP_NUM_THREADS", test_support::unset_var},
+            {"MASTER_ADDR", test_support::unset_var}, {"MASTER_PORT", test_support::unset_var}};
+    }
+
+    void TearDown() override
+    {
+        if (s_nodes != nullptr) {
+            s_nodes->kill_processes();
+        }
+    }
+
+    /// Two packages with one NUMA node each, so each GPU has one CPU near it; the PUs in between
+    /// (when this machine's first two allowed CPUs are not 0 and 1) are not allowed.
+    std::filesystem::path write_topology(unsigned node) const
+    {
+        TopologyXml xml(s_nodes->namespaces()[node]);
+        const unsigned p0 = xml.package();
+        const unsigned p1 = xml.package();
+        xml.numa(p0, 0, m_a + 1);
+        xml.numa(p1, 1, m_b - m_a);
+        xml.allow_only({m_a, m_b});
+        for (const auto& [bus, cpu] : m_near[node]) {
+            xml.gpu(TopologyXml::at_package(cpu == m_a ? p0 : p1), bus);
+        }
+        // An HCA beside each GPU: mlx5_0 near the first CPU, mlx5_1 near the second.
+        xml.hca(TopologyXml::at_package(p0), "0000:c1:00.0", "mlx5_0");
+        xml.hca(TopologyXml::at_package(p1), "0000:c2:00.0", "mlx5_1");
+        return xml.write(m_dir / ("node" + std::to_string(node + 1) + ".xml"));
+    }
+
+    /// The rsh agent: runs the command on the node of the address it is given, with the node's
+    /// hostname and topology.
+    std::filesystem::path write_agent() const
+    {
+        std::string script = "#!/bin/sh\nhost=$1; shift\ncase \"$host\" in\n";
+        for (unsigned n = 0; n < 2; ++n) {
+            script += s_nodes->addresses()[n] + ") ns='" + s_nodes->namespaces()[n] + "'; xml='" + m_xml[n].string() +
+                "' ;;\n";
+        }
+        script += "*) echo \"agent: unknown host $host\" >&2; exit 1 ;;\nesac\n"
+                  "exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $ns; export HWLOC_XMLFILE='$xml' "
+                  "HWLOC_THISSYSTEM=1; $*\"\n";
+        auto path = m_dir / "agent.sh";
+        std::ofstream(path) << script;
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+        return path;
+    }
+
+    test_support::Finished gpurun(std::vector<std::string> args, const EnvChanges& extra = {})
+    {
+        return test_support::run_with(GPURUN_PATH, std::move(args), m_env, extra, std::chrono::seconds(25));
+    }
+
+    static inline TwoNodes* s_nodes = nullptr;
+    static inline std::string s_skip;
+
+    TempDir m_dir;
+    unsigned m_a = 0;
+    unsigned m_b = 0;
+    std::vector<std::map<std::string, unsigned>> m_near; ///< per node: GPU bus id → its CPU
+    std::vector<std::filesystem::path> m_xml;
+    std::filesystem::path m_agent;
+    std::string m_hosts;
+    EnvChanges m_env;
+};
+
+} // namespace
+
+TEST_F(GpurunMultiNode, EachNodeBindsItsRanksFromItsOwnTopology)
+{
+    auto r = gpurun({"-np", "4", "-H", m_hosts, "--nic-binding", "nccl", RANK_PROBE_PATH});
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    std::set<std::string> ports;
+    for (unsigned rank = 0; rank < 4; ++rank) {
+        const unsigned node = rank / 2;
+        auto v = read_rank(m_dir, rank);
+        SCOPED_TRACE("rank " + std::to_string(rank));
+        EXPECT_EQ(one(v, "RANK"), std::to_string(rank));
+        EXPECT_EQ(one(v, "WORLD_SIZE"), "4");
+        EXPECT_EQ(one(v, "LOCAL_RANK"), std::to_string(rank % 2));
+        EXPECT_EQ(one(v, "LOCAL_WORLD_SIZE"), "2");
+        EXPECT_EQ(one(v, "HOST"), s_nodes->namespaces()[node]);
+        EXPECT_EQ(one(v, "MASTER_ADDR"), s_nodes->addresses()[0]);
+        ports.insert(one(v, "MASTER_PORT"));
+        const std::string bus = one(v, "GPURUN_GPU_BUS_ID");
+        ASSERT_EQ(m_near[node].count(bus), 1U) << "no GPU " << bus << " on node " << node + 1;
+        EXPECT_EQ(one(v, "Cpus_allowed_list"), std::to_string(m_near[node].at(bus)))
+            << "the CPU near " << bus << " in node " << node + 1 << "'s topology";
+        EXPECT_EQ(one(v, "GPURUN_CPUS"), one(v, "Cpus_allowed_list"));
+        const std::string hca = m_near[node].at(bus) == m_a ? "mlx5_0" : "mlx5_1";
+        EXPECT_EQ(one(v, "GPURUN_HCA"), hca) << "the HCA beside the rank's GPU";
+        EXPECT_EQ(one(v, "UCX_NET_DEVICES"), hca + ":1");
+        EXPECT_EQ(one(v, "NCCL_IB_HCA"), "=" + hca + ":1") << "--nic-binding nccl";
+    }
+    for (unsigned node = 0; node < 2; ++node) {
+        EXPECT_NE(one(read_rank(m_dir, 2 * node), "GPURUN_GPU_BUS_ID"),
+            one(read_rank(m_dir, 2 * node + 1), "GPURUN_GPU_BUS_ID"))
+            << "two ranks on one GPU of node " << node + 1;
+    }
+    ASSERT_EQ(ports.size(), 1U) << "every rank has the same MASTER_PORT";
+    EXPECT_NE(*ports.begin(), "<unset>");
+}
+
+TEST_F(GpurunMultiNode, ExitStatusOfARankOnTheSecondNode)
+{
+    auto r = gpurun({"-np", "4", "-H", m_hosts, RANK_PROBE_PATH}, {{"PROBE_EXIT_RANK", "3"}, {"PROBE_EXIT", "7"}});
+    EXPECT_EQ(r.exit_code, 7) << r.err;
+    EXPECT_EQ(one(read_rank(m_dir, 3), "HOST"), s_nodes->namespaces()[1]) << "rank 3 ran on node 2";
+}
+
+TEST_F(GpurunMultiNode, SigintLeavesNothingBehindOnAnyNode)
+{
+    EnvChanges env = m_env;
+    env["PROBE_SLEEP"] = "60";
+    pid_t pid = test_support::start({GPURUN_PATH, "-np", "4", "-H", m_hosts, "--grace", "3", RANK_PROBE_PATH}, env,
+        (m_dir / "gpurun.log").string());
+    std::vector<pid_t> ranks = test_support::wait_for_rank_pids(m_dir, 4, std::chrono::milliseconds(20000));
+    if (ranks.size() < 4) {
+        FAIL() << "the 4 ranks did not start; gpurun said:\n" << test_support::kill_and_read(pid, m_dir / "gpurun.log");
+    }
+    // What the check below looks for is there while the job runs: one orted per node, the ranks.
+    EXPECT_EQ(processes_of("orted", m_dir.path().string()).size(), 2U);
+    EXPECT_EQ(processes_of("rank_probe", m_dir.path().string()).size(), 4U);
+    EXPECT_FALSE(netns_pids(s_nodes->namespaces()[1]).empty());
+    const auto stopped = test_support::interrupt(pid, std::chrono::seconds(10));
+    EXPECT_EQ(stopped.code, 128 + SIGINT) << "gpurun did not end within 10 s of SIGINT (grace 3 s)";
+    EXPECT_LT(stopped.took, std::chrono::seconds(8));
+    // Let the kernel finish with processes killed a moment ago.
+    auto leftovers = [&] {
+        std::vector<std::string> out;
+        for (pid_t p : ranks) {
+            if (test_support::alive(p)) {
+                out.push_back("rank " + std::to_string(p));
+            }
+        }
+        for (const char* program : {"orted", "gpurun-rank", "rank_probe"}) {
+            for (pid_t p : processes_of(program, m_dir.path().string())) {
+                out.push_back(std::string(program) + " " + std::to_string(p));
+            }
+        }
+        for (const auto& ns : s_nodes->namespaces()) {
+            for (pid_t p : netns_pids(ns)) {
+                out.push_back("in " + ns + ": " + std::to_string(p));
+            }
+        }
+        return out;
+    };
+    std::vector<std::string> left = leftovers();
+    for (int i = 0; i < 50 && !left.empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        left = leftovers();
+    }
+    for (const auto& what : left) {
+        ADD_FAILURE() << "survived gpurun: " << what;
+    }
+}
