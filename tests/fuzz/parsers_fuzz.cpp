@@ -3,10 +3,14 @@
 // crash, hang or leak; what it accepts must survive a round trip.
 #include "doctor/fit_catalog.hpp"
 #include "doctor/fit_search.hpp"
+#include "doctor/nsys_export.hpp"
 #include "doctor/policy.hpp"
+#include "doctor/profile_report.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
+#include "launcher/node_list.hpp"
 #include "launcher/profile.hpp"
+#include "launcher/shell_words.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/cpu_set.hpp"
 #include "probes/error.hpp"
@@ -17,8 +21,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -174,8 +180,80 @@ void fuzz_one(const std::string& text)
     }
     std::string evidence;
     doctor::classify_trial(static_cast<int>(text.size() % 3), text.size() % 5 == 0, text, &evidence);
+#elif FUZZ_TARGET == 12
+    // Slurm lists: a smaller limit than gpurun's keeps each run fast; what is over it must fail.
+    constexpr std::size_t limit = 20000;
+    try {
+        const auto names = launcher::expand_node_list(text, limit);
+        if (names.empty() || names.size() > limit) {
+            std::abort();
+        }
+        for (const auto& name : names) {
+            if (name.empty() || name.size() > 253 || name.front() == '-' ||
+                name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") !=
+                    std::string::npos) {
+                std::abort();
+            }
+        }
+    } catch (const probes::Error&) {
+    }
+    // Per-node counts: what is accepted compresses to a text that expands to the same counts.
+    const auto counts = launcher::expand_count_list(text, limit);
+    if (counts.empty() || counts.size() > limit ||
+        launcher::expand_count_list(launcher::compress_count_list(counts), limit) != counts) {
+        std::abort();
+    }
+#elif FUZZ_TARGET == 13
+    // Shell words: each word quoted in single quotes and split again gives the same words.
+    const auto words = launcher::split_shell_words(text, "fuzz");
+    std::string quoted;
+    for (const auto& word : words) {
+        quoted += " '";
+        for (char c : word) {
+            if (c == '\'') {
+                quoted += "'\\''"; // close, an escaped quote, reopen
+            } else {
+                quoted += c;
+            }
+        }
+        quoted += '\'';
+    }
+    if (launcher::split_shell_words(quoted, "fuzz") != words) {
+        std::abort();
+    }
+#elif FUZZ_TARGET == 14
+    // gpudoctor profile: the Nsight Systems SQLite reader, on mutated exports. SQLite reads from a
+    // file, so each input is written to one private temporary file first. What the reader accepts
+    // is summarised and printed as JSON, with every share a fraction.
+    static const std::string path = [] {
+        std::string name = "/tmp/fuzz-nsys-XXXXXX";
+        const int fd = mkstemp(name.data());
+        if (fd < 0) {
+            std::abort();
+        }
+        close(fd);
+        static std::string to_remove = name;
+        std::atexit([] { std::remove(to_remove.c_str()); });
+        return name;
+    }();
+    {
+        std::FILE* f = std::fopen(path.c_str(), "wb");
+        if (f == nullptr || std::fwrite(text.data(), 1, text.size(), f) != text.size()) {
+            std::abort();
+        }
+        std::fclose(f);
+    }
+    const auto trace = doctor::read_nsys_export(path);
+    const auto summary = probes::nsys::summarize({trace});
+    for (const auto& gpu : summary.gpus) {
+        if (!(gpu.busy_share() >= 0 && gpu.busy_share() <= 1 && gpu.busy_share_with_copies() <= 1)) {
+            std::abort();
+        }
+    }
+    // As gpudoctor profile --json prints it: text that is not UTF-8 becomes U+FFFD.
+    (void)doctor::render_profile_json(summary).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 #else
-#error "FUZZ_TARGET must be 1..11"
+#error "FUZZ_TARGET must be 1..14"
 #endif
 }
 
