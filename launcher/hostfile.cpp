@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 namespace launcher {
 
@@ -115,6 +116,34 @@ void append_hosts(HostEntry&& entry, std::vector<HostSlots>& hosts)
     }
 }
 
+// A host listed more than once is one host with the slots of its entries added up, as Open MPI
+// counts `-H a:2,a:2` as four slots on a. An entry without a count means "as many as it has
+// GPUs", which cannot be added to anything: listing such a host twice is an error.
+std::vector<HostSlots> merge_repeated_hosts(std::vector<HostSlots> hosts, const std::string& where)
+{
+    std::unordered_map<std::string, std::size_t> first;
+    std::vector<HostSlots> merged;
+    merged.reserve(hosts.size());
+    for (auto& h : hosts) {
+        auto [it, inserted] = first.emplace(h.name, merged.size());
+        if (inserted) {
+            merged.push_back(std::move(h));
+            continue;
+        }
+        HostSlots& earlier = merged[it->second];
+        if (!earlier.slots || !h.slots) {
+            throw Error(fmt::format("{}: {} is listed more than once, and not every time with a count; list it "
+                                    "once, or give each entry its count (host:N)",
+                where, h.name));
+        }
+        if (*earlier.slots + *h.slots > 1000000) {
+            throw Error(fmt::format("{}: {} has more than 1000000 slots in all", where, h.name));
+        }
+        *earlier.slots += *h.slots;
+    }
+    return merged;
+}
+
 } // namespace
 
 std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view option, unsigned min_count)
@@ -138,7 +167,7 @@ std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view o
         }
         pos = comma + 1;
     }
-    return hosts;
+    return merge_repeated_hosts(std::move(hosts), where);
 }
 
 std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& origin)
@@ -204,7 +233,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
     if (hosts.empty()) {
         throw Error(fmt::format("{}: no hosts in the hostfile", origin));
     }
-    return hosts;
+    return merge_repeated_hosts(std::move(hosts), origin);
 }
 
 std::vector<HostSlots> read_hostfile(const std::string& path)

@@ -9,6 +9,7 @@
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/node_list.hpp"
+#include "launcher/pack.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/shell_words.hpp"
 #include "probes/byte_size.hpp"
@@ -55,8 +56,49 @@ void fuzz_one(const std::string& text)
         }
     }
 #elif FUZZ_TARGET == 3
-    launcher::parse_hostfile(text, "fuzz");
-    launcher::parse_host_list(text);
+    // Hostfiles and -H lists, then --pack over the hosts read: the fewest hosts, most free first,
+    // in the order given, every host either chosen or left out with a reason.
+    std::vector<launcher::HostSlots> hosts;
+    try {
+        hosts = launcher::parse_hostfile(text, "fuzz");
+    } catch (const probes::Error&) {
+        hosts = launcher::parse_host_list(text, "--free-gpus", 0);
+    }
+    std::vector<launcher::HostCapacity> free;
+    unsigned total = 0;
+    for (const auto& h : hosts) {
+        free.push_back(launcher::HostCapacity{h.name, h.slots.value_or(0)});
+        total += h.slots.value_or(0);
+    }
+    const unsigned ranks = 1 + static_cast<unsigned>(text.size() % (total + 2));
+    const unsigned fewest = launcher::fewest_hosts(free, ranks);
+    if ((fewest == 0) != (ranks > total)) {
+        std::abort();
+    }
+    if (fewest != 0) {
+        const auto choice = launcher::pack_hosts(free, ranks);
+        unsigned held = 0;
+        std::size_t next = 0;
+        for (const auto& c : choice.chosen) {
+            while (next < free.size() && free[next].name != c.name) {
+                ++next; // chosen hosts keep the order given
+            }
+            if (next == free.size() || *c.slots != free[next].free) {
+                std::abort();
+            }
+            ++next;
+            held += *c.slots;
+        }
+        if (choice.chosen.size() != fewest || held < ranks ||
+            choice.chosen.size() + choice.left_out.size() != free.size()) {
+            std::abort();
+        }
+        for (const auto& l : choice.left_out) {
+            if (l.reason.empty()) {
+                std::abort();
+            }
+        }
+    }
 #elif FUZZ_TARGET == 4
     static const auto gpus = fuzz_gpus();
     auto pool = probes::select_visible(gpus, text);

@@ -116,3 +116,17 @@ TEST(HostList, FreeGpuListsTakeZeroAndNameTheirOption)
     EXPECT_EQ(error_of([] { launcher::parse_host_list("n01,,n02", "--free-gpus", 0); }),
         "--free-gpus n01,,n02: empty host entry; write --free-gpus host1:N,host2:N");
 }
+
+TEST(HostList, RepeatedHostsAddTheirSlots)
+{
+    EXPECT_EQ(launcher::parse_host_list("a:2,b:1,a:3"), (std::vector<HostSlots>{{"a", 5}, {"b", 1}}));
+    EXPECT_EQ(launcher::parse_hostfile("a slots=4\nb:2\na:4\n", "hf"), (std::vector<HostSlots>{{"a", 8}, {"b", 2}}));
+    EXPECT_EQ(launcher::parse_host_list("n0:0,n0:3", "--free-gpus", 0), (std::vector<HostSlots>{{"n0", 3}}));
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("a,b,a:2"); }),
+        "-H a,b,a:2: a is listed more than once, and not every time with a count; list it once, or give each entry "
+        "its count (host:N)");
+    EXPECT_NE(error_of([] { launcher::parse_hostfile("n1\nn1\n", "hf"); }).find("hf: n1 is listed more than once"),
+        std::string::npos);
+    // A range that repeats a host is the same host.
+    EXPECT_EQ(launcher::parse_host_list("n[1-2]:2,n2:2"), (std::vector<HostSlots>{{"n1", 2}, {"n2", 4}}));
+}
