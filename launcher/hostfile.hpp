@@ -12,8 +12,8 @@ namespace launcher {
 /// all with its slots: `-H gpu[01-04]:8,cpu7` is five hosts (commas inside brackets separate
 /// ranges, see expand_node_list). An entry that starts with '[' is an IPv6 address
 /// (`[fe80::1]:4`). A host listed again adds its count to the first entry (`a:2,a:2` is a:4, as
-/// Open MPI counts it); listed again without counts, it is an error. `option` names the list in errors; counts below `min_count` are errors (--free-gpus
-/// takes 0: a host with no GPU free). Throws probes::Error naming the bad entry.
+/// Open MPI counts it); listed again without counts, it is an error. `option` names the list in errors; counts below
+/// `min_count` are errors (--free-gpus takes 0: a host with no GPU free). Throws probes::Error naming the bad entry.
 std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view option = "-H", unsigned min_count = 1);
 
 /// Parses a hostfile in Open MPI form (`host slots=N [max_slots=M]`) or Hydra/Horovod form
