@@ -107,26 +107,29 @@ std::string mps_note(const probes::Sysroot& sysroot)
 
 // Each host's free GPUs, for --pack and the spread check: --free-gpus, else its slots, else what
 // its topology holds.
-std::vector<HostCapacity> capacities(
-    const LaunchOptions& o, const std::function<HostSpec(const std::string&)>& spec_of, const std::string& local_host)
+std::vector<HostCapacity> capacities(const LaunchOptions& o, const std::function<HostSpec(const std::string&)>& spec_of)
 {
     if (o.hosts.empty()) {
         throw Error("--pack chooses among hosts: give them with -H or --hostfile, or run inside a Slurm allocation");
     }
+    std::map<std::string, unsigned> free;
     for (const auto& f : o.free_gpus) {
-        if (std::none_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) { return h.name == f.name; })) {
-            throw Error(fmt::format("--free-gpus: {} is not one of the hosts (-H, --hostfile)", f.name));
-        }
+        free[f.name] = f.slots.value_or(0);
     }
     std::vector<HostCapacity> list;
     list.reserve(o.hosts.size());
     for (const auto& h : o.hosts) {
-        auto free =
-            std::find_if(o.free_gpus.begin(), o.free_gpus.end(), [&](const HostSlots& f) { return f.name == h.name; });
-        unsigned n = free != o.free_gpus.end() ? free->slots.value_or(0)
-            : h.slots                          ? *h.slots
-                      : node_capacity(*spec_of(h.name.empty() ? local_host : h.name).spec, o.plan);
+        auto it = free.find(h.name);
+        const unsigned n = it != free.end() ? it->second
+            : h.slots                       ? *h.slots
+                                            : node_capacity(*spec_of(h.name).spec, o.plan);
+        if (it != free.end()) {
+            free.erase(it);
+        }
         list.push_back(HostCapacity{h.name, n});
+    }
+    if (!free.empty()) {
+        throw Error(fmt::format("--free-gpus: {} is not one of the hosts (-H, --hostfile)", free.begin()->first));
     }
     return list;
 }
@@ -303,15 +306,16 @@ int run(const std::vector<std::string>& argv)
     std::vector<std::string> host_notes;
     std::vector<LeftOutHost> left_out;
     if (o.pack) {
-        PackChoice choice = pack_hosts(capacities(o, spec_of, local_host), *o.np);
+        PackChoice choice = pack_hosts(capacities(o, spec_of), *o.np);
         o.hosts = choice.chosen;
         left_out = choice.left_out;
         host_notes.push_back(pack_note(choice, *o.np));
     }
     JobPlan job = plan_job(spec_of, o.plan, o.np, o.hosts, local_host);
+    // Whether the job runs on this node alone (no hosts, or only names of this node).
+    const bool this_node_only = is_local(o.hosts, local_host);
     if (!o.pack && job.hosts.size() > 1) {
-        const unsigned fewest =
-            fewest_hosts(capacities(o, spec_of, local_host), static_cast<unsigned>(job.ranks.size()));
+        const unsigned fewest = fewest_hosts(capacities(o, spec_of), static_cast<unsigned>(job.ranks.size()));
         if (fewest != 0 && fewest < job.hosts.size()) {
             host_notes.push_back(
                 fmt::format("the job spans {} hosts, but {} would hold its {} ranks; pass --pack to use "
@@ -339,10 +343,9 @@ int run(const std::vector<std::string>& argv)
     if (launcher.kind == LauncherKind::hydra) {
         o.profile.mpi_impl = "mpich"; // nsys traces MPICH-ABI calls (Intel MPI too) with --mpi-impl=mpich
     }
-    prepare_profile(o.profile, static_cast<unsigned>(job.ranks.size()), o.dry_run,
-        !o.hosts.empty() && !is_local(o.hosts, local_host), env("PATH"), notes);
+    prepare_profile(o.profile, static_cast<unsigned>(job.ranks.size()), o.dry_run, !this_node_only, env("PATH"), notes);
 
-    if (!o.program.empty() && is_local(o.hosts, local_host) && !probes::find_executable(o.program[0], env("PATH"))) {
+    if (!o.program.empty() && this_node_only && !probes::find_executable(o.program[0], env("PATH"))) {
         std::string what = fmt::format("program not found: '{}' is not {}", o.program[0],
             o.program[0].find('/') != std::string::npos ? "an executable file" : "an executable in PATH");
         if (!o.dry_run) {
@@ -357,7 +360,7 @@ int run(const std::vector<std::string>& argv)
     helper.batch = o.batch;
     helper.profile = o.profile;
     if (o.monitor.interval > 0) {
-        helper.monitor = monitor_for_helpers(o.monitor, !o.hosts.empty() && !is_local(o.hosts, local_host), notes);
+        helper.monitor = monitor_for_helpers(o.monitor, !this_node_only, notes);
         helper.monitor_job = o.dry_run ? monitor_job_shown : new_job_id();
         o.monitor = helper.monitor; // as the report shows it: the file made absolute
     }
@@ -387,7 +390,7 @@ int run(const std::vector<std::string>& argv)
                 port));
         }
         helper.master_port = value;
-    } else if (is_local(o.hosts, local_host)) {
+    } else if (this_node_only) {
         helper.master_port = free_port();
     } else {
         // A port free here says nothing about the first host.
@@ -395,7 +398,7 @@ int run(const std::vector<std::string>& argv)
         notes.push_back("MASTER_PORT 29500 (torch's default) on " + helper.master_addr +
             "; pass --master-port if it is taken there");
     }
-    if (!o.hosts.empty() && !is_local(o.hosts, local_host) && env("CUDA_VISIBLE_DEVICES") != nullptr) {
+    if (!this_node_only && env("CUDA_VISIBLE_DEVICES") != nullptr) {
         notes.push_back("CUDA_VISIBLE_DEVICES is not passed to other hosts: each host's ranks use that host's "
                         "own setting (pass -x CUDA_VISIBLE_DEVICES to force this one)");
     }
@@ -427,7 +430,7 @@ int run(const std::vector<std::string>& argv)
         NcclCheckEnv nccl_env = nccl_check_env(dir, env, o.exports);
         forwarded.insert(forwarded.end(), nccl_env.exports.begin(), nccl_env.exports.end());
         notes.insert(notes.end(), nccl_env.notes.begin(), nccl_env.notes.end());
-        if (!o.hosts.empty() && !is_local(o.hosts, local_host)) {
+        if (!this_node_only) {
             notes.push_back(fmt::format("--nccl-check reads the logs in {} on this node: ranks on other hosts write "
                                         "theirs into the same path there (or to their standard output when it is "
                                         "missing), so only a --nccl-log-dir on a shared file system brings them in",
