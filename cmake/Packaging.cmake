@@ -8,16 +8,20 @@ install(FILES
   ${PROJECT_SOURCE_DIR}/share/bash-completion/completions/gpudoctor
   DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 
-# Placeholders until the project has a public home: set both when building a package to ship.
+# Set the maintainer when building a package to ship. The Homepage field is left out unless
+# GPUKIT_PACKAGE_HOMEPAGE is given: the project has no public home to name yet.
 set(GPUKIT_PACKAGE_MAINTAINER "gpukit maintainers <maintainers@users.noreply.a-seed-1d3f7439.example>"
   CACHE STRING "Maintainer field of the Debian package")
-set(GPUKIT_PACKAGE_HOMEPAGE "https://gpukit.example.invalid/" CACHE STRING "Homepage field of the Debian package")
+set(GPUKIT_PACKAGE_HOMEPAGE "" CACHE STRING "Homepage field of the Debian package (left out when empty)")
 
 set(CPACK_PACKAGE_NAME gpukit)
 set(CPACK_PACKAGE_VENDOR gpukit)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${GPUKIT_PACKAGE_MAINTAINER}")
-set(CPACK_PACKAGE_HOMEPAGE_URL "${GPUKIT_PACKAGE_HOMEPAGE}")
+if(GPUKIT_PACKAGE_HOMEPAGE)
+  set(CPACK_PACKAGE_HOMEPAGE_URL "${GPUKIT_PACKAGE_HOMEPAGE}")
+  set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${GPUKIT_PACKAGE_HOMEPAGE}")
+endif()
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU-aware MPI launcher (gpurun) and node health checker (gpudoctor)")
 # The extended description, in lines under 80 columns; CPack indents them and turns empty lines
 # into " ." for Debian.
@@ -38,7 +42,6 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${GPUKIT_PACKAGE_MAINTAINER}")
-set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${GPUKIT_PACKAGE_HOMEPAGE}")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Depends: from the binaries' own libraries (libhwloc15, libc6, libstdc++6, libgcc-s1, libfmt9,

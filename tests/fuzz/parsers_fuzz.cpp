@@ -176,16 +176,19 @@ void fuzz_one(const std::string& text)
     }
 #elif FUZZ_TARGET == 9
     // --policy FILE over the built-in policy: accepted or a probes::Error, and what is accepted is
-    // in range (a floor lookup on any name works).
-    doctor::Policy policy = doctor::Policy::defaults();
+    // in range (a floor lookup on any name works). The built-in policy is read once and copied.
+    static const doctor::Policy defaults = doctor::Policy::defaults();
+    doctor::Policy policy = defaults;
     policy.merge_toml(text, "fuzz.toml");
     if (policy.pcie_fraction < 0 || policy.pcie_fraction > 1 || policy.copy_bytes == 0 || policy.copies == 0) {
         std::abort();
     }
     policy.floor_for(text.substr(0, 64));
 #elif FUZZ_TARGET == 10
-    // gpudoctor fit's data files: a user's --models file over the presets, and a GPU table.
-    doctor::ModelCatalog models = doctor::ModelCatalog::builtin();
+    // gpudoctor fit's data files: a user's --models file over the presets (read once, then copied),
+    // and a GPU table.
+    static const doctor::ModelCatalog presets = doctor::ModelCatalog::builtin();
+    doctor::ModelCatalog models = presets;
     try {
         models.merge_toml(text, "fuzz-models.toml");
     } catch (const probes::Error&) {
@@ -266,9 +269,11 @@ void fuzz_one(const std::string& text)
 #elif FUZZ_TARGET == 14
     // gpudoctor profile: the Nsight Systems SQLite reader, on mutated exports. SQLite reads from a
     // file, so each input is written to one private temporary file first. What the reader accepts
-    // is summarised and printed as JSON, with every share a fraction.
+    // is summarised and printed as JSON, with every share a fraction. The file goes to $TMPDIR when
+    // set: on a tmpfs, rewriting it costs no disk flush.
     static const std::string path = [] {
-        std::string name = "/tmp/fuzz-nsys-XXXXXX";
+        const char* dir = std::getenv("TMPDIR");
+        std::string name = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/fuzz-nsys-XXXXXX";
         const int fd = mkstemp(name.data());
         if (fd < 0) {
             std::abort();

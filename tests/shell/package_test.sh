@@ -35,7 +35,9 @@ for lib in libhwloc15 libc6 libstdc++6; do
 done
 expect_contains "Recommends Open MPI" openmpi-bin "$(field Recommends)"
 expect_contains "Maintainer" "@" "$(field Maintainer)"
-expect_contains "Homepage" "https://" "$(field Homepage)"
+# Homepage only when the build names one (GPUKIT_PACKAGE_HOMEPAGE); never a made-up address.
+homepage=$(sed -n 's/^GPUKIT_PACKAGE_HOMEPAGE:STRING=//p' "$build/CMakeCache.txt")
+expect_eq "Homepage is GPUKIT_PACKAGE_HOMEPAGE or absent" "$homepage" "$(field Homepage 2>/dev/null)"
 expect_contains "Description" "gpurun" "$(field Description)"
 
 contents=$(dpkg-deb -c "$deb")
