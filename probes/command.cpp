@@ -2,6 +2,7 @@
 
 #include "probes/error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -14,6 +15,45 @@
 #include <utility>
 
 namespace probes {
+
+void KeptOutput::append(const char* data, std::size_t size)
+{
+    const std::size_t to_head = std::min(size, m_head_limit - m_head.size());
+    m_head.append(data, to_head);
+    data += to_head;
+    size -= to_head;
+    if (size == 0) {
+        return;
+    }
+    m_tail.append(data, size);
+    // Trim only once the tail is twice its size: each byte is moved at most once.
+    if (m_tail.size() > 2 * m_tail_limit) {
+        const std::size_t cut = m_tail.size() - m_tail_limit;
+        m_tail.erase(0, cut);
+        m_dropped += cut;
+    }
+}
+
+std::string KeptOutput::take()
+{
+    if (m_tail.size() > m_tail_limit) {
+        const std::size_t cut = m_tail.size() - m_tail_limit;
+        m_tail.erase(0, cut);
+        m_dropped += cut;
+    }
+    std::string out = std::move(m_head);
+    if (m_dropped > 0) {
+        if (!out.empty() && out.back() != '\n') {
+            out += '\n';
+        }
+        out += fmt::format("[... {} bytes of output left out ...]\n", m_dropped);
+    }
+    out += m_tail;
+    m_head.clear();
+    m_tail.clear();
+    m_dropped = 0;
+    return out;
+}
 
 std::optional<std::string> find_executable(const std::string& name, const char* path)
 {
@@ -86,6 +126,7 @@ CommandResult run_child(
     }
     close(fds[1]);
     CommandResult result;
+    KeptOutput kept;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     char buffer[4096];
     while (true) {
@@ -110,10 +151,9 @@ CommandResult run_child(
         if (n <= 0) {
             break;
         }
-        if (result.output.size() < (16U << 20)) {
-            result.output.append(buffer, static_cast<std::size_t>(n));
-        }
+        kept.append(buffer, static_cast<std::size_t>(n));
     }
+    result.output = kept.take();
     close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) { }

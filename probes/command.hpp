@@ -1,6 +1,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,7 +14,31 @@ namespace probes {
 struct CommandResult {
     int exit_code = -1; ///< exit status, or 128+signal
     bool timed_out = false;
-    std::string output; ///< stdout and stderr together (the first 16 MiB)
+    /// stdout and stderr together: all of it up to 16 MiB; past that the first and the last 8 MiB
+    /// around a line that says how many bytes were left out (see KeptOutput).
+    std::string output;
+};
+
+/// Output kept from a command that may print without end: the first `head` bytes and the last
+/// `tail` bytes, with "[... N bytes of output left out ...]" on a line of its own between them
+/// when anything was dropped. The end matters as much as the start: a training run's out-of-memory
+/// error comes last, after whatever it printed before.
+class KeptOutput {
+public:
+    explicit KeptOutput(std::size_t head = 8U << 20, std::size_t tail = 8U << 20)
+        : m_head_limit(head), m_tail_limit(tail)
+    {
+    }
+    void append(const char* data, std::size_t size);
+    /// Everything kept, in order; the object is left empty.
+    std::string take();
+
+private:
+    std::size_t m_head_limit;
+    std::size_t m_tail_limit;
+    std::string m_head;
+    std::string m_tail; ///< up to twice m_tail_limit between trims
+    std::uint64_t m_dropped = 0;
 };
 
 /// Runs argv[0] (searched in PATH) with argv, never through a shell, with a deadline after which

@@ -834,6 +834,16 @@ TEST_F(FitSearchRun, PyTorchScriptFitsBelowItsLimitAndRunsOutAbove)
         << big.evidence;
 }
 
+TEST_F(FitSearchRun, AnOomAfterMoreThanTheKeptOutputIsStillFound)
+{
+    // 20 MB of progress output, then the out-of-memory traceback: the end of the output is kept.
+    auto path = script("verbose.sh", 48, pytorch_oom, "head -c 20000000 /dev/zero | tr '\\000' x");
+    Trial t = trial(path, 64);
+    EXPECT_EQ(t.verdict, TrialVerdict::oom) << t.evidence.substr(0, 300);
+    EXPECT_NE(t.evidence.find("CUDA out of memory"), std::string::npos) << t.evidence.substr(0, 300);
+    EXPECT_EQ(trial(path, 48).verdict, TrialVerdict::fits);
+}
+
 TEST_F(FitSearchRun, TensorFlowScriptWarnsWhenItFitsAndFailsAbove)
 {
     auto path = script("tf.sh", 32,
