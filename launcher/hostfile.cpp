@@ -60,8 +60,9 @@ struct HostEntry {
 };
 
 // "host", "host:N", "gpu[01-04]" or "gpu[01-04]:N"; an IPv6 address in brackets ("[fe80::1]:4")
-// may carry its own colons. `budget` is how many more names the whole list may have.
-HostEntry parse_host_entry(std::string_view entry, const std::string& where, std::size_t budget, unsigned min_count = 1)
+// may carry its own colons. `budget` is how many more names the whole list may have, of `limit`.
+HostEntry parse_host_entry(
+    std::string_view entry, const std::string& where, std::size_t budget, std::size_t limit, unsigned min_count = 1)
 {
     const bool ipv6 = !entry.empty() && entry.front() == '[';
     std::size_t colon = entry.rfind(':');
@@ -103,7 +104,7 @@ HostEntry parse_host_entry(std::string_view entry, const std::string& where, std
         throw Error(fmt::format("{}: '{}' is not a host name", where, name));
     }
     if (budget == 0) {
-        throw Error(fmt::format("{}: more than {} hosts", where, node_list_limit));
+        throw Error(fmt::format("{}: more than {} hosts", where, limit));
     }
     host.names.emplace_back(name);
     return host;
@@ -146,7 +147,8 @@ std::vector<HostSlots> merge_repeated_hosts(std::vector<HostSlots> hosts, const 
 
 } // namespace
 
-std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view option, unsigned min_count)
+std::vector<HostSlots> parse_host_list(
+    std::string_view text, std::string_view option, unsigned min_count, std::size_t limit)
 {
     const std::string where = fmt::format("{} {}", option, text);
     std::vector<HostSlots> hosts;
@@ -161,7 +163,7 @@ std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view o
         if (entry.empty()) {
             throw Error(fmt::format("{}: empty host entry; write {} host1:N,host2:N", where, option));
         }
-        append_hosts(parse_host_entry(entry, where, node_list_limit - hosts.size(), min_count), hosts);
+        append_hosts(parse_host_entry(entry, where, limit - hosts.size(), limit, min_count), hosts);
         if (comma == text.size()) {
             break;
         }
@@ -170,7 +172,7 @@ std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view o
     return merge_repeated_hosts(std::move(hosts), where);
 }
 
-std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& origin)
+std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& origin, std::size_t limit)
 {
     std::vector<HostSlots> hosts;
     unsigned line_number = 0;
@@ -206,7 +208,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
             }
             p = q;
         }
-        HostEntry host = parse_host_entry(words[0], where, node_list_limit - hosts.size());
+        HostEntry host = parse_host_entry(words[0], where, limit - hosts.size(), limit);
         for (std::size_t i = 1; i < words.size(); ++i) {
             std::string_view word = words[i];
             std::size_t eq = word.find('=');

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "launcher/launch_options.hpp"
+#include "launcher/node_list.hpp"
 
 #include <string>
 #include <string_view>
@@ -13,14 +14,18 @@ namespace launcher {
 /// ranges, see expand_node_list). An entry that starts with '[' is an IPv6 address
 /// (`[fe80::1]:4`). A host listed again adds its count to the first entry (`a:2,a:2` is a:4, as
 /// Open MPI counts it); listed again without counts, it is an error. `option` names the list in errors; counts below
-/// `min_count` are errors (--free-gpus takes 0: a host with no GPU free). Throws probes::Error naming the bad entry.
-std::vector<HostSlots> parse_host_list(std::string_view text, std::string_view option = "-H", unsigned min_count = 1);
+/// `min_count` are errors (--free-gpus takes 0: a host with no GPU free). More than `limit` hosts
+/// in all is an error. Throws probes::Error naming the bad entry.
+std::vector<HostSlots> parse_host_list(
+    std::string_view text, std::string_view option = "-H", unsigned min_count = 1, std::size_t limit = node_list_limit);
 
 /// Parses a hostfile in Open MPI form (`host slots=N [max_slots=M]`) or Hydra/Horovod form
 /// (`host:N`), with `#` comments and blank lines. The host word may be a Slurm range
 /// (`gpu[01-02] slots=8` is two hosts of 8 slots). `origin` names the file in errors, which carry
-/// the line number. Repeated hosts add up as in parse_host_list. Throws probes::Error.
-std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& origin);
+/// the line number. Repeated hosts add up as in parse_host_list; more than `limit` hosts in all is
+/// an error. Throws probes::Error.
+std::vector<HostSlots> parse_hostfile(
+    std::string_view text, const std::string& origin, std::size_t limit = node_list_limit);
 
 /// Reads and parses a hostfile; an unreadable file is a probes::Error.
 std::vector<HostSlots> read_hostfile(const std::string& path);

@@ -92,6 +92,18 @@ TEST(HostList, RangeErrorsNameTheEntryAndTheRange)
         error_of([] { launcher::parse_host_list("n[1-600000],m[1-600000]"); }).find("more than"), std::string::npos);
 }
 
+TEST(HostList, ALimitCountsTheHostsOfTheWholeList)
+{
+    // Ranges and single names both count against the limit (the fuzzer uses a small one).
+    EXPECT_EQ(launcher::parse_host_list("a[1-3],b", "-H", 1, 4).size(), 4U);
+    EXPECT_NE(
+        error_of([] { launcher::parse_host_list("a[1-3],b[1-2]", "-H", 1, 4); }).find("more than"), std::string::npos);
+    EXPECT_EQ(
+        error_of([] { launcher::parse_host_list("a[1-3],b,c", "-H", 1, 4); }), "-H a[1-3],b,c: more than 4 hosts");
+    EXPECT_EQ(launcher::parse_hostfile("a[1-3]\nb\n", "hf", 4).size(), 4U);
+    EXPECT_EQ(error_of([] { launcher::parse_hostfile("a[1-3]\nb\nc\n", "hf", 4); }), "hf:3: more than 4 hosts");
+}
+
 TEST(Hostfile, SlurmRangeInTheHostWord)
 {
     auto hosts = launcher::parse_hostfile("gpu[01-02] slots=8\ncpu[1-2]:4\nlogin\n", "hf");
