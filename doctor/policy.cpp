@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <fmt/format.h>
+#include <optional>
 #include <sstream>
 #include <toml++/toml.h>
 #include <vector>
@@ -16,6 +19,24 @@ namespace {
 
 // The shipped share/gpukit/policy.toml, compiled in (see doctor/CMakeLists.txt).
 #include "doctor/policy_toml.inc"
+
+// A whole number from a TOML value: an integer, or a float with no fraction (`copy_mib = 64.0`).
+// toml++'s own float-to-integer conversion casts before it checks the range, which is undefined
+// for a float such as 4.6e113, so floats are checked here first.
+std::optional<std::int64_t> whole_number(const toml::node& node)
+{
+    if (node.is_integer()) {
+        return node.value<std::int64_t>();
+    }
+    if (const auto* f = node.as_floating_point()) {
+        const double d = f->get();
+        constexpr double two_to_63 = 9223372036854775808.0;
+        if (std::isfinite(d) && d >= -two_to_63 && d < two_to_63 && d == std::trunc(d)) {
+            return static_cast<std::int64_t>(d);
+        }
+    }
+    return std::nullopt;
+}
 
 std::vector<long> version_parts(const std::string& v)
 {
@@ -120,7 +141,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
     };
     auto get_unsigned = [&](const char* key, auto& out) {
         if (auto node = t.at_path(key)) {
-            auto v = node.value<int64_t>();
+            auto v = whole_number(*node.node());
             if (!v || *v < 0 || *v > 1000000000) {
                 throw wrong(key, "a whole number, 0 or more");
             }
@@ -149,7 +170,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
 
     auto get_count = [&](const char* key, unsigned& out, unsigned low, unsigned high) {
         if (auto node = t.at_path(key)) {
-            auto v = node.value<int64_t>();
+            auto v = whole_number(*node.node());
             if (!v || *v < low || *v > high) {
                 throw wrong(key, fmt::format("a whole number from {} to {}", low, high).c_str());
             }
@@ -199,7 +220,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
                     }
                     floor.model = *v;
                 } else if (k == "allreduce_gpus") {
-                    auto v = value.value<int64_t>();
+                    auto v = whole_number(value);
                     if (!v || *v < 2 || *v > 1024) {
                         throw probes::Error(fmt::format(
                             "{}:{}: deep.floor allreduce_gpus must be a whole number from 2 to 1024", origin, at));

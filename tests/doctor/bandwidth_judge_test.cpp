@@ -283,6 +283,33 @@ TEST(DeepPolicy, BadDeepSettingsNameTheFileLineAndKey)
     EXPECT_EQ(error_of("[deep]\nfloors = 3\n"), "site.toml:2: unknown setting 'deep.floors'");
 }
 
+TEST(DeepPolicy, WholeNumbersMayBeWrittenAsFloatsButNotHugeOnes)
+{
+    Policy policy = Policy::defaults();
+    policy.merge_toml("[deep]\ncopy_mib = 64.0\n[[deep.floor]]\nmodel = \"A100\"\nallreduce_gpus = 8.0\n", "site.toml");
+    EXPECT_EQ(policy.copy_bytes, 64U << 20);
+    auto error_of = [](const std::string& text) {
+        Policy p = Policy::defaults();
+        try {
+            p.merge_toml(text, "site.toml");
+        } catch (const probes::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    // Out of int64's range: refused before any conversion (toml++'s own cast is undefined there;
+    // the sanitizer build fails on it). Found by the policy_toml fuzzer.
+    EXPECT_EQ(
+        error_of("[deep]\ncopy_mib = 4.6e113\n"), "site.toml:2: deep.copy_mib must be a whole number from 1 to 16384");
+    EXPECT_EQ(
+        error_of("[deep]\ncopy_mib = 64.5\n"), "site.toml:2: deep.copy_mib must be a whole number from 1 to 16384");
+    EXPECT_EQ(error_of("[gpus]\nexpected = -1e300\n"), "site.toml:2: gpus.expected must be a whole number, 0 or more");
+    EXPECT_EQ(
+        error_of("[limits]\nmin_nofile = inf\n"), "site.toml:2: limits.min_nofile must be a whole number, 0 or more");
+    EXPECT_EQ(error_of("[[deep.floor]]\nmodel = \"A100\"\nallreduce_gpus = 9.3e18\n"),
+        "site.toml:3: deep.floor allreduce_gpus must be a whole number from 2 to 1024");
+}
+
 TEST(AllReduceJudge, BusbwAtOrAboveTheFloorForThisCountPasses)
 {
     const auto findings = judge_one("allreduce", allreduce(8, "NVIDIA H100 80GB HBM3", 478));
