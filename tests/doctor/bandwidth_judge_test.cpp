@@ -259,17 +259,25 @@ TEST(DeepPolicy, SizesAndFractionsAreRead)
     EXPECT_DOUBLE_EQ(policy.outlier_fraction, 0.5);
 }
 
+namespace {
+
+// The error of merging `text` as site.toml over the built-in policy, or "no error".
+std::string policy_error(const std::string& text)
+{
+    Policy policy = Policy::defaults();
+    try {
+        policy.merge_toml(text, "site.toml");
+    } catch (const probes::Error& e) {
+        return std::string(e.what());
+    }
+    return "no error";
+}
+
+} // namespace
+
 TEST(DeepPolicy, BadDeepSettingsNameTheFileLineAndKey)
 {
-    auto error_of = [](const std::string& text) {
-        Policy policy = Policy::defaults();
-        try {
-            policy.merge_toml(text, "site.toml");
-        } catch (const probes::Error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
+    const auto error_of = policy_error;
     EXPECT_EQ(
         error_of("[deep]\npcie_fraction = 1.5\n"), "site.toml:2: deep.pcie_fraction must be a fraction from 0 to 1");
     EXPECT_EQ(error_of("[deep]\ncopy_mib = 0\n"), "site.toml:2: deep.copy_mib must be a whole number from 1 to 16384");
@@ -288,15 +296,7 @@ TEST(DeepPolicy, WholeNumbersMayBeWrittenAsFloatsButNotHugeOnes)
     Policy policy = Policy::defaults();
     policy.merge_toml("[deep]\ncopy_mib = 64.0\n[[deep.floor]]\nmodel = \"A100\"\nallreduce_gpus = 8.0\n", "site.toml");
     EXPECT_EQ(policy.copy_bytes, 64U << 20);
-    auto error_of = [](const std::string& text) {
-        Policy p = Policy::defaults();
-        try {
-            p.merge_toml(text, "site.toml");
-        } catch (const probes::Error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
+    const auto error_of = policy_error;
     // Out of int64's range: refused before any conversion (toml++'s own cast is undefined there;
     // the sanitizer build fails on it). Found by the policy_toml fuzzer.
     EXPECT_EQ(
