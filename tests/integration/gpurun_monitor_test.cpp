@@ -174,7 +174,8 @@ TEST_F(GpurunMonitor, EnforceKillStopsTheJob)
     // The monitor stops the job at the first breach it sees: both ranks on GPU 0, or, when it
     // samples between the two ranks' opening, rank 1 alone on GPU 0.
     const std::string stopping = "gpurun: monitor: " + m_host + ": stopping the job (--enforce=kill): ";
-    EXPECT_TRUE(r.err.find(stopping + "ranks 0-1 all opened GPU 0 (0000:07:00.0)") != std::string::npos ||
+    const bool both_on_gpu0 = r.err.find(stopping + "ranks 0-1 all opened GPU 0 (0000:07:00.0)") != std::string::npos;
+    EXPECT_TRUE(both_on_gpu0 ||
         r.err.find(stopping + "rank 1 opened GPU 0 (0000:07:00.0), not its own GPU 1 (0000:0f:00.0)") !=
             std::string::npos)
         << r.err;
@@ -183,7 +184,10 @@ TEST_F(GpurunMonitor, EnforceKillStopsTheJob)
     for (unsigned rank = 0; rank < 2; ++rank) {
         pid_t pid = 0;
         std::ifstream(m_dir / ("pid-" + std::to_string(rank))) >> pid;
-        ASSERT_GT(pid, 0);
+        if (pid == 0 && rank == 0 && !both_on_gpu0) {
+            continue; // stopped for rank 1 before rank 0 wrote its pid (a loaded machine): nothing to outlive
+        }
+        ASSERT_GT(pid, 0) << "rank " << rank << " wrote no pid, though the monitor saw it open a GPU";
         EXPECT_FALSE(test_support::alive(pid)) << "rank " << rank << " survived";
     }
     EXPECT_EQ(leftovers(), std::vector<std::string>{});
