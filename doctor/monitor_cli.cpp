@@ -256,7 +256,7 @@ int run_monitor(int argc, char** argv)
     CLI::App app("Sample the GPUs through NVML, like nvidia-smi dmon: kernel-active time, memory, power and clock "
                  "events; then judge them as the source documents do (above 90% with rare dips).",
         "gpudoctor monitor");
-    app.add_option("--interval", a.interval, "Seconds between samples, 0.1 or more (default 1)")->type_name("S");
+    app.add_option("--interval", a.interval, "Seconds between samples, 0.1 to 3600 (default 1)")->type_name("S");
     auto* duration = app.add_option("--duration", a.duration, "Sample for S seconds, then summarise")->type_name("S");
     app.add_flag("--json", a.json, "One JSON object per sample and GPU per line, then a summary object");
     app.add_option("--gpus", a.gpus, "GPUs to watch: NVML indexes, bus ids or UUIDs, comma-separated (default all)")

@@ -192,22 +192,28 @@ int run(int argc, char** argv)
 
     auto* snapshot = app.add_subcommand("snapshot", "Print every collected fact as JSON, for check --from");
     add_selection(snapshot);
+    snapshot->footer(
+        "Exit status: 0 done, 2 usage or input error, 3 gpudoctor itself could not run. See gpudoctor(1).");
 
     auto* list = app.add_subcommand("list", "List the probes in the order they run");
     bool list_json = false;
     bool list_codes = false;
     list->add_flag("--json", list_json, "As JSON");
     list->add_flag("--codes", list_codes, "List every finding code instead, with its title");
+    list->footer("Exit status: 0 done, 2 usage error. See gpudoctor(1).");
 
     auto* explain = app.add_subcommand("explain", "Explain a finding code and its remedy");
     std::string code;
     explain->add_option("CODE", code, "A finding code, e.g. gpus.ecc_uncorrected")->required();
+    explain->footer("Exit status: 0 done, 2 usage error or an unknown code. See gpudoctor(1).");
 
     auto* topo = app.add_subcommand("topo", "Print the GPU link matrix like nvidia-smi topo -m, with NUMA and NIC");
     topo->add_flag("--json", c.json, "As JSON");
     topo->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
     topo->add_option("--topology", c.topology, "Use this hwloc XML (NVML is then not asked)")->type_name("FILE");
     topo->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
+    topo->footer("Exit status: 0 done, 2 usage or input error (a --topology file that cannot be read), 3 this "
+                 "machine's topology could not be read. See gpudoctor(1).");
 
     auto* nccl_log =
         app.add_subcommand("nccl-log", "Read NCCL_DEBUG=INFO logs: the transports NCCL used, and what is slow");

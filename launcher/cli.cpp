@@ -171,7 +171,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.add_option("--master-addr", o.master_addr, "MASTER_ADDR for the ranks (default: the first host's address)")
         ->type_name("ADDR");
     unsigned master_port = 0;
-    auto* port_opt = app.add_option("--master-port", master_port, "MASTER_PORT for the ranks (default: a free port)")
+    auto* port_opt = app.add_option("--master-port", master_port,
+                            "MASTER_PORT for the ranks (default: a free port for a job on this node alone, else 29500)")
                          ->type_name("PORT");
     unsigned global_batch = 0;
     std::string speeds;

@@ -64,6 +64,9 @@ std::vector<Case> cases()
             {"check", "--fail-summary", "--only", "driver,gpus", "--topology", demo, "--sysroot", "@TMP@/root"},
             {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/healthy.json"}}},
         {"list", {"list"}, {}},
+        // Each subcommand's help ends with its own exit statuses, not check's.
+        {"snapshot_help", {"snapshot", "--help"}, {}},
+        {"topo_help", {"topo", "--help"}, {}},
         {"explain", {"explain", "gpus.throttled"}, {}},
         {"explain_typo", {"explain", "gpus.throtled"}, {}},
         {"only_typo", {"check", "--only", "gpu,netwrk"}, {}},
