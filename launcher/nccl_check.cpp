@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace launcher {
 
@@ -174,7 +175,51 @@ NcclCheckEnv nccl_check_env(const std::string& log_dir, const std::function<cons
             "NCCL_DEBUG_FILE={} is replaced by {} for this job: --nccl-check reads NCCL's logs there", theirs, file));
     }
     r.exports.push_back("NCCL_DEBUG_FILE=" + file);
+    r.exports.push_back(fmt::format("{}={}", nccl_log_dir_variable, log_dir));
     return r;
+}
+
+std::string nccl_log_dir_problem(const std::string& dir)
+{
+    struct stat st { };
+    if (stat(dir.c_str(), &st) != 0) {
+        return std::strerror(errno);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return "it is not a directory";
+    }
+    if (st.st_uid != geteuid()) {
+        return fmt::format("it belongs to uid {}, not {}", st.st_uid, geteuid());
+    }
+    if ((st.st_mode & S_IWOTH) != 0) {
+        return fmt::format("every user can write to it (mode {:04o})", st.st_mode & 07777);
+    }
+    return "";
+}
+
+std::string keep_nccl_log_file_only_in_own_dir()
+{
+    const char* named = std::getenv(nccl_log_dir_variable);
+    if (named == nullptr) {
+        return "";
+    }
+    const std::string dir = named;
+    unsetenv(nccl_log_dir_variable);
+    if (std::getenv("NCCL_DEBUG_FILE") == nullptr) {
+        return "";
+    }
+    struct stat st { };
+    if (stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+        // Another host: gpurun made the private directory on its own host only.
+        unsetenv("NCCL_DEBUG_FILE");
+        return "";
+    }
+    const std::string problem = nccl_log_dir_problem(dir);
+    if (problem.empty()) {
+        return "";
+    }
+    unsetenv("NCCL_DEBUG_FILE");
+    return fmt::format("the NCCL log directory {} is not used: {}; NCCL logs to standard output", dir, problem);
 }
 
 NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep_dir, const std::string& temp_dir)
@@ -206,6 +251,10 @@ NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep
         }
     } else if (!S_ISDIR(st.st_mode)) {
         throw Error(fmt::format("--nccl-log-dir {}: not a directory", m_dir));
+    } else if (const std::string why = nccl_log_dir_problem(m_dir); !why.empty()) {
+        throw Error(fmt::format("--nccl-log-dir {}: {}: another user could read NCCL's logs there or put links in "
+                                "their place; use a directory of your own",
+            m_dir, why));
     }
     for (const auto& log : logs()) {
         std::error_code ec;

@@ -22,6 +22,23 @@ inline constexpr const char* nccl_log_name = "nccl.%h.%p.log";
 /// How --dry-run shows the private log directory, which it does not create.
 inline constexpr const char* nccl_private_dir_shown = "<private dir>";
 
+/// The variable that tells each rank's helper which directory NCCL_DEBUG_FILE points into, so it
+/// can check the directory on its own host before the program starts.
+inline constexpr const char* nccl_log_dir_variable = "GPURUN_NCCL_LOG_DIR";
+
+/// Why NCCL may not write its logs into `dir`, or "" when it may: the directory (symbolic links
+/// followed) must exist, belong to this user and not be writable by every user. A directory that
+/// another user made or can write to lets them read the logs or plant links that NCCL's fopen
+/// follows. Group write is allowed: a project directory on a shared file system often has it.
+std::string nccl_log_dir_problem(const std::string& dir);
+
+/// In the rank's helper, before exec: when gpurun named the log directory (nccl_log_dir_variable)
+/// and NCCL_DEBUG_FILE is set, unsets NCCL_DEBUG_FILE unless the directory passes
+/// nccl_log_dir_problem here, so NCCL logs to standard output instead. Returns a warning for a
+/// directory that exists but fails ("" otherwise: a directory missing on another host is usual).
+/// Unsets nccl_log_dir_variable.
+std::string keep_nccl_log_file_only_in_own_dir();
+
 /// The variables that make NCCL write the logs the check reads, and notes on the user's own settings.
 struct NcclCheckEnv {
     std::vector<std::string> exports; ///< mpirun -x arguments: NAME=VALUE, or NAME to pass the user's value on

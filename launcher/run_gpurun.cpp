@@ -432,8 +432,9 @@ int run(const std::vector<std::string>& argv)
         notes.insert(notes.end(), nccl_env.notes.begin(), nccl_env.notes.end());
         if (!this_node_only) {
             notes.push_back(fmt::format("--nccl-check reads the logs in {} on this node: ranks on other hosts write "
-                                        "theirs into the same path there (or to their standard output when it is "
-                                        "missing), so only a --nccl-log-dir on a shared file system brings them in",
+                                        "theirs into the same path there when it is a directory of yours that not "
+                                        "every user can write to (else to their standard output), so only a "
+                                        "--nccl-log-dir on a shared file system brings them in",
                 dir));
         }
     }

@@ -2,6 +2,7 @@
 #include "launcher/global_batch.hpp"
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
+#include "launcher/nccl_check.hpp"
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/rank_context.hpp"
@@ -149,6 +150,9 @@ int run(const std::vector<std::string>& args)
         }
     }
 
+    if (const std::string warning = keep_nccl_log_file_only_in_own_dir(); !warning.empty()) {
+        fmt::print(stderr, "gpurun-rank: warning: {}: {}\n", who, warning);
+    }
     if (o.report_bindings) {
         const std::string gpu = mine.gpu
             ? fmt::format("gpu {} {} {}", mine.gpu->physical_index, mine.gpu->bus_id.to_string(), mine.gpu->name)

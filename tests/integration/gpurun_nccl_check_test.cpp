@@ -212,3 +212,40 @@ TEST_F(GpurunNcclCheck, ExitStatusStaysTheJobs)
     EXPECT_NE(r.err.find("no NCCL log appeared"), std::string::npos) << r.err;
     EXPECT_EQ(leftovers(), std::vector<std::string>{});
 }
+
+// A rank on another host: the private directory's path (in mpirun's arguments, which every user can
+// read) may have been made there by someone else. The rank's helper then leaves NCCL_DEBUG_FILE
+// out, so NCCL logs to standard output instead of into that directory.
+TEST_F(GpurunNcclCheck, TheHelperUsesNoLogDirectoryThatIsNotTheUsers)
+{
+    const std::string helper = (std::filesystem::path(GPURUN_PATH).parent_path() / "gpurun-rank").string();
+    const auto dir = m_tmp / "gpurun-nccl.Ab12Cd";
+    const EnvChanges rank = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+        {"NCCL_DEBUG_FILE", (dir / "nccl.%h.%p.log").string()}, {"GPURUN_NCCL_LOG_DIR", dir.string()}};
+    auto run = [&] { return test_support::run_with(helper, {"--cpu-only", "--", "env"}, m_env, rank); };
+
+    auto missing = run();
+    ASSERT_EQ(missing.exit_code, 0) << missing.err;
+    EXPECT_EQ(missing.out.find("NCCL_DEBUG_FILE="), std::string::npos) << missing.out;
+    EXPECT_EQ(missing.out.find("GPURUN_NCCL_LOG_DIR="), std::string::npos) << "gpurun's own variable";
+    EXPECT_EQ(missing.err, "") << "a directory missing on another host is usual";
+
+    std::filesystem::create_directory(dir);
+    ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+    auto open_to_all = run();
+    ASSERT_EQ(open_to_all.exit_code, 0) << open_to_all.err;
+    EXPECT_EQ(open_to_all.out.find("NCCL_DEBUG_FILE="), std::string::npos) << open_to_all.out;
+    EXPECT_NE(open_to_all.err.find("gpurun-rank: warning: rank 0 ("), std::string::npos) << open_to_all.err;
+    EXPECT_NE(open_to_all.err.find("the NCCL log directory " + dir.string() +
+                  " is not used: every user can write to it (mode 0777); NCCL logs to standard output\n"),
+        std::string::npos)
+        << open_to_all.err;
+
+    ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+    auto own = run();
+    ASSERT_EQ(own.exit_code, 0) << own.err;
+    EXPECT_NE(own.out.find("NCCL_DEBUG_FILE=" + (dir / "nccl.%h.%p.log").string() + "\n"), std::string::npos)
+        << own.out;
+    EXPECT_EQ(own.err, "");
+}

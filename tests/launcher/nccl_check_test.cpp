@@ -3,13 +3,16 @@
 #include "probes/nccl_log.hpp"
 #include "tests/support/temp_dir.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <map>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 using launcher::NcclCheck;
 using launcher::NcclCheckMode;
@@ -106,8 +109,8 @@ TEST(NcclCheckEnv, SetsInfoInitNetAndTheLogFile)
 {
     auto r = check_env({});
     EXPECT_EQ(r.exports,
-        (std::vector<std::string>{
-            "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log"}));
+        (std::vector<std::string>{"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET",
+            "NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log", "GPURUN_NCCL_LOG_DIR=/logs"}));
     EXPECT_TRUE(r.notes.empty()) << joined(r.notes);
     EXPECT_EQ(check_env({{"NCCL_DEBUG", ""}}).exports.front(), "NCCL_DEBUG=INFO") << "empty counts as unset";
 }
@@ -116,11 +119,13 @@ TEST(NcclCheckEnv, KeepsTheUsersSettingsAndPassesThemToEveryRank)
 {
     auto r = check_env({{"NCCL_DEBUG", "info"}, {"NCCL_DEBUG_SUBSYS", "INIT,COLL"}});
     EXPECT_EQ(r.exports,
-        (std::vector<std::string>{"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log"}));
+        (std::vector<std::string>{
+            "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log", "GPURUN_NCCL_LOG_DIR=/logs"}));
     EXPECT_TRUE(r.notes.empty()) << joined(r.notes);
 
     auto exported = check_env({{"NCCL_DEBUG", "TRACE"}}, {"NCCL_DEBUG_SUBSYS=ALL", "NCCL_DEBUG=WARN"});
-    EXPECT_EQ(exported.exports, (std::vector<std::string>{"NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log"}))
+    EXPECT_EQ(exported.exports,
+        (std::vector<std::string>{"NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log", "GPURUN_NCCL_LOG_DIR=/logs"}))
         << "the user's -x already reaches the ranks";
     ASSERT_EQ(exported.notes.size(), 1U) << joined(exported.notes);
     EXPECT_NE(exported.notes[0].find("NCCL_DEBUG=WARN is kept"), std::string::npos) << exported.notes[0];
@@ -146,7 +151,8 @@ TEST(NcclCheckEnv, NotesSettingsThatHideWhatTheCheckReads)
     EXPECT_NE(
         file.notes[0].find("NCCL_DEBUG_FILE=/home/u/nccl.log is replaced by /logs/nccl.%h.%p.log"), std::string::npos)
         << file.notes[0];
-    EXPECT_EQ(file.exports.back(), "NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log");
+    EXPECT_NE(std::find(file.exports.begin(), file.exports.end(), "NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log"),
+        file.exports.end());
 }
 
 TEST(NcclCheck, PrivateDirectoryIsMadeWithMode0700AndRemovedWithItsLogs)
@@ -287,4 +293,88 @@ TEST(NcclCheck, KeptDirectoryThatIsAFileIsAnError)
     } catch (const probes::Error& e) {
         EXPECT_EQ(std::string(e.what()), "--nccl-log-dir " + (tmp / "file").string() + ": not a directory");
     }
+}
+
+TEST(NcclCheck, KeptDirectoryThatOthersCanWriteToIsAnError)
+{
+    TempDir tmp;
+    const auto shared = tmp / "shared";
+    std::filesystem::create_directory(shared);
+    ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+    try {
+        NcclCheck check(NcclCheckMode::end, 2, shared.string(), "");
+        ADD_FAILURE() << "a directory every user can write to was accepted";
+    } catch (const probes::Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+            "--nccl-log-dir " + shared.string() +
+                ": every user can write to it (mode 1777): another user could read NCCL's logs there or put links in "
+                "their place; use a directory of your own");
+    }
+    ASSERT_EQ(chmod(shared.c_str(), 0770), 0);
+    EXPECT_NO_THROW(NcclCheck(NcclCheckMode::end, 2, shared.string(), "")) << "group write is allowed";
+}
+
+TEST(NcclLogDir, MustBeADirectoryOfThisUserThatNotEveryoneCanWriteTo)
+{
+    TempDir tmp;
+    const auto dir = tmp / "logs";
+    EXPECT_EQ(launcher::nccl_log_dir_problem(dir.string()), "No such file or directory");
+    std::filesystem::create_directory(dir);
+    ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+    EXPECT_EQ(launcher::nccl_log_dir_problem(dir.string()), "");
+    ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+    EXPECT_EQ(launcher::nccl_log_dir_problem(dir.string()), "every user can write to it (mode 0777)");
+    ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+    write(tmp / "file", "x");
+    EXPECT_EQ(launcher::nccl_log_dir_problem((tmp / "file").string()), "it is not a directory");
+    std::filesystem::create_directory_symlink(dir, tmp / "link");
+    EXPECT_EQ(launcher::nccl_log_dir_problem((tmp / "link").string()), "") << "a link to a directory of ours is fine";
+    if (geteuid() == 0) {
+        // Another user's directory (root can make one): a trap planted on a host before the job.
+        ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+        EXPECT_EQ(launcher::nccl_log_dir_problem(dir.string()), "it belongs to uid 65534, not 0");
+    }
+}
+
+TEST(NcclLogDir, TheHelperKeepsNcclDebugFileOnlyInADirectoryThatPasses)
+{
+    TempDir tmp;
+    const auto dir = tmp / "gpurun-nccl.abc123";
+    const std::string file = (dir / launcher::nccl_log_name).string();
+    auto prepare = [&] {
+        setenv(launcher::nccl_log_dir_variable, dir.c_str(), 1);
+        setenv("NCCL_DEBUG_FILE", file.c_str(), 1);
+    };
+    auto debug_file = [] {
+        const char* v = std::getenv("NCCL_DEBUG_FILE");
+        return v == nullptr ? std::string("(unset)") : std::string(v);
+    };
+
+    // Missing here: the private directory of a job started on another host. NCCL logs to stdout.
+    prepare();
+    EXPECT_EQ(launcher::keep_nccl_log_file_only_in_own_dir(), "");
+    EXPECT_EQ(debug_file(), "(unset)");
+    EXPECT_EQ(std::getenv(launcher::nccl_log_dir_variable), nullptr) << "the variable is gpurun's, not the program's";
+
+    // Made by someone who lets everyone write to it: not used, with a warning.
+    std::filesystem::create_directory(dir);
+    ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+    prepare();
+    EXPECT_EQ(launcher::keep_nccl_log_file_only_in_own_dir(),
+        "the NCCL log directory " + dir.string() +
+            " is not used: every user can write to it (mode 0777); NCCL logs to standard output");
+    EXPECT_EQ(debug_file(), "(unset)");
+
+    // Ours: kept.
+    ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+    prepare();
+    EXPECT_EQ(launcher::keep_nccl_log_file_only_in_own_dir(), "");
+    EXPECT_EQ(debug_file(), file);
+
+    // Without the variable (no --nccl-check), the user's own NCCL_DEBUG_FILE is left alone.
+    unsetenv(launcher::nccl_log_dir_variable);
+    setenv("NCCL_DEBUG_FILE", "/nonexistent/nccl.log", 1);
+    EXPECT_EQ(launcher::keep_nccl_log_file_only_in_own_dir(), "");
+    EXPECT_EQ(debug_file(), "/nonexistent/nccl.log");
+    unsetenv("NCCL_DEBUG_FILE");
 }
