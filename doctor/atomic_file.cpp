@@ -67,9 +67,27 @@ void write_file_atomically(const std::string& path, std::string_view content, co
     if (path.empty()) {
         throw probes::Error(fmt::format("{} '': expected a file name", what));
     }
-    const std::filesystem::path target(path);
+    std::filesystem::path target(path);
     if (!target.has_filename()) {
         throw probes::Error(fmt::format("{} {}: expected a file name, not a directory", what, path));
+    }
+    struct stat st { };
+    if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+        // A link (say into a directory a node_exporter reads) stays a link: its target is replaced.
+        std::error_code ec;
+        target = std::filesystem::canonical(target, ec);
+        if (ec) {
+            throw probes::Error(fmt::format(
+                "{} {}: a symbolic link to nothing ({}); remove it, or give a file path", what, path, ec.message()));
+        }
+    }
+    if (stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        // Renaming over a device, FIFO or socket would replace it with a regular file (over a
+        // directory, rename fails by itself).
+        throw probes::Error(fmt::format("{} {}: not a regular file ({}); give the path of a file to write", what, path,
+            S_ISFIFO(st.st_mode)       ? "a FIFO"
+                : S_ISSOCK(st.st_mode) ? "a socket"
+                                       : "a device"));
     }
     const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
     std::string pattern = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
@@ -97,7 +115,7 @@ void write_file_atomically(const std::string& path, std::string_view content, co
     if (temp.close_now() != 0) {
         throw fail(fmt::format("cannot write {}", temp.path()));
     }
-    if (rename(temp.path().c_str(), path.c_str()) != 0) {
+    if (rename(temp.path().c_str(), target.c_str()) != 0) {
         throw fail(fmt::format("cannot rename {} to it", temp.path()));
     }
     temp.renamed();

@@ -114,6 +114,41 @@ TEST_F(AtomicFile, AFailedRenameLeavesNoTemporaryFileAndTheTargetAlone)
     EXPECT_EQ(file_text(target / "inside"), "kept\n");
 }
 
+TEST_F(AtomicFile, ALinkStaysALinkAndItsTargetIsReplaced)
+{
+    std::filesystem::create_directory(m_dir / "textfile");
+    const auto real = m_dir / "textfile" / "node.prom";
+    std::ofstream(real) << "old 1\n";
+    const auto link = m_dir / "node.prom";
+    std::filesystem::create_symlink("textfile/node.prom", link);
+    EXPECT_EQ(error_of(link.string(), "new 2\n"), "");
+    EXPECT_TRUE(std::filesystem::is_symlink(link));
+    EXPECT_EQ(file_text(real), "new 2\n");
+    EXPECT_EQ(names_in(m_dir / "textfile"), std::vector<std::string>{"node.prom"}) << "no temporary file left";
+
+    const auto dangling = m_dir / "dangling.prom";
+    std::filesystem::create_symlink("missing/node.prom", dangling);
+    const std::string error = error_of(dangling.string(), "x");
+    EXPECT_EQ(error.rfind("--prometheus " + dangling.string() + ": a symbolic link to nothing (", 0), 0U) << error;
+    EXPECT_TRUE(std::filesystem::is_symlink(dangling));
+}
+
+TEST_F(AtomicFile, AFifoOrDeviceIsNotReplacedByAFile)
+{
+    // A root prolog given --junit /dev/null must not turn /dev/null into a file; a FIFO stands in
+    // for the device here.
+    const auto fifo = m_dir / "pipe";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_EQ(error_of(fifo.string(), "x"),
+        "--prometheus " + fifo.string() + ": not a regular file (a FIFO); give the path of a file to write")
+        << "the device below is not tried unless the FIFO was refused";
+    EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+    EXPECT_EQ(names_in(m_dir.path()), std::vector<std::string>{"pipe"});
+    EXPECT_EQ(error_of("/dev/null", "x"),
+        "--prometheus /dev/null: not a regular file (a device); give the path of a file to write");
+    EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
 TEST_F(AtomicFile, EmptyNameAndDirectoryNameAreErrors)
 {
     EXPECT_EQ(error_of("", "x"), "--prometheus '': expected a file name");
