@@ -27,6 +27,13 @@ constexpr std::string_view progress_mark = "@gpukit-frameworks ";
 // whose import hangs or kills the interpreter is known by name and the others are still read.
 // The last line is one JSON object with everything.
 constexpr const char* probe_script = R"PY(
+import sys
+
+# "python3 -c" puts the current directory first on sys.path: a json.py or torch.py there would run
+# (as root under a Slurm prolog). The check is of the installed packages, so it goes first.
+if sys.path and sys.path[0] in ("", "."):
+    del sys.path[0]
+
 import importlib.util
 import json
 import logging

@@ -211,6 +211,24 @@ TEST_F(FrameworksCollect, NothingInstalledAndNothingLeaksInFromTheMachine)
         << findings[0].message;
 }
 
+TEST_F(FrameworksCollect, ModulesInTheCurrentDirectoryAreNotImported)
+{
+    // gpudoctor run (as root, by a prolog or an administrator) in a directory another user can
+    // write to: what they put there must not run.
+    const fs::path planted = m_dir / "cwd";
+    for (const char* module : {"json", "logging", "torch"}) {
+        write(planted / (std::string(module) + ".py"),
+            "open(" + nlohmann::json((m_dir / "ran").string()).dump() + ", 'a').write('" + module + "')\n");
+    }
+    const fs::path before = fs::current_path();
+    fs::current_path(planted);
+    auto facts = collect();
+    fs::current_path(before);
+    EXPECT_FALSE(fs::exists(m_dir / "ran")) << "a module from the current directory ran";
+    EXPECT_FALSE(facts.contains("python_error")) << facts.dump();
+    EXPECT_EQ(facts["frameworks"]["torch"], nlohmann::json({{"installed", false}})) << facts.dump();
+}
+
 TEST_F(FrameworksCollect, CpuOnlyTorchFails)
 {
     TorchShape t;
