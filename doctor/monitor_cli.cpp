@@ -56,7 +56,7 @@ public:
     explicit Output(const MonitorArgs& a)
     {
         if (!a.output.empty()) {
-            m_file = std::fopen(a.output.c_str(), "w");
+            m_file = std::fopen(a.output.c_str(), "we"); // not inherited by the command
             if (m_file == nullptr) {
                 throw Error(fmt::format("--output {}: {}", a.output, std::strerror(errno)));
             }
@@ -126,6 +126,7 @@ pid_t start_command(const std::vector<std::string>& command, const sigset_t& pre
         args.push_back(const_cast<char*>(a.c_str()));
     }
     args.push_back(nullptr);
+    const std::string cannot_run = fmt::format("gpudoctor: monitor: cannot run {}: ", command[0]);
     const pid_t pid = fork();
     if (pid < 0) {
         throw Error(fmt::format("cannot run {}: fork: {}", command[0], std::strerror(errno)));
@@ -133,8 +134,7 @@ pid_t start_command(const std::vector<std::string>& command, const sigset_t& pre
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, &previous, nullptr);
         execvp(args[0], args.data());
-        fmt::print(stderr, "gpudoctor: monitor: cannot run {}: {}\n", command[0], std::strerror(errno));
-        _exit(127);
+        probes::exit_after_failed_exec(cannot_run, errno);
     }
     return pid;
 }

@@ -1,5 +1,6 @@
 #include "launcher/job_process.hpp"
 
+#include "probes/command.hpp"
 #include "probes/error.hpp"
 
 #include <algorithm>
@@ -35,6 +36,7 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds, const st
         args.push_back(const_cast<char*>(a.c_str()));
     }
     args.push_back(nullptr);
+    const std::string cannot_run = fmt::format("gpurun: cannot run {}: ", argv[0]);
     pid_t pid = fork();
     if (pid < 0) {
         int err = errno;
@@ -47,8 +49,7 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds, const st
         }
         sigprocmask(SIG_SETMASK, &previous, nullptr);
         execvp(args[0], args.data());
-        fmt::print(stderr, "gpurun: cannot run {}: {}\n", argv[0], std::strerror(errno));
-        _exit(127);
+        probes::exit_after_failed_exec(cannot_run, errno);
     }
     if (own_group) {
         setpgid(pid, pid);

@@ -111,7 +111,7 @@ CommandResult run_child(
         throw Error(fmt::format("cannot run {}: fork: {}", argv[0], std::strerror(err)));
     }
     if (pid == 0) {
-        int devnull = open("/dev/null", O_RDONLY);
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC); // closed at exec, after dup2
         if (devnull >= 0) {
             dup2(devnull, 0);
         }
@@ -191,6 +191,18 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
     }
     envp.push_back(nullptr);
     return run_child(argv, timeout, file.c_str(), envp.data());
+}
+
+void exit_after_failed_exec(const std::string& message, int err) noexcept
+{
+    const char* reason = std::strerror(err);
+    for (const auto& [text, size] : {std::pair{message.data(), message.size()}, std::pair{reason, std::strlen(reason)},
+             std::pair{"\n", std::size_t{1}}}) {
+        if (write(STDERR_FILENO, text, size) < 0) {
+            break;
+        }
+    }
+    _exit(127);
 }
 
 } // namespace probes

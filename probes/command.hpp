@@ -54,4 +54,9 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
 /// The first executable `name` in the PATH-style list `path`; a name with a '/' is checked as is.
 std::optional<std::string> find_executable(const std::string& name, const char* path);
 
+/// For a child whose exec failed: writes `message` (made before fork), strerror(`err`) and a newline
+/// to standard error with write(2) only, since after fork a threaded parent's heap and stdio locks
+/// may be held, then _exit(127).
+[[noreturn]] void exit_after_failed_exec(const std::string& message, int err) noexcept;
+
 } // namespace probes
