@@ -75,6 +75,20 @@ run "$slurm/gpudoctor-prolog.sh" ecc.json -u GPUDOCTOR_ARGS -u SLURMD_NODENAME \
 expect_eq "config file, no SLURMD_NODENAME: drained" \
     "update|nodename=$(hostname -s)|state=drain|reason=$ecc_reason|" "$calls"
 
+# Root sources the config file: one that others could change is not read.
+chmod 0664 "$scratch/etc/slurm.conf"
+run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/slurm.conf"
+expect_contains "config writable by group: not read" \
+    "gpudoctor-slurm: not reading $scratch/etc/slurm.conf: $scratch/etc/slurm.conf is writable by group or others (mode 664)" "$err"
+chmod 0644 "$scratch/etc/slurm.conf"
+chmod 0777 "$scratch/etc"
+run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/slurm.conf"
+expect_contains "config in a directory others can write to: not read" \
+    "not reading $scratch/etc/slurm.conf: $scratch/etc is writable by group or others (mode 777)" "$err"
+chmod 0755 "$scratch/etc"
+run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/slurm.conf"
+expect_eq "config file safe again: no complaint" "" "$(grep 'not reading' <<<"$err")"
+
 # A long reason is trimmed.
 run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_REASON_MAX=40
 expect_eq "trimmed reason" "update|nodename=gpu-a01|state=drain|reason=${ecc_reason:0:37}...|" "$calls"

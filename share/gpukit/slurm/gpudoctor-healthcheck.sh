@@ -15,7 +15,8 @@
 # What it relies on in Slurm: slurmd runs HealthCheckProgram as root on each node, at start and
 # then every HealthCheckInterval seconds, and ignores its exit status and output: the program
 # itself must drain the node with scontrol, which is what this does. It is killed if it runs for
-# more than 60 seconds, hence GPUDOCTOR_TIMEOUT (default 60; keep it lower here, e.g. 45).
+# more than 60 seconds, hence GPUDOCTOR_TIMEOUT (default 45: with timeout's 5 s to kill, the
+# script still ends in time to log and drain).
 #
 # Exit status: 0 fit, 1 unfit (drained), 2 gpudoctor could not judge the node (logged; drained
 # only with GPUDOCTOR_ON_ERROR=drain). Slurm does not look at it; it is for people and tests.

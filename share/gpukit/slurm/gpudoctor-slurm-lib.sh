@@ -3,15 +3,17 @@
 # `gpudoctor check --quick --fail-summary` and drain this node in Slurm when it fails.
 #
 # Settings, from the environment or from a config file (a bash fragment, read when it exists:
-# $GPUDOCTOR_SLURM_CONF, default /etc/gpukit/gpudoctor-slurm.conf; it must be owned by root, as
-# the scripts run as root):
+# $GPUDOCTOR_SLURM_CONF, default /etc/gpukit/gpudoctor-slurm.conf). The scripts run as root and
+# source it, so it is read only when it belongs to root (or to the user running the scripts) and
+# neither it nor its directory is writable by group or others; otherwise it is skipped, with a
+# log line saying why.
 #   GPUDOCTOR_ARGS      more options for `gpudoctor check`, e.g. "--expect-gpus 8 --policy
 #                       /etc/gpukit/policy.toml" (split at spaces; in the config file it may also
 #                       be a bash array: GPUDOCTOR_ARGS=(--expect-gpus 8)).
 #   GPUDOCTOR           the gpudoctor program; default: the one installed with these scripts
 #                       (<prefix>/bin/gpudoctor for <prefix>/share/gpukit/slurm), else PATH.
-#   GPUDOCTOR_TIMEOUT   seconds the whole check may take (default 60); then it counts as
-#                       "could not run".
+#   GPUDOCTOR_TIMEOUT   seconds the whole check may take (default 45, under the 60 s after
+#                       which slurmd kills a health check); then it counts as "could not run".
 #   GPUDOCTOR_ON_ERROR  what to do when gpudoctor could not judge the node (exit 2: bad options or
 #                       policy, 3: gpudoctor broke, a timeout, gpudoctor missing): "ignore"
 #                       (default: log it and leave the node alone; a typo in GPUDOCTOR_ARGS must
@@ -22,17 +24,35 @@
 
 gpudoctor_slurm_here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 
+# gpudoctor_slurm_unsafe PATH: prints why a file sourced by root must not be trusted, or nothing.
+gpudoctor_slurm_unsafe() {
+    local owner mode
+    if ! read -r owner mode < <(stat -L -c '%u %a' -- "$1" 2>/dev/null); then
+        echo "cannot stat $1"
+    elif [[ $owner != 0 && $owner != "$EUID" ]]; then
+        echo "$1 belongs to uid $owner"
+    elif (((8#$mode & 8#022) != 0)); then
+        echo "$1 is writable by group or others (mode $mode)"
+    fi
+}
+
 gpudoctor_slurm_config() {
-    local conf=${GPUDOCTOR_SLURM_CONF:-/etc/gpukit/gpudoctor-slurm.conf}
-    if [[ -r $conf ]]; then
-        # shellcheck source=/dev/null
-        . "$conf"
+    local conf=${GPUDOCTOR_SLURM_CONF:-/etc/gpukit/gpudoctor-slurm.conf} why
+    if [[ -e $conf ]]; then
+        why=$(gpudoctor_slurm_unsafe "$conf")
+        [[ -n $why ]] || why=$(gpudoctor_slurm_unsafe "$(dirname -- "$conf")")
+        if [[ -n $why ]]; then
+            gpudoctor_slurm_log "not reading $conf: $why, and these scripts run it as $(id -un)"
+        elif [[ -r $conf ]]; then
+            # shellcheck source=/dev/null
+            . "$conf"
+        fi
     fi
     if [[ -z ${GPUDOCTOR:-} ]]; then
         GPUDOCTOR=$gpudoctor_slurm_here/../../../bin/gpudoctor
         [[ -x $GPUDOCTOR ]] || GPUDOCTOR=$(command -v gpudoctor || echo gpudoctor)
     fi
-    GPUDOCTOR_TIMEOUT=${GPUDOCTOR_TIMEOUT:-60}
+    GPUDOCTOR_TIMEOUT=${GPUDOCTOR_TIMEOUT:-45}
     GPUDOCTOR_ON_ERROR=${GPUDOCTOR_ON_ERROR:-ignore}
     GPUDOCTOR_REASON_MAX=${GPUDOCTOR_REASON_MAX:-200}
     SCONTROL=${SCONTROL:-scontrol}
