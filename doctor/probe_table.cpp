@@ -155,6 +155,11 @@ std::vector<const Probe*> select_probes(const std::string& only, const std::stri
             selected.erase(std::remove(selected.begin(), selected.end(), p), selected.end());
         }
     }
+    if (selected.empty()) {
+        // A check of nothing would pass: "fit to train" with no probe run.
+        throw probes::Error(fmt::format("--skip {} leaves no probe to run{}; 'gpudoctor list' shows them", skip,
+            only_words.empty() ? "" : fmt::format(" of --only {}", only)));
+    }
     return selected;
 }
 

@@ -9,9 +9,11 @@
 #include "doctor/runner.hpp"
 #include "doctor/topo_report.hpp"
 #include "probes/error.hpp"
+#include "probes/input_file.hpp"
 #include "probes/library_versions.hpp"
 #include "probes/nccl_log.hpp"
 #include "probes/spelling.hpp"
+#include "probes/sysroot.hpp"
 #include "probes/topology.hpp"
 
 #include <CLI/CLI.hpp>
@@ -57,8 +59,7 @@ CollectContext make_context(const std::string& sysroot, const std::string& topol
 
 Facts load_snapshot(const std::string& path)
 {
-    std::string text =
-        path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(path, "snapshot");
+    std::string text = path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : read_file(path, "snapshot");
     nlohmann::json doc;
     try {
         doc = nlohmann::json::parse(text);
@@ -103,6 +104,11 @@ int run_nccl_log(const std::vector<std::string>& files, bool json, bool no_color
             }
             if (ec) {
                 throw Error(fmt::format("cannot list {}: {}", file, ec.message()));
+            }
+            if (inside.empty()) {
+                throw Error(fmt::format("{}: the directory holds no files (logs in its subdirectories are not read); "
+                                        "name the log files or their own directory",
+                    file));
             }
             std::sort(inside.begin(), inside.end());
             for (const auto& f : inside) {
@@ -335,6 +341,7 @@ int run(int argc, char** argv)
     ctx.deep_timeout = std::chrono::milliseconds(static_cast<long>(c.deep_timeout * 1000));
     ctx.policy = policy;
     ctx.progress = ctx.progress && !c.quiet;
+    probes::require_sysroot_directory(c.sysroot);
     if (topo->parsed()) {
         return run_topo(ctx, c.json);
     }
@@ -398,13 +405,7 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
 
 std::string read_file(const std::string& path, const char* what)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw probes::Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    return probes::read_input_file(path, what);
 }
 
 int run_gpudoctor(int argc, char** argv)

@@ -3,6 +3,7 @@
 #include "probes/error.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <fmt/format.h>
 #include <map>
 #include <numeric>
@@ -208,21 +209,29 @@ JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of
         if (options.cpu_only && std::any_of(list.begin(), list.end(), [](const HostSlots& h) { return !h.slots; })) {
             throw Error("--cpu-only needs -np N: there are no GPUs to count ranks by");
         }
-        unsigned total = 0;
-        for (std::size_t i = 0; i < list.size(); ++i) {
+        std::uint64_t total = 0;
+        for (std::size_t i = 0; i < list.size() && total <= max_job_ranks; ++i) {
             total += slots_of(i);
+        }
+        if (total > max_job_ranks) {
+            throw Error(fmt::format("the hosts hold more than {} slots in all, more ranks than a job may have; pass "
+                                    "-np N, or give fewer hosts or slots",
+                max_job_ranks));
         }
         if (total == 0 && !options.cpu_only) {
             throw Error(fmt::format("no GPUs found on {}; pass --cpu-only -np N to run ranks without GPUs",
                 local_host.empty() ? "this node" : local_host));
         }
-        np = total;
+        np = static_cast<unsigned>(total);
     }
     if (*np == 0) {
         throw Error("-np 0: a job needs at least one rank");
     }
+    if (*np > max_job_ranks) {
+        throw Error(fmt::format("-np {}: more than {} ranks", *np, max_job_ranks));
+    }
     unsigned remaining = *np;
-    unsigned total_slots = 0;
+    std::uint64_t total_slots = 0;
     std::vector<std::size_t> used;
     for (std::size_t i = 0; i < list.size(); ++i) {
         const unsigned slots = slots_of(i);

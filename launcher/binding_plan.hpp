@@ -12,6 +12,12 @@
 
 namespace launcher {
 
+/// The most ranks a job may have: far beyond any cluster, and a bound on the memory a plan takes.
+inline constexpr unsigned max_job_ranks = 1'000'000;
+
+/// The most ranks --ranks-per-gpu may give one GPU.
+inline constexpr unsigned max_ranks_per_gpu = 64;
+
 /// What one rank gets on its node.
 struct RankBinding {
     unsigned local_rank = 0;

@@ -1,5 +1,6 @@
 #include "launcher/cli.hpp"
 
+#include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/profile.hpp"
@@ -311,6 +312,11 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     if (o.plan.ranks_per_gpu == 0) {
         throw Error("--ranks-per-gpu 0: a GPU needs at least one rank");
     }
+    if (o.plan.ranks_per_gpu > max_ranks_per_gpu) {
+        throw Error(fmt::format("--ranks-per-gpu {}: at most {} ranks can share a GPU (MPS serves 48 clients on a "
+                                "GPU)",
+            o.plan.ranks_per_gpu, max_ranks_per_gpu));
+    }
     if (!(o.grace_seconds >= 0 && o.grace_seconds <= 86400)) {
         throw Error(fmt::format("--grace {}: expected a number of seconds from 0 to 86400", o.grace_seconds));
     }
@@ -366,6 +372,9 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     }
     if (o.np && *o.np == 0) {
         throw Error("-np 0: a job needs at least one rank");
+    }
+    if (o.np && *o.np > max_job_ranks) {
+        throw Error(fmt::format("-np {}: more than {} ranks, more than a job may have", *o.np, max_job_ranks));
     }
     if (!host_list.empty() && !o.hostfile.empty()) {
         throw Error("-H and --hostfile both given; use one of them");

@@ -2,6 +2,7 @@
 
 #include "launcher/node_list.hpp"
 #include "probes/error.hpp"
+#include "probes/input_file.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -240,13 +241,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
 
 std::vector<HostSlots> read_hostfile(const std::string& path)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw Error(fmt::format("cannot read hostfile {}: {}", path, std::strerror(errno)));
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_hostfile(text.str(), path);
+    return parse_hostfile(probes::read_input_file(path, "hostfile"), path);
 }
 
 } // namespace launcher

@@ -17,6 +17,7 @@
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
 #include "probes/library_versions.hpp"
+#include "probes/sysroot.hpp"
 #include "probes/topology.hpp"
 
 #include <arpa/inet.h>
@@ -258,6 +259,7 @@ int run(const std::vector<std::string>& argv)
         }
     }
 
+    probes::require_sysroot_directory(o.plan.sysroot);
     const bool from_file = !o.plan.topology_file.empty();
     probes::Topology topology =
         from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only);

@@ -1,5 +1,8 @@
 #include "probes/sysroot.hpp"
 
+#include "probes/error.hpp"
+
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -46,6 +49,15 @@ bool Sysroot::exists(const std::string& system_path) const
 {
     std::error_code ec;
     return std::filesystem::exists(path(system_path), ec);
+}
+
+void require_sysroot_directory(const std::string& dir)
+{
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+        throw Error(fmt::format("--sysroot {}: {}; give the directory that holds sys/ and proc/ (default /)", dir,
+            ec ? ec.message() : std::string("not a directory")));
+    }
 }
 
 } // namespace probes

@@ -29,4 +29,8 @@ private:
     std::filesystem::path m_root;
 };
 
+/// Throws probes::Error unless `dir`, given as --sysroot, is a directory: a mistyped sysroot would
+/// otherwise read as a machine with no GPUs, no /dev/shm and no limits.
+void require_sysroot_directory(const std::string& dir);
+
 } // namespace probes

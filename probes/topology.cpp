@@ -1,6 +1,7 @@
 #include "probes/topology.hpp"
 
 #include "probes/error.hpp"
+#include "probes/input_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -51,7 +52,13 @@ const char* info(hwloc_obj_t obj, const char* name)
     return value != nullptr ? value : "";
 }
 
-hwloc_topology_t prepare(const char* xml_path, bool with_io)
+/// An XML topology read into memory (read_input_file: bounded, and a FIFO is read once).
+struct XmlInput {
+    std::string path;
+    std::string text;
+};
+
+hwloc_topology_t prepare(const XmlInput* xml, bool with_io)
 {
     hwloc_topology_t topology = nullptr;
     // Keep hwloc from dlopen()ing its plugins (libxml2+ICU, OpenCL, X11/NVCtrl; libpciaccess too
@@ -68,15 +75,17 @@ hwloc_topology_t prepare(const char* xml_path, bool with_io)
     if (init_rc != 0) {
         throw Error(fmt::format("hwloc_topology_init failed: {}", std::strerror(errno)));
     }
-    if (xml_path != nullptr && hwloc_topology_set_xml(topology, xml_path) != 0) {
+    if (xml != nullptr &&
+        hwloc_topology_set_xmlbuffer(topology, xml->text.c_str(), static_cast<int>(xml->text.size() + 1)) != 0) {
         int err = errno;
         hwloc_topology_destroy(topology);
         if (err == EINVAL) {
-            throw Error(fmt::format("cannot read topology {}: not an hwloc XML file (hwloc_topology_set_xml: {}); "
-                                    "write one with lstopo --of xml",
-                xml_path, std::strerror(err)));
+            throw Error(
+                fmt::format("cannot read topology {}: not an hwloc XML file (hwloc_topology_set_xmlbuffer: {}); "
+                            "write one with lstopo --of xml",
+                    xml->path, std::strerror(err)));
         }
-        throw Error(fmt::format("cannot read topology {}: {}", xml_path, std::strerror(err)));
+        throw Error(fmt::format("cannot read topology {}: {}", xml->path, std::strerror(err)));
     }
     // PCI devices are dropped unless asked for, also from XML. Caches and other costly extras are
     // irrelevant to GPU locality and cost load time in the per-rank helper.
@@ -95,16 +104,16 @@ hwloc_topology_t prepare(const char* xml_path, bool with_io)
     return topology;
 }
 
-hwloc_topology_t load(const char* xml_path, bool with_io = true)
+hwloc_topology_t load(const XmlInput* xml, bool with_io = true)
 {
-    hwloc_topology_t topology = prepare(xml_path, with_io);
+    hwloc_topology_t topology = prepare(xml, with_io);
     if (hwloc_topology_load(topology) != 0) {
         int err = errno;
         hwloc_topology_destroy(topology);
-        if (xml_path != nullptr) {
+        if (xml != nullptr) {
             throw Error(fmt::format("cannot read topology {}: not an hwloc XML file (hwloc_topology_load: {}); "
                                     "write one with lstopo --of xml",
-                xml_path, std::strerror(err)));
+                xml->path, std::strerror(err)));
         }
         throw Error(fmt::format("hwloc_topology_load failed: {}", std::strerror(err)));
     }
@@ -209,8 +218,9 @@ Topology Topology::load_live(bool with_io)
 
 Topology Topology::load_xml(const std::string& path, bool crash_guard)
 {
+    const XmlInput xml{path, read_input_file(path, "topology")};
     if (!crash_guard) {
-        return Topology(load(path.c_str()));
+        return Topology(load(&xml));
     }
     // hwloc 2.9 crashes on some malformed XML (objects without complete_cpuset, for one). Load it
     // once in a child so bad input gives an error, not a crash. The child reports an ordinary
@@ -223,7 +233,7 @@ Topology Topology::load_xml(const std::string& path, bool crash_guard)
     if (child == 0) {
         close(fds[0]);
         try {
-            hwloc_topology_t t = load(path.c_str());
+            hwloc_topology_t t = load(&xml);
             hwloc_topology_destroy(t);
             _exit(0);
         } catch (const Error& e) {
@@ -258,7 +268,7 @@ Topology Topology::load_xml(const std::string& path, bool crash_guard)
             path,
             WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : fmt::format("exit status {}", WEXITSTATUS(status))));
     }
-    return Topology(load(path.c_str()));
+    return Topology(load(&xml));
 }
 
 Topology::~Topology()

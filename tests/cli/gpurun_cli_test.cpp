@@ -96,6 +96,14 @@ std::vector<Case> cases()
         {"error_bad_visible_devices", {"--topology", demo, "--dry-run", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,9"}}},
         {"error_unreadable_topology", {"--topology", "@TMP@/missing.xml", "--dry-run", "prog"}, {}},
         {"error_not_a_topology", {"--topology", "@TMP@/hosts", "--dry-run", "prog"}, {}},
+        // Input read whole has a ceiling; a directory says so.
+        {"error_endless_topology", {"--topology", "/dev/zero", "--dry-run", "prog"}, {}},
+        {"error_missing_sysroot", {"--topology", demo, "--sysroot", "@TMP@/missing", "--dry-run", "prog"}, {}},
+        // A job's size has a ceiling: a plan of a billion ranks would run out of memory.
+        {"error_np_too_many", {"--cpu-only", "-np", "4294967295", "--dry-run", "prog"}, {}},
+        {"error_slots_too_many", {"--cpu-only", "-H", "n[1-1000]:1000000", "--dry-run", "prog"}, {}},
+        {"error_ranks_per_gpu_too_many", {"--topology", demo, "--ranks-per-gpu", "65", "--dry-run", "prog"}, {}},
+        {"error_directory_hostfile", {"--hostfile", "@TMP@", "--topology", demo, "--dry-run", "prog"}, {}},
         {"error_bad_hostfile", {"--hostfile", "@TMP@/hosts", "--topology", demo, "--dry-run", "prog"}, {}},
         {"error_speeds_without_global_batch", {"--speeds", "1,2", "prog"}, {}},
         {"error_global_batch_zero", {"--global-batch", "0", "prog"}, {}},

@@ -71,6 +71,8 @@ std::vector<Case> cases()
         {"explain_typo", {"explain", "gpus.throtled"}, {}},
         {"only_typo", {"check", "--only", "gpu,netwrk"}, {}},
         {"bad_timeout", {"check", "--timeout", "0"}, {}},
+        {"missing_sysroot", {"check", "--sysroot", "@TMP@/missing"}, {}},
+        {"skip_everything", {"check", "--only", "driver,gpus", "--skip", "driver,gpus"}, {}},
         {"bad_policy", {"check", "--policy", "@TMP@/bad.toml"}, {}},
         {"no_driver_text", with({"check", "--no-color", "--topology", "@TMP@/cpu.xml"}, host_free), {}},
         {"cpu_node_expected",
@@ -90,6 +92,7 @@ std::vector<Case> cases()
         {"nccl_log_bad_fail_on", {"nccl-log", "--fail-on", "wran", "@TMP@/job.log"}, {}},
         {"nccl_log_no_file", {"nccl-log"}, {}},
         {"nccl_log_directory", {"nccl-log", "--no-color", "@TMP@/logs"}, {}},
+        {"nccl_log_empty_directory", {"nccl-log", "@TMP@/logs/empty"}, {}},
         {"nccl_log_example", {"nccl-log", "--no-color", "@SOURCE@/share/gpukit/examples/nccl-two-nodes.log"}, {}},
         {"explain_nccl", {"explain", "nccl.ib_without_gdr"}, {}},
         // gpudoctor fit, analytic.
@@ -263,6 +266,7 @@ epoch 0 step 100 loss 5.102
         std::ofstream(m_dir / "app.log") << "epoch 0 step 0 loss 6.913\nepoch 0 step 100 loss 5.102\n";
         // A directory of per-process logs, as NCCL_DEBUG_FILE=dir/nccl.%h.%p.log writes them.
         std::filesystem::create_directories(m_dir / "logs");
+        std::filesystem::create_directories(m_dir / "logs/empty"); // a subdirectory is not read
         std::ofstream(m_dir / "logs/nccl.n1.20.log")
             << "n1:20:20 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 busId 1c000 - Init COMPLETE\n";
         std::ofstream(m_dir / "logs/nccl.n1.10.log")

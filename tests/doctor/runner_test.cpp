@@ -87,6 +87,27 @@ TEST(Runner, SelectionByNameAndPrefixWithDidYouMean)
     }
 }
 
+TEST(Runner, ASelectionOfNoProbeIsAnError)
+{
+    // Otherwise the check runs nothing and says "fit to train".
+    auto error_of = [](const std::string& only, const std::string& skip) {
+        try {
+            doctor::select_probes(only, skip);
+        } catch (const probes::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_EQ(error_of("driver", "driver"),
+        "--skip driver leaves no probe to run of --only driver; 'gpudoctor list' shows them");
+    std::string all;
+    for (const auto& p : doctor::probe_table()) {
+        all += (all.empty() ? "" : ",") + p.name;
+    }
+    EXPECT_EQ(error_of("", all), "--skip " + all + " leaves no probe to run; 'gpudoctor list' shows them");
+    EXPECT_EQ(error_of("driver,gpus", "driver"), "") << "one probe left is a check";
+}
+
 TEST(Runner, EveryProbeDocumentsItsCodes)
 {
     for (const auto& p : doctor::probe_table()) {

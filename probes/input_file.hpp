@@ -1,0 +1,26 @@
+#pragma once
+
+// Files named on the command line (a topology, a hostfile, a snapshot, a policy, a model table)
+// are read whole into memory, so each read has a ceiling: far more than any real input, far less
+// than what /dev/zero or a disk image given by mistake would take.
+
+#include <cstddef>
+#include <string>
+
+namespace probes {
+
+/// The most read_input_file reads: 64 MiB (a 1024-node hostfile is 20 KiB, a large server's
+/// topology under 1 MiB).
+inline constexpr std::size_t input_file_limit = std::size_t{64} << 20;
+
+/// The whole of `path`. FIFOs and devices are read as streams (so `<(command)` works); a
+/// directory, a file that cannot be opened or read, or one longer than `limit` bytes is a
+/// probes::Error naming `what` and `path`: "cannot read hostfile /x: No such file or directory",
+/// "hostfile /tmp: it is a directory; give a file".
+std::string read_input_file(const std::string& path, const std::string& what, std::size_t limit = input_file_limit);
+
+/// The same for an open descriptor (standard input for "-"), named `shown` in errors.
+std::string read_input_fd(
+    int fd, const std::string& shown, const std::string& what, std::size_t limit = input_file_limit);
+
+} // namespace probes

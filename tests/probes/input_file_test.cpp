@@ -1,0 +1,74 @@
+#include "probes/error.hpp"
+#include "probes/input_file.hpp"
+#include "tests/support/temp_dir.hpp"
+
+#include <fcntl.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+std::string error_of(const std::string& path, std::size_t limit = probes::input_file_limit)
+{
+    try {
+        probes::read_input_file(path, "hostfile", limit);
+    } catch (const probes::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(InputFile, ReadsAFileWhole)
+{
+    test_support::TempDir dir;
+    std::string text(200000, 'x');
+    text += "\nlast line\n";
+    std::ofstream(dir / "hosts", std::ios::binary) << text;
+    EXPECT_EQ(probes::read_input_file((dir / "hosts").string(), "hostfile"), text);
+    std::ofstream(dir / "empty");
+    EXPECT_EQ(probes::read_input_file((dir / "empty").string(), "hostfile"), "");
+}
+
+TEST(InputFile, MissingFilesAndDirectoriesAreErrors)
+{
+    test_support::TempDir dir;
+    EXPECT_EQ(error_of((dir / "missing").string()),
+        "cannot read hostfile " + (dir / "missing").string() + ": No such file or directory");
+    EXPECT_EQ(error_of(dir.path().string()), "hostfile " + dir.path().string() + ": it is a directory; give a file");
+}
+
+TEST(InputFile, MoreThanTheLimitIsAnErrorAndEndlessInputEnds)
+{
+    test_support::TempDir dir;
+    std::ofstream(dir / "big", std::ios::binary) << std::string(101, 'x');
+    EXPECT_EQ(error_of((dir / "big").string(), 100),
+        "hostfile " + (dir / "big").string() +
+            ": longer than 100 bytes, more than such a file ever holds; is it the right file?");
+    EXPECT_EQ(probes::read_input_file((dir / "big").string(), "hostfile", 101).size(), 101U) << "the limit is allowed";
+    // /dev/zero never ends: the read stops at the limit.
+    EXPECT_EQ(error_of("/dev/zero"),
+        "hostfile /dev/zero: longer than 64 MiB, more than such a file ever holds; is it the right file?");
+}
+
+TEST(InputFile, AFifoIsReadAsAStream)
+{
+    // As bash's <(command) gives it.
+    test_support::TempDir dir;
+    const auto fifo = dir / "fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] {
+        std::ofstream out(fifo, std::ios::binary);
+        for (int i = 0; i < 1000; ++i) {
+            out << "node" << i << " slots=8\n";
+        }
+    });
+    const std::string text = probes::read_input_file(fifo.string(), "hostfile");
+    writer.join();
+    EXPECT_EQ(text.rfind("node0 slots=8\n", 0), 0U);
+    EXPECT_EQ(text.size(), 15890U);
+}
+
+} // namespace
