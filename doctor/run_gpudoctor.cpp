@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -57,6 +58,9 @@ CollectContext make_context(const std::string& sysroot, const std::string& topol
     return ctx;
 }
 
+/// The "gpudoctor_snapshot" number: the layout of the facts that snapshot writes and check --from reads.
+constexpr unsigned snapshot_format = 1;
+
 Facts load_snapshot(const std::string& path)
 {
     std::string text = path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : read_file(path, "snapshot");
@@ -71,6 +75,12 @@ Facts load_snapshot(const std::string& path)
         throw Error(fmt::format("{} is not a gpudoctor snapshot: no \"gpudoctor_snapshot\" and \"facts\" keys; write "
                                 "one with 'gpudoctor snapshot > node.json'",
             path));
+    }
+    const auto& format = doc["gpudoctor_snapshot"];
+    if (!format.is_number_unsigned() || format.get<std::uint64_t>() != snapshot_format) {
+        throw Error(fmt::format("{}: snapshot format {}, but this gpudoctor reads format {}; write the snapshot "
+                                "with this version's 'gpudoctor snapshot'",
+            path, format.dump(), snapshot_format));
     }
     return doc["facts"];
 }
@@ -347,8 +357,8 @@ int run(int argc, char** argv)
     }
 
     if (snapshot->parsed()) {
-        nlohmann::json doc = {
-            {"gpudoctor_snapshot", 1}, {"version", GPUKIT_VERSION}, {"facts", collect(collectors_for(probes), ctx)}};
+        nlohmann::json doc = {{"gpudoctor_snapshot", snapshot_format}, {"version", GPUKIT_VERSION},
+            {"facts", collect(collectors_for(probes), ctx)}};
         std::cout << doc.dump(2) << '\n';
         return 0;
     }
@@ -360,7 +370,7 @@ int run(int argc, char** argv)
     }
 
     const Facts facts = c.from.empty() ? collect(collectors_for(probes), ctx) : load_snapshot(c.from);
-    const auto results = judge(probes, facts, policy);
+    const auto results = judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
     ReportOptions options;
     options.strict = c.strict;
     options.quiet = c.quiet;

@@ -221,7 +221,8 @@ std::vector<const Collector*> collectors_for(const std::vector<const Probe*>& pr
     return out;
 }
 
-std::vector<ProbeResult> judge(const std::vector<const Probe*>& probes, const Facts& facts, const Policy& policy)
+std::vector<ProbeResult> judge(
+    const std::vector<const Probe*>& probes, const Facts& facts, const Policy& policy, const std::string& snapshot)
 {
     std::vector<ProbeResult> results;
     for (const Probe* p : probes) {
@@ -250,6 +251,15 @@ std::vector<ProbeResult> judge(const std::vector<const Probe*>& probes, const Fa
         } else {
             try {
                 r.findings = p->judge(facts, policy);
+            } catch (const nlohmann::json::exception& e) {
+                if (!snapshot.empty()) {
+                    throw probes::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({}); "
+                                                    "write the snapshot again with 'gpudoctor snapshot > node.json'",
+                        snapshot, p->name, e.what()));
+                }
+                r.findings.push_back({p->name + ".error", Severity::error, "host",
+                    fmt::format("the {} rule broke on these facts: {}", p->name, e.what()),
+                    "report this with the output of 'gpudoctor snapshot'", nullptr});
             } catch (const std::exception& e) {
                 r.findings.push_back({p->name + ".error", Severity::error, "host",
                     fmt::format("the {} rule broke on these facts: {}", p->name, e.what()),

@@ -224,6 +224,43 @@ TEST_F(GpusProbe, SnapshotThenCheckFromJudgesTheSameWay)
     EXPECT_NE(bad.err.find("is not a gpudoctor snapshot"), std::string::npos) << bad.err;
 }
 
+TEST_F(GpusProbe, ASnapshotOfTheWrongShapeOrFormatIsBadInputNotABrokenNode)
+{
+    auto path = m_dir / "nvml.json";
+    std::ofstream(path) << test_support::healthy_gpu_node(2).dump();
+    test_support::EnvChanges env{{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", path.string()}};
+    auto snap = test_support::run({GPUDOCTOR_PATH, "snapshot", "--only", "driver,gpus"}, env);
+    ASSERT_EQ(snap.exit_code, 0) << snap.err;
+    auto doc = nlohmann::json::parse(snap.out);
+    auto check = [&](const nlohmann::json& edited) {
+        std::ofstream(m_dir / "edited.json") << edited.dump();
+        return test_support::run(
+            {GPUDOCTOR_PATH, "check", "--only", "driver,gpus", "--from", (m_dir / "edited.json").string()});
+    };
+
+    // Edited by hand: a GPU list that is not a list.
+    auto edited = doc;
+    ASSERT_TRUE(edited["facts"]["nvml"].contains("gpus")) << doc.dump();
+    edited["facts"]["nvml"]["gpus"] = "none";
+    auto shape = check(edited);
+    EXPECT_EQ(shape.exit_code, 2) << shape.out << shape.err;
+    EXPECT_EQ(shape.out, "") << "no report of a broken node";
+    EXPECT_NE(shape.err.find("gpudoctor: " + (m_dir / "edited.json").string() + ": the "), std::string::npos)
+        << shape.err;
+    EXPECT_NE(shape.err.find(" facts are not as gpudoctor snapshot writes them ("), std::string::npos) << shape.err;
+
+    // From a later format, or not a format at all.
+    for (const nlohmann::json& format : {nlohmann::json(2), nlohmann::json("1"), nlohmann::json(-1)}) {
+        edited = doc;
+        edited["gpudoctor_snapshot"] = format;
+        auto r = check(edited);
+        EXPECT_EQ(r.exit_code, 2) << format;
+        EXPECT_NE(r.err.find(": snapshot format " + format.dump() + ", but this gpudoctor reads format 1; "),
+            std::string::npos)
+            << r.err;
+    }
+}
+
 TEST_F(GpusProbe, NvmlWithNoGpuOnACpuNodePasses)
 {
     auto facts = collect(test_support::healthy_gpu_node(0));
