@@ -56,6 +56,22 @@ std::vector<long> version_parts(const std::string& v)
     return parts;
 }
 
+/// "535", "2.18.3": numbers separated by single dots.
+bool is_version(const std::string& v)
+{
+    bool digit_before = false;
+    for (char c : v) {
+        if (c >= '0' && c <= '9') {
+            digit_before = true;
+        } else if (c == '.' && digit_before) {
+            digit_before = false;
+        } else {
+            return false;
+        }
+    }
+    return digit_before && v.size() <= 64;
+}
+
 std::string lower(std::string text)
 {
     std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -121,11 +137,12 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
         return probes::Error(
             fmt::format("{}:{}: {} must be {}", origin, node != nullptr ? node->source().begin.line : 0, key, type));
     };
-    auto get_string = [&](const char* key, std::string& out) {
+    auto get_version = [&](const char* key, std::string& out) {
         if (auto node = t.at_path(key)) {
             auto v = node.value<std::string>();
-            if (!v) {
-                throw wrong(key, "a string such as \"535.0\"");
+            // Numbers and dots only: a word would compare as 0 and pass every version.
+            if (!v || !is_version(*v)) {
+                throw wrong(key, "a version string such as \"535.0\"");
             }
             out = *v;
         }
@@ -133,7 +150,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
     auto get_double = [&](const char* key, double& out) {
         if (auto node = t.at_path(key)) {
             auto v = node.value<double>();
-            if (!v || *v < 0) {
+            if (!v || !(std::isfinite(*v) && *v >= 0)) {
                 throw wrong(key, "a number, 0 or more");
             }
             out = *v;
@@ -148,15 +165,15 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
             out = static_cast<unsigned>(*v);
         }
     };
-    get_string("driver.min_version", min_driver);
+    get_version("driver.min_version", min_driver);
     if (t.at_path("gpus.expected")) {
         unsigned n = 0;
         get_unsigned("gpus.expected", n);
         expect_gpus = n;
     }
     get_unsigned("gpus.max_other_processes", max_other_processes);
-    get_string("libraries.min_nccl", min_nccl);
-    get_string("libraries.min_cudnn", min_cudnn);
+    get_version("libraries.min_nccl", min_nccl);
+    get_version("libraries.min_cudnn", min_cudnn);
     get_double("limits.min_shm_gib", min_shm_gib);
     if (auto node = t.at_path("limits.memlock_unlimited")) {
         auto v = node.value<bool>();
@@ -240,7 +257,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
                             origin, at, k));
                     }
                     auto v = value.value<double>();
-                    if (!v || *v < 0) {
+                    if (!v || !(std::isfinite(*v) && *v >= 0)) {
                         throw probes::Error(
                             fmt::format("{}:{}: deep.floor {} must be a number of GB/s, 0 or more", origin, at, k));
                     }

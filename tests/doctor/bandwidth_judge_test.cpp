@@ -310,6 +310,25 @@ TEST(DeepPolicy, WholeNumbersMayBeWrittenAsFloatsButNotHugeOnes)
         "site.toml:3: deep.floor allreduce_gpus must be a whole number from 2 to 1024");
 }
 
+TEST(Policy, VersionsAndNumbersThatWouldTurnACheckOffAreRefused)
+{
+    const auto error_of = policy_error;
+    // A word compares as version 0, which every library passes.
+    EXPECT_EQ(error_of("[libraries]\nmin_nccl = \"banana\"\n"),
+        "site.toml:2: libraries.min_nccl must be a version string such as \"535.0\"");
+    EXPECT_EQ(error_of("[driver]\nmin_version = \"535.\"\n"),
+        "site.toml:2: driver.min_version must be a version string such as \"535.0\"");
+    EXPECT_EQ(error_of("[libraries]\nmin_cudnn = \"\"\n"),
+        "site.toml:2: libraries.min_cudnn must be a version string such as \"535.0\"");
+    EXPECT_EQ(error_of("[driver]\nmin_version = \"550.54.15\"\n"), "no error");
+    // NaN passes every comparison it is in; infinity fails every node.
+    EXPECT_EQ(error_of("[limits]\nmin_shm_gib = nan\n"), "site.toml:2: limits.min_shm_gib must be a number, 0 or more");
+    EXPECT_EQ(error_of("[network]\nib_min_rate_gbps = inf\n"),
+        "site.toml:2: network.ib_min_rate_gbps must be a number, 0 or more");
+    EXPECT_EQ(error_of("[[deep.floor]]\nmodel = \"A100\"\nh2d_gbps = nan\n"),
+        "site.toml:3: deep.floor h2d_gbps must be a number of GB/s, 0 or more");
+}
+
 TEST(AllReduceJudge, BusbwAtOrAboveTheFloorForThisCountPasses)
 {
     const auto findings = judge_one("allreduce", allreduce(8, "NVIDIA H100 80GB HBM3", 478));
