@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fmt/format.h>
 #include <optional>
@@ -386,9 +387,23 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         o.hosts = read_hostfile(o.hostfile);
     }
     for (const auto& e : o.exports) {
-        if (e.empty() || e.front() == '=') {
-            throw Error(fmt::format("-x '{}': expected NAME or NAME=VALUE", e));
+        // A name as the shell and the launchers take it: "-x --" would hand mpirun "--" as a name.
+        const std::string name = e.substr(0, e.find('='));
+        const bool valid = !name.empty() &&
+            (std::isalpha(static_cast<unsigned char>(name[0])) != 0 || name[0] == '_') &&
+            std::all_of(name.begin(), name.end(),
+                [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
+        if (!valid) {
+            throw Error(fmt::format("-x '{}': expected NAME or NAME=VALUE, NAME of letters, digits and _, not starting "
+                                    "with a digit",
+                e));
         }
+    }
+    if (!o.master_addr.empty() &&
+        (o.master_addr.front() == '-' || std::any_of(o.master_addr.begin(), o.master_addr.end(), [](char c) {
+            return std::isspace(static_cast<unsigned char>(c)) != 0 || std::iscntrl(static_cast<unsigned char>(c)) != 0;
+        }))) {
+        throw Error(fmt::format("--master-addr '{}': expected a host name or IP address", o.master_addr));
     }
     if (nccl_check) {
         o.nccl_check = choose<NcclCheckMode>(

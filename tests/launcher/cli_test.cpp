@@ -2,6 +2,7 @@
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 using launcher::CliRequest;
@@ -98,6 +99,23 @@ TEST(Cli, UsageErrorsSayWhatAndSuggest)
     EXPECT_NE(error_of({"--grace", "1e12", "prog"}).find("from 0 to 86400"), std::string::npos);
     EXPECT_NE(error_of({"-H", "a", "--hostfile", "f", "prog"}).find("both given"), std::string::npos);
     EXPECT_NE(error_of({"-x", "=v", "prog"}).find("NAME or NAME=VALUE"), std::string::npos);
+}
+
+TEST(Cli, ExportNamesAndTheMasterAddressAreChecked)
+{
+    // "-x --" would have put "--" into the launcher's arguments as a variable name.
+    for (const char* bad : {"--", "A B=1", "1A=2", "\xff=1", "NCCL-DEBUG"}) {
+        EXPECT_EQ(error_of({"-x", bad, "prog"}),
+            fmt::format("-x '{}': expected NAME or NAME=VALUE, NAME of letters, digits and _, not starting with a "
+                        "digit",
+                bad));
+    }
+    EXPECT_EQ(error_of({"-x", "_A1=x y", "-x", "PATH", "prog"}), "") << "values are anything";
+    for (const char* bad : {"-foo", "a b", "a\tb"}) {
+        EXPECT_EQ(error_of({"--master-addr", bad, "prog"}),
+            fmt::format("--master-addr '{}': expected a host name or IP address", bad));
+    }
+    EXPECT_EQ(error_of({"--master-addr", "fe80::1%eth0", "prog"}), "");
 }
 
 TEST(Cli, NcclCheckValueIsAttachedWithAnEqualsSign)
