@@ -8,6 +8,7 @@
 #include "doctor/fit_search.hpp"
 #include "probes/batch_split.hpp"
 #include "probes/byte_size.hpp"
+#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/nvml.hpp"
 #include "probes/spelling.hpp"
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
@@ -440,6 +442,14 @@ int run_fit(int argc, char** argv)
     if (o.search && command.empty()) {
         throw Error("fit --search: no command; give it after --, with {batch} where the batch size goes: gpudoctor "
                     "fit --search -- python train.py --batch-size {batch}");
+    }
+    if (o.search && command.front().find("{batch}") == std::string::npos) {
+        // A program that is not there fails every trial the same way: say so before the first.
+        const char* path = std::getenv("PATH");
+        if (!probes::find_executable(command.front(), path)) {
+            throw Error(fmt::format("fit --search: program not found: '{}' is not {}", command.front(),
+                command.front().find('/') != std::string::npos ? "an executable file" : "an executable in PATH"));
+        }
     }
     if (!analytic && !o.search) {
         throw Error("fit: name the model (--model NAME, or --params N and its shape) or search by trial (--search -- "

@@ -119,6 +119,9 @@ TEST_F(FitCli, SearchUsageErrors)
         {{"--search", "--trial-timeout", "0", "--", m_script, "{batch}"}, "--trial-timeout 0: expected seconds"},
         {{"--search", "--min", "0", "--", m_script, "{batch}"}, "--min 0"},
         {{"--search", "--gpus", "2", "--", m_script, "{batch}"}, "--gpus is for the analytic fit"},
+        {{"--search", "--", "gpukit-no-such-program", "{batch}"},
+            "fit --search: program not found: 'gpukit-no-such-program' is not an executable in PATH"},
+        {{"--search", "--", (m_dir / "missing.sh").string(), "{batch}"}, "is not an executable file"},
     };
     for (const auto& c : cases) {
         const auto r = fit(c.args);
