@@ -60,6 +60,10 @@ template <typename T> T parse_number(const std::string& option, const std::strin
     return value;
 }
 
+// The temporary JSON file being written, for the watchdog's signal handler to remove (unlink is
+// async-signal-safe; a std::string is not to be touched there). Empty when there is none.
+char g_json_temp[4096];
+
 // Writes a monitor's JSON file as the samples come: a temporary file beside it, renamed over it
 // at the end, so a reader finds the previous file or the whole new one.
 class JsonFile {
@@ -67,15 +71,23 @@ public:
     JsonFile(const std::string& path, const nlohmann::json& head) : m_path(path)
     {
         m_temp = path + ".XXXXXX";
-        const int fd = mkstemp(m_temp.data());
-        if (fd >= 0) {
-            // mkstemp makes it 0600; the file is the user's result, made as any file of theirs.
-            const mode_t mask = umask(0);
-            umask(mask);
-            fchmod(fd, 0666 & ~mask);
-        }
-        if (fd < 0 || (m_file = fdopen(fd, "w")) == nullptr) {
+        const int fd = mkostemp(m_temp.data(), O_CLOEXEC);
+        if (fd < 0) {
             throw Error(fmt::format("cannot write --monitor-json {}: {}", path, std::strerror(errno)));
+        }
+        // mkstemp makes it 0600; the file is the user's result, made as any file of theirs.
+        const mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+        m_file = fdopen(fd, "w");
+        if (m_file == nullptr) {
+            const int err = errno;
+            close(fd);
+            unlink(m_temp.c_str());
+            throw Error(fmt::format("cannot write --monitor-json {}: {}", path, std::strerror(err)));
+        }
+        if (m_temp.size() < sizeof g_json_temp) {
+            std::memcpy(g_json_temp, m_temp.c_str(), m_temp.size() + 1);
         }
         std::string text = head.dump();
         text.pop_back(); // leave the object open for "samples"
@@ -87,6 +99,7 @@ public:
             std::fclose(m_file);
             unlink(m_temp.c_str());
         }
+        g_json_temp[0] = '\0';
     }
     JsonFile(const JsonFile&) = delete;
     JsonFile& operator=(const JsonFile&) = delete;
@@ -102,14 +115,17 @@ public:
     {
         std::string text = tail.dump();
         fmt::print(m_file, "\n],{}\n", text.substr(1));
-        const bool ok = std::fflush(m_file) == 0 && std::ferror(m_file) == 0;
-        std::fclose(m_file);
+        // Often on a shared file system, where a failed write-back shows only at fsync or close.
+        bool ok = std::fflush(m_file) == 0 && std::ferror(m_file) == 0 && fsync(fileno(m_file)) == 0;
+        ok = std::fclose(m_file) == 0 && ok;
         m_file = nullptr;
         if (!ok || rename(m_temp.c_str(), m_path.c_str()) != 0) {
             const std::string why = std::strerror(errno);
             unlink(m_temp.c_str());
+            g_json_temp[0] = '\0';
             return fmt::format("cannot write --monitor-json {}: {}", m_path, why);
         }
+        g_json_temp[0] = '\0';
         return "";
     }
 
@@ -124,6 +140,9 @@ extern "C" void nvml_did_not_return(int)
 {
     static const char message[] = "gpurun: monitor: an NVML call did not return in time; the monitor stops\n";
     [[maybe_unused]] auto n = write(STDERR_FILENO, message, sizeof message - 1);
+    if (g_json_temp[0] != '\0') {
+        unlink(g_json_temp);
+    }
     _exit(1);
 }
 
