@@ -441,10 +441,10 @@ int run_gpudoctor(int argc, char** argv)
         }
         return run(static_cast<int>(args.size()), args.data());
     } catch (const Error& e) {
-        fmt::print(stderr, "gpudoctor: {}\n", e.what());
+        fmt::print(stderr, "gpudoctor: {}\n", probes::printable(e.what()));
         return 2;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "gpudoctor: internal error: {}\n", e.what());
+        fmt::print(stderr, "gpudoctor: internal error: {}\n", probes::printable(e.what()));
         return 3;
     }
 }

@@ -4,6 +4,7 @@
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -18,26 +19,44 @@ namespace {
 
 using probes::Error;
 
+/// The most slots one host may have.
+constexpr unsigned max_slots = 1'000'000;
+
+// An IPv6 address as -H takes it: hex digits, dots and at least two colons; it ends in a digit or
+// "::", not in a single colon (so "a::4", host "a:" with 4 slots, is refused).
+bool valid_ipv6(std::string_view a)
+{
+    if (std::count(a.begin(), a.end(), ':') < 2 || (a.back() == ':' && a.substr(a.size() - 2) != "::")) {
+        return false;
+    }
+    return std::all_of(a.begin(), a.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
+    });
+}
+
+// A host name (letters, digits, '-', '.', '_'), an IPv6 address, or one in brackets.
 bool valid_host_name(std::string_view name)
 {
     if (name.empty() || name.size() > 253 || name.front() == '-') {
         return false;
     }
-    for (char c : name) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-            c == '_' || c == ':' || c == '[' || c == ']';
-        if (!ok) {
-            return false;
-        }
+    if (name.front() == '[') {
+        return name.size() > 2 && name.back() == ']' && valid_ipv6(name.substr(1, name.size() - 2));
     }
-    return true;
+    if (name.find(':') != std::string_view::npos) {
+        return valid_ipv6(name);
+    }
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+            c == '_';
+    });
 }
 
 std::optional<unsigned> parse_count(std::string_view text, unsigned min = 1)
 {
     unsigned value = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < min || value > 1000000) {
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < min || value > max_slots) {
         return std::nullopt;
     }
     return value;
@@ -88,8 +107,8 @@ HostEntry parse_host_entry(
         name = entry.substr(0, colon);
         auto slots = parse_count(entry.substr(colon + 1), min_count);
         if (!slots) {
-            throw Error(fmt::format("{}: '{}' has a bad {}count '{}'; write host:N with N a {}number", where, entry,
-                min_count == 0 ? "" : "slot ", entry.substr(colon + 1), min_count == 0 ? "" : "positive "));
+            throw Error(fmt::format("{}: '{}' has a bad {}count '{}'; write host:N with N a whole number from {} to {}",
+                where, entry, min_count == 0 ? "" : "slot ", entry.substr(colon + 1), min_count, max_slots));
         }
         host.slots = slots;
     }
@@ -102,7 +121,8 @@ HostEntry parse_host_entry(
         return host;
     }
     if (!valid_host_name(name)) {
-        throw Error(fmt::format("{}: '{}' is not a host name", where, name));
+        throw Error(fmt::format("{}: '{}' is not a host name{}", where, name,
+            std::count(entry.begin(), entry.end(), ':') > 1 ? " (an IPv6 address goes in brackets: [fe80::1]:4)" : ""));
     }
     if (budget == 0) {
         throw Error(fmt::format("{}: more than {} hosts", where, limit));
@@ -138,8 +158,8 @@ std::vector<HostSlots> merge_repeated_hosts(std::vector<HostSlots> hosts, const 
                                     "once, or give each entry its count (host:N)",
                 where, h.name));
         }
-        if (*earlier.slots + *h.slots > 1000000) {
-            throw Error(fmt::format("{}: {} has more than 1000000 slots in all", where, h.name));
+        if (*earlier.slots + *h.slots > max_slots) {
+            throw Error(fmt::format("{}: {} has more than {} slots in all", where, h.name, max_slots));
         }
         *earlier.slots += *h.slots;
     }
@@ -218,7 +238,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
             if (key == "slots" || key == "max_slots" || key == "max-slots") {
                 auto n = parse_count(value);
                 if (!n) {
-                    throw Error(fmt::format("{}: '{}' needs a positive number", where, word));
+                    throw Error(fmt::format("{}: '{}' needs a whole number from 1 to {}", where, word, max_slots));
                 }
                 if (key == "slots") {
                     if (host.slots) {

@@ -502,10 +502,10 @@ int run_gpurun(int argc, char** argv)
     try {
         return run(std::vector<std::string>(argv, argv + argc));
     } catch (const Error& e) {
-        fmt::print(stderr, "gpurun: {}\n", e.what());
+        fmt::print(stderr, "gpurun: {}\n", probes::printable(e.what()));
         return 2;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "gpurun: internal error: {}\n", e.what());
+        fmt::print(stderr, "gpurun: internal error: {}\n", probes::printable(e.what()));
         return 3;
     }
 }

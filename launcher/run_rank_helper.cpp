@@ -180,10 +180,10 @@ int run_rank_helper(int argc, char** argv)
         }
         return run(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const Error& e) {
-        fmt::print(stderr, "gpurun-rank: {}\n", e.what());
+        fmt::print(stderr, "gpurun-rank: {}\n", probes::printable(e.what()));
         return 2;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "gpurun-rank: internal error: {}\n", e.what());
+        fmt::print(stderr, "gpurun-rank: internal error: {}\n", probes::printable(e.what()));
         return 3;
     }
 }

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace probes {
 
@@ -11,5 +13,24 @@ class Error : public std::runtime_error {
 public:
     explicit Error(const std::string& message) : std::runtime_error(message) { }
 };
+
+/// A message as it may go to a terminal: control characters (but newline and tab) and DEL written
+/// as \xNN, since messages quote what the user gave, which may hold escape sequences.
+inline std::string printable(std::string_view message)
+{
+    std::string out;
+    out.reserve(message.size());
+    for (const char c : message) {
+        const auto byte = static_cast<unsigned char>(c);
+        if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+            char escaped[5];
+            std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+            out += escaped;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
 
 } // namespace probes

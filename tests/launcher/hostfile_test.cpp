@@ -28,6 +28,19 @@ TEST(HostList, RejectsBadEntries)
     EXPECT_NE(error_of([] { launcher::parse_host_list("$(reboot)"); }).find("not a host name"), std::string::npos);
 }
 
+TEST(HostList, BracketsAndColonsOnlyAsAnIpv6Address)
+{
+    // These reached mpirun as hosts "[", "[]", "a:" and "a:4".
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("["); }), "-H [: '[' is not a host name");
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("[]:2"); }), "-H []:2: '[]' is not a host name");
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("a::4"); }),
+        "-H a::4: 'a:' is not a host name (an IPv6 address goes in brackets: [fe80::1]:4)");
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("a:4:4"); }),
+        "-H a:4:4: 'a:4' is not a host name (an IPv6 address goes in brackets: [fe80::1]:4)");
+    EXPECT_EQ(launcher::parse_host_list("[::1],[fe80::1:2]:2,10.0.0.1:8,n-1.example_site.org")[1],
+        (HostSlots{"[fe80::1:2]", 2}));
+}
+
 TEST(Hostfile, OpenMpiAndHydraFormsCommentsAndBlankLines)
 {
     auto hosts = launcher::parse_hostfile("# cluster\n\nn01 slots=8 max_slots=8\r\nn02:4   # four\n  n03\n", "hf");
@@ -41,8 +54,9 @@ TEST(Hostfile, ErrorsNameFileAndLine)
 {
     EXPECT_EQ(error_of([] { launcher::parse_hostfile("n01 slots=8\nn02 cpus=4\n", "hosts.txt"); }),
         "hosts.txt:2: unknown word 'cpus=4'; a hostfile line is 'host slots=N' or 'host:N'");
-    EXPECT_NE(
-        error_of([] { launcher::parse_hostfile("n01 slots=\n", "h"); }).find("h:1: 'slots=' needs a positive number"),
+    EXPECT_NE(error_of([] {
+        launcher::parse_hostfile("n01 slots=\n", "h");
+    }).find("h:1: 'slots=' needs a whole number from 1 to 1000000"),
         std::string::npos);
     EXPECT_NE(error_of([] { launcher::parse_hostfile("n01 slots=2 slots=3\n", "h"); }).find("slots given twice"),
         std::string::npos);
@@ -124,7 +138,7 @@ TEST(HostList, FreeGpuListsTakeZeroAndNameTheirOption)
     auto free = launcher::parse_host_list("n01:0,n[02-03]:4", "--free-gpus", 0);
     EXPECT_EQ(free, (std::vector<HostSlots>{{"n01", 0}, {"n02", 4}, {"n03", 4}}));
     EXPECT_EQ(error_of([] { launcher::parse_host_list("n01:x", "--free-gpus", 0); }),
-        "--free-gpus n01:x: 'n01:x' has a bad count 'x'; write host:N with N a number");
+        "--free-gpus n01:x: 'n01:x' has a bad count 'x'; write host:N with N a whole number from 0 to 1000000");
     EXPECT_EQ(error_of([] { launcher::parse_host_list("n01,,n02", "--free-gpus", 0); }),
         "--free-gpus n01,,n02: empty host entry; write --free-gpus host1:N,host2:N");
 }
