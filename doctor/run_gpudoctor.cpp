@@ -8,6 +8,7 @@
 #include "doctor/report.hpp"
 #include "doctor/runner.hpp"
 #include "doctor/topo_report.hpp"
+#include "probes/cli_values.hpp"
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 #include "probes/library_versions.hpp"
@@ -409,6 +410,10 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
             return false;
         }
         throw probes::Error(fmt::format("{}; see {}", e.what(), see));
+    }
+    probes::refuse_empty_values(app);
+    for (const CLI::App* sub : app.get_subcommands()) {
+        probes::refuse_empty_values(*sub);
     }
     return true;
 }

@@ -6,6 +6,7 @@
 #include "launcher/profile.hpp"
 #include "launcher/shell_words.hpp"
 #include "probes/batch_split.hpp"
+#include "probes/cli_values.hpp"
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
 
@@ -266,6 +267,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         std::string what = e.what();
         throw Error(fmt::format("{}; see gpurun --help", what));
     }
+    probes::refuse_empty_values(app);
     request.help_text = app.help();
     if (help) {
         request.action = CliRequest::Action::help;

@@ -73,6 +73,7 @@ std::vector<Case> cases()
         {"bad_timeout", {"check", "--timeout", "0"}, {}},
         {"missing_sysroot", {"check", "--sysroot", "@TMP@/missing"}, {}},
         {"skip_everything", {"check", "--only", "driver,gpus", "--skip", "driver,gpus"}, {}},
+        {"empty_only", {"check", "--only", ""}, {}},
         {"bad_policy", {"check", "--policy", "@TMP@/bad.toml"}, {}},
         {"no_driver_text", with({"check", "--no-color", "--topology", "@TMP@/cpu.xml"}, host_free), {}},
         {"cpu_node_expected",

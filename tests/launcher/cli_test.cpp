@@ -101,6 +101,15 @@ TEST(Cli, UsageErrorsSayWhatAndSuggest)
     EXPECT_NE(error_of({"-x", "=v", "prog"}).find("NAME or NAME=VALUE"), std::string::npos);
 }
 
+TEST(Cli, AnEmptyValueIsAnErrorNotTheDefault)
+{
+    // -H '' ran the job on this node alone, --master-addr '' used 127.0.0.1.
+    EXPECT_EQ(error_of({"-H", "", "prog"}), "-H,--host '': expected a value");
+    EXPECT_EQ(error_of({"--master-addr", "", "prog"}), "--master-addr '': expected a value");
+    EXPECT_EQ(error_of({"--topology", "", "prog"}), "--topology '': expected a file name");
+    EXPECT_EQ(error_of({"-np", "", "prog"}), "-n,--np '': expected a value");
+}
+
 TEST(Cli, ExportNamesAndTheMasterAddressAreChecked)
 {
     // "-x --" would have put "--" into the launcher's arguments as a variable name.
