@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
+#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,29 +60,41 @@ private:
 
 } // namespace
 
-void write_file_atomically(const std::string& path, std::string_view content, const std::string& what)
+namespace {
+
+/// A file written whole to its temporary name, not yet renamed over its target.
+struct Staged {
+    std::filesystem::path target;
+    std::filesystem::path dir;
+    std::unique_ptr<TemporaryFile> temp;
+};
+
+Staged stage(const OutputFile& file)
 {
+    const std::string& path = file.path;
+    const std::string& what = file.what;
     auto fail = [&](const std::string& step) {
         return probes::Error(fmt::format("{} {}: {}: {}", what, path, step, std::strerror(errno)));
     };
     if (path.empty()) {
         throw probes::Error(fmt::format("{} '': expected a file name", what));
     }
-    std::filesystem::path target(path);
-    if (!target.has_filename()) {
+    Staged staged;
+    staged.target = path;
+    if (!staged.target.has_filename()) {
         throw probes::Error(fmt::format("{} {}: expected a file name, not a directory", what, path));
     }
     struct stat st { };
     if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
         // A link (say into a directory a node_exporter reads) stays a link: its target is replaced.
         std::error_code ec;
-        target = std::filesystem::canonical(target, ec);
+        staged.target = std::filesystem::canonical(staged.target, ec);
         if (ec) {
             throw probes::Error(fmt::format(
                 "{} {}: a symbolic link to nothing ({}); remove it, or give a file path", what, path, ec.message()));
         }
     }
-    if (stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    if (stat(staged.target.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
         // Renaming over a device, FIFO or socket would replace it with a regular file (over a
         // directory, rename fails by itself).
         throw probes::Error(fmt::format("{} {}: not a regular file ({}); give the path of a file to write", what, path,
@@ -89,13 +102,15 @@ void write_file_atomically(const std::string& path, std::string_view content, co
                 : S_ISSOCK(st.st_mode) ? "a socket"
                                        : "a device"));
     }
-    const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-    std::string pattern = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+    staged.dir = staged.target.has_parent_path() ? staged.target.parent_path() : std::filesystem::path(".");
+    std::string pattern = (staged.dir / ("." + staged.target.filename().string() + ".XXXXXX")).string();
     const int fd = mkostemp(pattern.data(), O_CLOEXEC);
     if (fd < 0) {
-        throw fail(fmt::format("cannot create a temporary file in {}", dir.string()));
+        throw fail(fmt::format("cannot create a temporary file in {}", staged.dir.string()));
     }
-    TemporaryFile temp(pattern, fd);
+    staged.temp = std::make_unique<TemporaryFile>(pattern, fd);
+    TemporaryFile& temp = *staged.temp;
+    const std::string_view content = file.content;
     for (std::size_t done = 0; done < content.size();) {
         const ssize_t n = write(temp.fd(), content.data() + done, content.size() - done);
         if (n < 0 && errno == EINTR) {
@@ -115,17 +130,38 @@ void write_file_atomically(const std::string& path, std::string_view content, co
     if (temp.close_now() != 0) {
         throw fail(fmt::format("cannot write {}", temp.path()));
     }
-    if (rename(temp.path().c_str(), target.c_str()) != 0) {
-        throw fail(fmt::format("cannot rename {} to it", temp.path()));
+    return staged;
+}
+
+} // namespace
+
+void write_files_atomically(const std::vector<OutputFile>& files)
+{
+    // Every file is written to its temporary name first: one that cannot be written replaces none.
+    std::vector<Staged> staged;
+    for (const auto& file : files) {
+        staged.push_back(stage(file));
     }
-    temp.renamed();
-    // The rename itself is durable once the directory is synced; a failure here loses nothing
-    // that a reader could see, so it is not an error.
-    const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-        fsync(dir_fd);
-        close(dir_fd);
+    for (std::size_t i = 0; i < staged.size(); ++i) {
+        TemporaryFile& temp = *staged[i].temp;
+        if (rename(temp.path().c_str(), staged[i].target.c_str()) != 0) {
+            throw probes::Error(fmt::format(
+                "{} {}: cannot rename {} to it: {}", files[i].what, files[i].path, temp.path(), std::strerror(errno)));
+        }
+        temp.renamed();
+        // The rename itself is durable once the directory is synced; a failure here loses nothing
+        // that a reader could see, so it is not an error.
+        const int dir_fd = open(staged[i].dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir_fd >= 0) {
+            fsync(dir_fd);
+            close(dir_fd);
+        }
     }
+}
+
+void write_file_atomically(const std::string& path, std::string_view content, const std::string& what)
+{
+    write_files_atomically({OutputFile{what, path, std::string(content)}});
 }
 
 } // namespace doctor

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace doctor {
 
@@ -16,5 +17,16 @@ namespace doctor {
 /// as it was, and probes::Error says which step failed: "--prometheus /x/node.prom: cannot create a
 /// temporary file in /x: Permission denied". `what` names the option that asked for the file.
 void write_file_atomically(const std::string& path, std::string_view content, const std::string& what);
+
+/// A file for write_files_atomically: `what` is the option that asked for it.
+struct OutputFile {
+    std::string what;
+    std::string path;
+    std::string content;
+};
+
+/// Writes several files as write_file_atomically does, all of them to their temporary names
+/// first: when one cannot be written, none is replaced.
+void write_files_atomically(const std::vector<OutputFile>& files);
 
 } // namespace doctor

@@ -378,13 +378,15 @@ int run(int argc, char** argv)
     options.color = use_color(c.no_color);
     // The extra files first: one that cannot be written is exit 2, before any report is printed.
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::vector<OutputFile> outputs;
     if (!extra.prometheus.empty()) {
-        write_file_atomically(
-            extra.prometheus, render_prometheus(results, facts, options, now, GPUKIT_VERSION), "--prometheus");
+        outputs.push_back(
+            {"--prometheus", extra.prometheus, render_prometheus(results, facts, options, now, GPUKIT_VERSION)});
     }
     if (!extra.junit.empty()) {
-        write_file_atomically(extra.junit, render_junit(results, facts, options, now, GPUKIT_VERSION), "--junit");
+        outputs.push_back({"--junit", extra.junit, render_junit(results, facts, options, now, GPUKIT_VERSION)});
     }
+    write_files_atomically(outputs);
     if (extra.fail_summary) {
         std::cout << render_fail_summary(results, options);
     } else if (c.json) {

@@ -149,6 +149,31 @@ TEST_F(AtomicFile, AFifoOrDeviceIsNotReplacedByAFile)
     EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
 }
 
+TEST_F(AtomicFile, WhenOneOfSeveralFilesCannotBeWrittenNoneIsReplaced)
+{
+    // check --prometheus ok.prom --junit /missing/j.xml replaced ok.prom before it failed.
+    const auto prom = m_dir / "node.prom";
+    std::ofstream(prom) << "old 1\n";
+    const auto junit = m_dir / "missing" / "junit.xml";
+    try {
+        doctor::write_files_atomically(
+            {{"--prometheus", prom.string(), "new 2\n"}, {"--junit", junit.string(), "<testsuites/>\n"}});
+        ADD_FAILURE() << "no error";
+    } catch (const probes::Error& e) {
+        EXPECT_EQ(
+            std::string(e.what()).rfind("--junit " + junit.string() + ": cannot create a temporary file in ", 0), 0U)
+            << e.what();
+    }
+    EXPECT_EQ(file_text(prom), "old 1\n");
+    EXPECT_EQ(names_in(m_dir.path()), std::vector<std::string>{"node.prom"}) << "no temporary file left";
+
+    std::filesystem::create_directory(m_dir / "missing");
+    doctor::write_files_atomically(
+        {{"--prometheus", prom.string(), "new 2\n"}, {"--junit", junit.string(), "<testsuites/>\n"}});
+    EXPECT_EQ(file_text(prom), "new 2\n");
+    EXPECT_EQ(file_text(junit), "<testsuites/>\n");
+}
+
 TEST_F(AtomicFile, EmptyNameAndDirectoryNameAreErrors)
 {
     EXPECT_EQ(error_of("", "x"), "--prometheus '': expected a file name");
