@@ -497,8 +497,9 @@ int run_fit(int argc, char** argv)
             q.global_batch = o.global_batch;
         }
         if (app.count("--base-lr") > 0) {
-            if (!(std::isfinite(o.base_lr) && o.base_lr > 0)) {
-                throw Error(fmt::format("--base-lr {}: expected a learning rate above 0", o.base_lr));
+            // At most 1e6: scaled by up to 2^32 (the global batch over 1) it stays a finite number.
+            if (!(o.base_lr > 0 && o.base_lr <= 1e6)) {
+                throw Error(fmt::format("--base-lr {}: expected a learning rate above 0 and at most 1e6", o.base_lr));
             }
             if (app.count("--base-batch") == 0) {
                 throw Error("--base-lr needs --base-batch: the global batch that learning rate was tuned for");
