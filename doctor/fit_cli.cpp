@@ -10,6 +10,7 @@
 #include "probes/byte_size.hpp"
 #include "probes/command.hpp"
 #include "probes/error.hpp"
+#include "probes/input_file.hpp"
 #include "probes/nvml.hpp"
 #include "probes/spelling.hpp"
 
@@ -427,7 +428,7 @@ int run_fit(int argc, char** argv)
 
     ModelCatalog catalog = ModelCatalog::builtin();
     if (!o.models_file.empty()) {
-        catalog.merge_toml(read_file(o.models_file, "--models"), o.models_file);
+        catalog.merge_toml(probes::read_input_file(o.models_file, "--models"), o.models_file);
     }
     const GpuTable table = GpuTable::builtin();
     if (o.list) {

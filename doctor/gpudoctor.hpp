@@ -12,10 +12,6 @@ namespace doctor {
 /// throws probes::Error "the error; see `see`" (e.g. "gpudoctor fit --help").
 bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see);
 
-/// The whole of a small input file (a policy, a snapshot, a models table); throws probes::Error
-/// "cannot read WHAT PATH: why".
-std::string read_file(const std::string& path, const char* what);
-
 /// gpudoctor's whole run: parse the subcommand, collect, judge, report. Returns the exit status:
 /// 0 fit (warnings allowed), 1 a check failed, 2 usage or input error, 3 the doctor itself could
 /// not run.

@@ -64,7 +64,8 @@ constexpr unsigned snapshot_format = 1;
 
 Facts load_snapshot(const std::string& path)
 {
-    std::string text = path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : read_file(path, "snapshot");
+    std::string text =
+        path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : probes::read_input_file(path, "snapshot");
     nlohmann::json doc;
     try {
         doc = nlohmann::json::parse(text);
@@ -346,7 +347,7 @@ int run(int argc, char** argv)
     }
     Policy policy = Policy::defaults();
     if (!c.policy_file.empty()) {
-        policy.merge_toml(read_file(c.policy_file, "policy"), c.policy_file);
+        policy.merge_toml(probes::read_input_file(c.policy_file, "policy"), c.policy_file);
     }
     CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
     ctx.deep_timeout = std::chrono::milliseconds(static_cast<long>(c.deep_timeout * 1000));
@@ -418,11 +419,6 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
         probes::refuse_empty_values(*sub);
     }
     return true;
-}
-
-std::string read_file(const std::string& path, const char* what)
-{
-    return probes::read_input_file(path, what);
 }
 
 int run_gpudoctor(int argc, char** argv)
