@@ -8,10 +8,10 @@
 #include "doctor/fit_search.hpp"
 #include "probes/batch_split.hpp"
 #include "probes/byte_size.hpp"
-#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 #include "probes/nvml.hpp"
+#include "probes/process.hpp"
 #include "probes/spelling.hpp"
 
 #include <CLI/CLI.hpp>

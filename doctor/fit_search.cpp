@@ -1,8 +1,8 @@
 #include "doctor/fit_search.hpp"
 
-#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/nvml.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <array>

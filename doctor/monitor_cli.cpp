@@ -2,9 +2,9 @@
 
 #include "doctor/gpudoctor.hpp"
 #include "doctor/subcommand_args.hpp"
-#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_sampler.hpp"
+#include "probes/process.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -119,42 +119,28 @@ std::string running_line(const std::vector<probes::GpuSummary>& summaries)
     return fmt::format("so far: {}", fmt::join(parts, " | "));
 }
 
-pid_t start_command(const std::vector<std::string>& command, const sigset_t& previous)
-{
-    std::vector<char*> args;
-    for (const auto& a : command) {
-        args.push_back(const_cast<char*>(a.c_str()));
-    }
-    args.push_back(nullptr);
-    const std::string cannot_run = fmt::format("gpudoctor: monitor: cannot run {}: ", command[0]);
-    const pid_t pid = fork();
-    if (pid < 0) {
-        throw Error(fmt::format("cannot run {}: fork: {}", command[0], std::strerror(errno)));
-    }
-    if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &previous, nullptr);
-        execvp(args[0], args.data());
-        probes::exit_after_failed_exec(cannot_run, errno);
-    }
-    return pid;
-}
-
 int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<probes::MonitoredGpu>& gpus)
 {
     Output out(a);
     probes::GpuSampler sampler(nvml, gpus);
     probes::GpuSummariser summariser;
 
-    sigset_t watched;
-    sigemptyset(&watched);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
-        sigaddset(&watched, s);
+    probes::Supervisor command;
+    if (!a.command.empty()) {
+        command.start(a.command, false, fmt::format("gpudoctor: monitor: cannot run {}: ", a.command[0]));
     }
-    sigset_t previous;
-    sigprocmask(SIG_BLOCK, &watched, &previous);
-    signal(SIGCHLD, SIG_DFL);
-    const pid_t child = a.command.empty() ? 0 : start_command(a.command, previous);
     int child_status = -1;
+    // A signal sent to us alone is passed on (a terminal's Ctrl-C reached both); without a command
+    // it ends the sampling.
+    auto handle = [&](const probes::Supervisor::Event& event) {
+        if (event.signal != 0 && command.started() && !event.from_terminal) {
+            command.child().signal(event.signal);
+        }
+        if (event.exited) {
+            child_status = event.exit_code;
+        }
+        return event.exited || (event.signal != 0 && !command.started());
+    };
 
     if (!a.json) {
         out.write(probes::render_sample_header());
@@ -169,23 +155,7 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         // Wait for the next sample, the command's end or a signal.
         while (Clock::now() < schedule.next_at() && !stop) {
             const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(schedule.next_at() - Clock::now());
-            timespec ts{static_cast<time_t>(wait.count() / 1000000000), static_cast<long>(wait.count() % 1000000000)};
-            siginfo_t info{};
-            const int sig = sigtimedwait(&watched, &info, &ts);
-            if (sig == SIGCHLD || (child != 0 && sig > 0)) {
-                if (sig != SIGCHLD && info.si_code != SI_KERNEL) {
-                    kill(child, sig); // sent to us alone: pass it on (a terminal's Ctrl-C reached both)
-                }
-            } else if (sig > 0) {
-                stop = true;
-            }
-            if (child != 0) {
-                int status = 0;
-                if (waitpid(child, &status, WNOHANG) == child) {
-                    child_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                    stop = true;
-                }
-            }
+            stop = handle(command.wait(wait));
         }
         if (stop) {
             break;
@@ -208,12 +178,9 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         }
         schedule.taken();
     }
-    if (child != 0 && child_status < 0) {
-        int status = 0;
-        while (waitpid(child, &status, 0) < 0 && errno == EINTR) { }
-        child_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    while (command.started() && child_status < 0) {
+        handle(command.wait(std::chrono::seconds(1)));
     }
-    sigprocmask(SIG_SETMASK, &previous, nullptr);
 
     const auto summaries = summariser.summaries(a.interval);
     if (a.json) {
@@ -227,21 +194,21 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         }
         nlohmann::json end = {
             {"type", "summary"}, {"interval", a.interval}, {"samples", samples}, {"gpus", listed}, {"summary", list}};
-        if (child != 0) {
+        if (command.started()) {
             end["command_status"] = child_status;
         }
         out.write(end.dump() + "\n");
     } else {
         std::string head = fmt::format("\n{} GPU{}, {} sample{} every {}s", gpus.size(), gpus.size() == 1 ? "" : "s",
             samples, samples == 1 ? "" : "s", a.interval);
-        if (child != 0) {
+        if (command.started()) {
             head += fmt::format(" while {} ran (exit status {})", a.command[0], child_status);
         }
         out.write(fmt::format("{}; kernel-active time is the share of each sample with a kernel running, not how "
                               "busy the SMs were\n{}",
             head, samples == 0 ? std::string("no samples\n") : probes::render_summary_text(gpus, summaries)));
     }
-    return child != 0 ? child_status : 0;
+    return command.started() ? child_status : 0;
 }
 
 } // namespace

@@ -1,4 +1,3 @@
-#include "doctor/atomic_file.hpp"
 #include "doctor/fit_cli.hpp"
 #include "doctor/gpudoctor.hpp"
 #include "doctor/junit_report.hpp"
@@ -8,6 +7,7 @@
 #include "doctor/report.hpp"
 #include "doctor/runner.hpp"
 #include "doctor/topo_report.hpp"
+#include "probes/atomic_file.hpp"
 #include "probes/cli_values.hpp"
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
@@ -379,7 +379,7 @@ int run(int argc, char** argv)
     options.color = use_color(c.no_color);
     // The extra files first: one that cannot be written is exit 2, before any report is printed.
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    std::vector<OutputFile> outputs;
+    std::vector<probes::OutputFile> outputs;
     if (!extra.prometheus.empty()) {
         outputs.push_back(
             {"--prometheus", extra.prometheus, render_prometheus(results, facts, options, now, GPUKIT_VERSION)});
@@ -387,7 +387,7 @@ int run(int argc, char** argv)
     if (!extra.junit.empty()) {
         outputs.push_back({"--junit", extra.junit, render_junit(results, facts, options, now, GPUKIT_VERSION)});
     }
-    write_files_atomically(outputs);
+    probes::write_files_atomically(outputs);
     if (extra.fail_summary) {
         std::cout << render_fail_summary(results, options);
     } else if (c.json) {

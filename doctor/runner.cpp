@@ -1,6 +1,7 @@
 #include "doctor/runner.hpp"
 
 #include "probes/error.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,50 +9,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 namespace doctor {
 
 namespace {
-
-struct Child {
-    const Collector* collector = nullptr;
-    pid_t pid = -1;
-    int fd = -1;
-    std::string output;
-    bool timed_out = false;
-};
-
-[[noreturn]] void run_child(const Collector& collector, const CollectContext& ctx, int fd)
-{
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    std::string text;
-    try {
-        text = collector.collect(ctx).dump();
-    } catch (const std::exception& e) {
-        text = nlohmann::json{{"error", e.what()}}.dump();
-    }
-    const char* p = text.data();
-    std::size_t left = text.size();
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        p += n;
-        left -= static_cast<std::size_t>(n);
-    }
-    _exit(0);
-}
 
 std::string seconds_text(std::chrono::milliseconds t)
 {
@@ -79,104 +42,51 @@ const char* to_string(Severity severity)
 
 namespace {
 
-/// Runs `collectors` at once, each in its own child with `timeout` as the deadline, into `facts`.
+/// Runs `collectors` at once, each in its own child (and process group) with `timeout` as the
+/// deadline, into `facts`.
 void collect_group(const std::vector<const Collector*>& collectors, const CollectContext& ctx,
     std::chrono::milliseconds timeout, Facts& facts)
 {
-    std::vector<Child> children;
+    probes::SpawnOptions options;
+    options.own_group = true;
+    options.die_with_parent = true;
+    options.keep_head = std::size_t{1} << 40; // facts are JSON: all of it, or it does not parse
+    std::vector<probes::Child> children;
+    std::vector<const Collector*> started;
     for (const Collector* c : collectors) {
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC) != 0) {
-            facts[c->name] = {{"error", fmt::format("pipe: {}", std::strerror(errno))}};
-            continue;
-        }
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(fds[0]);
-            run_child(*c, ctx, fds[1]);
-        }
-        close(fds[1]);
-        if (pid < 0) {
-            close(fds[0]);
-            facts[c->name] = {{"error", fmt::format("fork: {}", std::strerror(errno))}};
-            continue;
-        }
-        setpgid(pid, pid);
-        children.push_back(Child{c, pid, fds[0], {}, false});
-    }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buffer[65536];
-    while (true) {
-        std::vector<pollfd> fds;
-        std::vector<Child*> owners;
-        for (auto& child : children) {
-            if (child.fd >= 0) {
-                fds.push_back({child.fd, POLLIN, 0});
-                owners.push_back(&child);
-            }
-        }
-        if (fds.empty()) {
-            break;
-        }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-            for (Child* child : owners) {
-                child->timed_out = true;
-                killpg(child->pid, SIGKILL);
-                kill(child->pid, SIGKILL);
-                close(child->fd);
-                child->fd = -1;
-            }
-            break;
-        }
-        if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0) {
-            continue; // EINTR, or a poll failure: the deadline still ends the wait
-        }
-        for (std::size_t i = 0; i < fds.size(); ++i) {
-            if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
-                continue;
-            }
-            ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
-            if (n > 0) {
-                owners[i]->output.append(buffer, static_cast<std::size_t>(n));
-            } else if (n == 0 || errno != EINTR) {
-                close(owners[i]->fd);
-                owners[i]->fd = -1;
-            }
+        try {
+            children.push_back(probes::spawn_function(
+                [&] {
+                    try {
+                        return c->collect(ctx).dump();
+                    } catch (const std::exception& e) {
+                        return nlohmann::json{{"error", e.what()}}.dump();
+                    }
+                },
+                options));
+            started.push_back(c);
+        } catch (const probes::Error& e) {
+            facts[c->name] = {{"error", e.what()}};
         }
     }
-    for (auto& child : children) {
-        int status = 0;
-        bool reaped = false;
-        if (child.timed_out) {
-            // SIGKILLed, but a child stuck in the kernel (a wedged driver ioctl) only dies when the
-            // call returns: wait a little, then leave it rather than hang with it.
-            for (int i = 0; i < 100 && !reaped; ++i) {
-                reaped = waitpid(child.pid, &status, WNOHANG) == child.pid;
-                if (!reaped) {
-                    usleep(20000);
-                }
-            }
-        } else {
-            while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) { }
-            reaped = true;
-        }
-        killpg(child.pid, SIGKILL); // whatever the collector started and left behind
-        const std::string& name = child.collector->name;
-        if (child.timed_out && !reaped) {
+    const auto outcomes = probes::wait_for_children(children, timeout);
+    for (std::size_t i = 0; i < outcomes.size(); ++i) {
+        const probes::ChildOutcome& outcome = outcomes[i];
+        const std::string& name = started[i]->name;
+        if (outcome.timed_out && !outcome.reaped) {
             facts[name] = {{"error",
                 fmt::format("timed out after {}, and stuck in the kernel (uninterruptible): "
                             "the driver is likely wedged",
                     seconds_text(timeout))}};
-        } else if (child.timed_out) {
+        } else if (outcome.timed_out) {
             facts[name] = {{"error", fmt::format("timed out after {}", seconds_text(timeout))}};
-        } else if (WIFSIGNALED(status)) {
-            facts[name] = {{"error", fmt::format("crashed ({})", strsignal(WTERMSIG(status)))}};
-        } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-            facts[name] = {{"error", fmt::format("exited with status {}", WEXITSTATUS(status))}};
+        } else if (outcome.signaled()) {
+            facts[name] = {{"error", fmt::format("crashed ({})", strsignal(WTERMSIG(outcome.status)))}};
+        } else if (!outcome.exited(0)) {
+            facts[name] = {{"error", fmt::format("exited with status {}", outcome.exit_code())}};
         } else {
             try {
-                facts[name] = nlohmann::json::parse(child.output);
+                facts[name] = nlohmann::json::parse(outcome.output);
             } catch (const nlohmann::json::exception&) {
                 facts[name] = {{"error", "returned facts that are not JSON"}};
             }

@@ -1,5 +1,6 @@
 #include "launcher/job_dir.hpp"
 
+#include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 
 #include <algorithm>
@@ -105,22 +106,9 @@ void remove_private_dir(const std::string& dir) noexcept
 
 void write_rank_record(const std::string& dir, const RankRecord& record)
 {
-    std::string temp = dir + "/.record.XXXXXX";
-    const int fd = mkstemp(temp.data());
-    if (fd < 0) {
-        throw Error(fmt::format("cannot write the rank record in {}: mkstemp: {}", dir, std::strerror(errno)));
-    }
     const std::string text = fmt::format("rank {}\nlocal_rank {}\npid {}\nstart_time {}\ngpu {}\n", record.rank,
         record.local_rank, record.pid, record.start_time, record.gpu.to_string());
-    const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    const int write_errno = errno;
-    close(fd);
-    const std::string final_name = fmt::format("{}/{}{}", dir, record_prefix, record.rank);
-    if (!written || rename(temp.c_str(), final_name.c_str()) != 0) {
-        const int err = written ? errno : write_errno;
-        unlink(temp.c_str());
-        throw Error(fmt::format("cannot write the rank record {}: {}", final_name, std::strerror(err)));
-    }
+    probes::write_file_atomically(fmt::format("{}/{}{}", dir, record_prefix, record.rank), text, "rank record", 0600);
 }
 
 std::vector<RankRecord> read_rank_records(const std::string& dir)

@@ -1,8 +1,8 @@
 #include "launcher/launcher_backend.hpp"
 
-#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/mpi_flavour.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -2,8 +2,10 @@
 
 #include "launcher/gpu_ownership.hpp"
 #include "launcher/job_dir.hpp"
+#include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_sampler.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -60,88 +62,71 @@ template <typename T> T parse_number(const std::string& option, const std::strin
     return value;
 }
 
-// The temporary JSON file being written, for the watchdog's signal handler to remove (unlink is
-// async-signal-safe; a std::string is not to be touched there). Empty when there is none.
-char g_json_temp[4096];
+// The temporary JSON file being written, for the watchdog's signal handler to remove (unlinkat is
+// async-signal-safe; a std::string is not to be touched there). -1 / empty when there is none.
+int g_json_dir = -1;
+char g_json_temp[256];
 
 // Writes a monitor's JSON file as the samples come: a temporary file beside it, renamed over it
 // at the end, so a reader finds the previous file or the whole new one.
 class JsonFile {
 public:
-    JsonFile(const std::string& path, const nlohmann::json& head) : m_path(path)
+    JsonFile(const std::string& path, const nlohmann::json& head) : m_file(path, "--monitor-json")
     {
-        m_temp = path + ".XXXXXX";
-        const int fd = mkostemp(m_temp.data(), O_CLOEXEC);
-        if (fd < 0) {
-            throw Error(fmt::format("cannot write --monitor-json {}: {}", path, std::strerror(errno)));
-        }
-        // mkstemp makes it 0600; the file is the user's result, made as any file of theirs.
-        const mode_t mask = umask(0);
-        umask(mask);
-        fchmod(fd, 0666 & ~mask);
-        m_file = fdopen(fd, "w");
-        if (m_file == nullptr) {
-            const int err = errno;
-            close(fd);
-            unlink(m_temp.c_str());
-            throw Error(fmt::format("cannot write --monitor-json {}: {}", path, std::strerror(err)));
-        }
-        if (m_temp.size() < sizeof g_json_temp) {
-            std::memcpy(g_json_temp, m_temp.c_str(), m_temp.size() + 1);
+        const std::string_view temp = m_file.temp_name();
+        if (temp.size() < sizeof g_json_temp) {
+            std::memcpy(g_json_temp, temp.data(), temp.size() + 1);
+            g_json_dir = m_file.dir_fd();
         }
         std::string text = head.dump();
         text.pop_back(); // leave the object open for "samples"
-        fmt::print(m_file, "{},\"samples\":[", text);
+        m_file.write(text + ",\"samples\":[");
     }
-    ~JsonFile()
-    {
-        if (m_file != nullptr) {
-            std::fclose(m_file);
-            unlink(m_temp.c_str());
-        }
-        g_json_temp[0] = '\0';
-    }
+    ~JsonFile() { g_json_dir = -1; }
     JsonFile(const JsonFile&) = delete;
     JsonFile& operator=(const JsonFile&) = delete;
 
+    /// A write that fails (a full disk) is reported by finish(); sampling goes on.
     void add(const probes::GpuSample& sample)
     {
-        fmt::print(m_file, "{}\n{}", m_first ? "" : ",", probes::to_json(sample).dump());
+        if (!m_failed.empty()) {
+            return;
+        }
+        try {
+            m_file.write(fmt::format("{}\n{}", m_first ? "" : ",", probes::to_json(sample).dump()));
+        } catch (const Error& e) {
+            m_failed = e.what();
+        }
         m_first = false;
     }
 
-    /// Closes the samples, adds `tail`'s members, and puts the file in place.
+    /// Closes the samples, adds `tail`'s members, and puts the file in place; "" or why not.
     std::string finish(const nlohmann::json& tail)
     {
-        std::string text = tail.dump();
-        fmt::print(m_file, "\n],{}\n", text.substr(1));
-        // Often on a shared file system, where a failed write-back shows only at fsync or close.
-        bool ok = std::fflush(m_file) == 0 && std::ferror(m_file) == 0 && fsync(fileno(m_file)) == 0;
-        ok = std::fclose(m_file) == 0 && ok;
-        m_file = nullptr;
-        if (!ok || rename(m_temp.c_str(), m_path.c_str()) != 0) {
-            const std::string why = std::strerror(errno);
-            unlink(m_temp.c_str());
-            g_json_temp[0] = '\0';
-            return fmt::format("cannot write --monitor-json {}: {}", m_path, why);
+        try {
+            if (!m_failed.empty()) {
+                throw Error(m_failed);
+            }
+            m_file.write(fmt::format("\n],{}\n", tail.dump().substr(1)));
+            m_file.commit();
+        } catch (const Error& e) {
+            return fmt::format("cannot write {}", e.what());
         }
-        g_json_temp[0] = '\0';
         return "";
     }
 
 private:
-    std::string m_path;
-    std::string m_temp;
-    std::FILE* m_file = nullptr;
+    probes::AtomicFile m_file;
     bool m_first = true;
+    std::string m_failed;
 };
 
 extern "C" void nvml_did_not_return(int)
 {
     static const char message[] = "gpurun: monitor: an NVML call did not return in time; the monitor stops\n";
     [[maybe_unused]] auto n = write(STDERR_FILENO, message, sizeof message - 1);
-    if (g_json_temp[0] != '\0') {
-        unlink(g_json_temp);
+    if (g_json_dir >= 0) {
+        unlinkat(g_json_dir, g_json_temp, 0);
     }
     _exit(1);
 }
@@ -529,41 +514,21 @@ std::string expand_host(const std::string& pattern, const std::string& host)
 
 void start_node_monitor(const std::string& program, const NodeMonitorOptions& options)
 {
-    // Everything the child needs is made before fork: after it, only async-signal-safe calls.
     std::vector<std::string> argv{program, node_monitor_flag};
     const auto rest = node_monitor_arguments(options);
     argv.insert(argv.end(), rest.begin(), rest.end());
-    std::vector<char*> args;
-    for (auto& a : argv) {
-        args.push_back(a.data());
+    // Detached: the monitor's first parent goes at once, so the rank's program never sees a child
+    // it did not start; it starts with no signal blocked, whatever the rank's helper blocked.
+    sigset_t none;
+    sigemptyset(&none);
+    probes::SpawnOptions spawn;
+    spawn.detach = true;
+    spawn.mask = &none;
+    try {
+        probes::spawn_program(argv, spawn);
+    } catch (const probes::Error& e) {
+        throw Error(fmt::format("cannot start the GPU monitor: {}", e.what()));
     }
-    args.push_back(nullptr);
-    const long max_fd = std::min(sysconf(_SC_OPEN_MAX), 65536L);
-
-    const pid_t child = fork();
-    if (child < 0) {
-        throw Error(fmt::format("cannot start the GPU monitor: fork: {}", std::strerror(errno)));
-    }
-    if (child == 0) {
-        if (fork() != 0) {
-            _exit(0); // the monitor's parent goes at once: the rank's program never sees it
-        }
-        const int null = open("/dev/null", O_RDWR);
-        dup2(null, STDIN_FILENO);
-        dup2(null, STDOUT_FILENO);
-        if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
-            for (long fd = 3; fd < max_fd; ++fd) {
-                close(static_cast<int>(fd));
-            }
-        }
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        execv(args[0], args.data());
-        _exit(127);
-    }
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) { }
 }
 
 void join_node_monitor(const std::string& job_id, const MonitorOptions& monitor, const RankContext& context,

@@ -1,8 +1,8 @@
 #include "launcher/profile.hpp"
 
 #include "launcher/plan_report.hpp"
-#include "probes/command.hpp"
 #include "probes/error.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <charconv>

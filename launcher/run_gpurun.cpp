@@ -13,10 +13,10 @@
 #include "launcher/pack.hpp"
 #include "launcher/plan_report.hpp"
 #include "launcher/profile.hpp"
-#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
 #include "probes/library_versions.hpp"
+#include "probes/process.hpp"
 #include "probes/sysroot.hpp"
 #include "probes/topology.hpp"
 

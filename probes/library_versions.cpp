@@ -4,16 +4,15 @@
 #include "probes/error.hpp"
 #include "probes/nccl_allreduce.hpp"
 #include "probes/nvml.hpp"
+#include "probes/process.hpp"
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <hwloc.h>
 #include <nlohmann/json.hpp>
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,77 +98,26 @@ LibraryVersions library_versions(std::chrono::milliseconds deadline)
     v.hwloc_built_api = HWLOC_API_VERSION;
     v.hwloc_runtime_api = hwloc_get_api_version();
 
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        set_notes(v, fmt::format("not asked (pipe: {})", std::strerror(errno)));
+    std::vector<Child> children;
+    try {
+        children.push_back(spawn_function(gpu_library_versions, SpawnOptions{}));
+    } catch (const Error& e) {
+        set_notes(v, fmt::format("not asked ({})", e.what()));
         return v;
     }
-    const pid_t child = fork();
-    if (child == 0) {
-        close(fds[0]);
-        std::string text;
-        try {
-            text = gpu_library_versions();
-        } catch (...) {
-            _exit(1);
-        }
-        for (std::size_t done = 0; done < text.size();) {
-            ssize_t n = write(fds[1], text.data() + done, text.size() - done);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                _exit(1);
-            }
-            done += static_cast<std::size_t>(n);
-        }
-        _exit(0);
-    }
-    close(fds[1]);
-    if (child < 0) {
-        close(fds[0]);
-        set_notes(v, fmt::format("not asked (fork: {})", std::strerror(errno)));
-        return v;
-    }
-    std::string output;
-    bool timed_out = false;
-    const auto end = std::chrono::steady_clock::now() + deadline;
-    char buffer[4096];
-    while (true) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-            timed_out = true;
-            break;
-        }
-        pollfd p{fds[0], POLLIN, 0};
-        if (poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-            continue; // EINTR or the deadline: the loop checks the time
-        }
-        ssize_t n = read(fds[0], buffer, sizeof buffer);
-        if (n > 0) {
-            output.append(buffer, static_cast<std::size_t>(n));
-        } else if (n == 0 || errno != EINTR) {
-            break;
-        }
-    }
-    close(fds[0]);
-    int status = 0;
-    if (timed_out) {
-        kill(child, SIGKILL);
-        // A child stuck in a driver ioctl dies only when the call returns: do not wait for it long.
-        for (int i = 0; i < 25 && waitpid(child, &status, WNOHANG) != child; ++i) {
-            usleep(20000);
-        }
+    // A child stuck in a driver ioctl dies only when the call returns: do not wait for it long.
+    const ChildOutcome outcome = wait_for_children(children, deadline, std::chrono::milliseconds(500)).front();
+    if (outcome.timed_out) {
         set_notes(v, fmt::format("no answer in {} s (the driver may be wedged)", deadline.count() / 1000.0));
         return v;
     }
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) { }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (!outcome.exited(0)) {
         set_notes(v,
-            WIFSIGNALED(status) ? fmt::format("not asked: the library crashed ({})", strsignal(WTERMSIG(status)))
-                                : "not asked: the library check failed");
+            outcome.signaled() ? fmt::format("not asked: the library crashed ({})", strsignal(WTERMSIG(outcome.status)))
+                               : "not asked: the library check failed");
         return v;
     }
+    const std::string& output = outcome.output;
     try {
         auto doc = nlohmann::json::parse(output);
         v.driver = doc.value("driver", "");

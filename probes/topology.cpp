@@ -2,6 +2,7 @@
 
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -224,49 +225,24 @@ Topology Topology::load_xml(const std::string& path, bool crash_guard)
     }
     // hwloc 2.9 crashes on some malformed XML (objects without complete_cpuset, for one). Load it
     // once in a child so bad input gives an error, not a crash. The child reports an ordinary
-    // load error through a pipe; any other end of the child is a crash.
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        throw Error(fmt::format("cannot load topology {}: pipe: {}", path, std::strerror(errno)));
+    // load error as its message (exit status 3); any other end of the child is a crash.
+    std::vector<Child> children;
+    children.push_back(spawn_function(
+        [&] {
+            hwloc_topology_destroy(load(&xml));
+            return std::string();
+        },
+        SpawnOptions{}));
+    const ChildOutcome outcome = wait_for_children(children, std::nullopt).front();
+    if (outcome.exited(3) && !outcome.output.empty()) {
+        throw Error(outcome.output);
     }
-    pid_t child = fork();
-    if (child == 0) {
-        close(fds[0]);
-        try {
-            hwloc_topology_t t = load(&xml);
-            hwloc_topology_destroy(t);
-            _exit(0);
-        } catch (const Error& e) {
-            std::string_view message = e.what();
-            ssize_t ignored = write(fds[1], message.data(), message.size());
-            (void)ignored;
-            _exit(3);
-        }
-    }
-    close(fds[1]);
-    if (child < 0) {
-        close(fds[0]);
-        throw Error(fmt::format("cannot load topology {}: fork: {}", path, std::strerror(errno)));
-    }
-    std::string message;
-    char buffer[512];
-    ssize_t n = 0;
-    while ((n = read(fds[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR)) {
-        if (n > 0) {
-            message.append(buffer, static_cast<std::size_t>(n));
-        }
-    }
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) { }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 3 && !message.empty()) {
-        throw Error(message);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (!outcome.exited(0)) {
         throw Error(fmt::format("cannot load topology {}: hwloc crashed reading it ({}); the file is malformed: "
                                 "write it again with lstopo --of xml",
             path,
-            WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : fmt::format("exit status {}", WEXITSTATUS(status))));
+            outcome.signaled() ? strsignal(WTERMSIG(outcome.status))
+                               : fmt::format("exit status {}", outcome.exit_code())));
     }
     return Topology(load(&xml));
 }

@@ -1,7 +1,7 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/checks/gpu_facts.hpp"
-#include "probes/command.hpp"
 #include "probes/error.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <charconv>

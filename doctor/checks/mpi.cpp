@@ -1,7 +1,7 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/mpi_flavour.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <filesystem>

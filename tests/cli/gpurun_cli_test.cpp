@@ -1,6 +1,6 @@
 // Golden tests of the real gpurun binary: exit code, stdout and stderr for --help, --dry-run and
 // every usage error. UPDATE_GOLDEN=1 rewrites the golden files from the current output.
-#include "probes/command.hpp"
+#include "probes/process.hpp"
 #include "tests/support/golden.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"

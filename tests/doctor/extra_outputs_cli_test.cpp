@@ -1,6 +1,6 @@
 // The real gpudoctor's extra outputs: check --prometheus FILE, --junit FILE and --fail-summary,
 // with the fake NVML, beside --json, --quiet and --from, and when a file cannot be written.
-#include "probes/command.hpp"
+#include "probes/process.hpp"
 #include "tests/support/fake_gpu_node.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -150,6 +151,36 @@ TEST_F(ExtraOutputs, AnExistingFileIsReplacedWhole)
     EXPECT_EQ(prom.rfind("# HELP gpudoctor_probe_status ", 0), 0U) << prom.substr(0, 100);
     EXPECT_EQ(prom.find("##"), std::string::npos);
     EXPECT_EQ(names_in(m_dir / "out"), std::vector<std::string>{"node.prom"});
+}
+
+TEST_F(ExtraOutputs, RootDoesNotWriteThroughAnotherUsersLink)
+{
+    // The prolog's attack: in a shared directory, another user's link to a file only root may
+    // write. Both outputs are refused (exit 2, no report) and the file keeps its content and mode.
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root, to give a link another user's uid";
+    }
+    chmod(path("out").c_str(), 01777);
+    std::filesystem::create_directory(m_dir / "secret");
+    const auto victim = m_dir / "secret/shadow";
+    std::ofstream(victim) << "root's data\n";
+    chmod(victim.c_str(), 0600);
+    for (const std::string option : {"--prometheus", "--junit"}) {
+        const auto link = m_dir / "out" / (option.substr(2) + ".out");
+        std::filesystem::create_symlink(victim, link);
+        ASSERT_EQ(lchown(link.c_str(), 65534, 65534), 0);
+        auto r = gpudoctor({"check", option, link.string()}, "healthy.json");
+        EXPECT_EQ(r.exit_code, 2) << option;
+        EXPECT_EQ(r.out, "");
+        EXPECT_EQ(r.err,
+            "gpudoctor: " + option + " " + link.string() + ": " + link.string() +
+                " is a symbolic link owned by another user (uid 65534); it is not followed: remove it, or write the "
+                "file elsewhere\n");
+        EXPECT_EQ(file_text(victim), "root's data\n");
+        struct stat st { };
+        ASSERT_EQ(stat(victim.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 0777, 0600U);
+    }
 }
 
 TEST_F(ExtraOutputs, UsageErrors)

@@ -1,4 +1,4 @@
-#include "probes/command.hpp"
+#include "probes/process.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/temp_dir.hpp"
 

@@ -78,7 +78,7 @@ TEST(JobDir, RecordsRoundTripAndHalfWrittenFilesAreSkipped)
     const RankRecord r0{0, 0, 1234, 11, *probes::PciAddress::parse("0000:07:00.0")};
     launcher::write_rank_record(dir, r3);
     launcher::write_rank_record(dir, r0);
-    std::ofstream(tmp / "job/.record.abc123") << "rank 9\npid 1\n"; // a writer's temporary file
+    std::ofstream(tmp / "job/.rank-9.abc123") << "rank 9\npid 1\n"; // a writer's temporary file
     std::ofstream(tmp / "job/rank-7") << "rank 7\npid 77\n"; // not a whole record
     EXPECT_EQ(launcher::read_rank_records(dir), (std::vector<RankRecord>{r0, r3}));
     EXPECT_EQ(mode_of(tmp / "job/rank-3"), 0600U);

@@ -1,6 +1,6 @@
-#include "probes/command.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
+#include "probes/process.hpp"
 #include "probes/topology.hpp"
 #include "tests/support/layouts.hpp"
 

@@ -1,0 +1,597 @@
+#include "probes/process.hpp"
+
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <limits>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <utility>
+
+namespace probes {
+
+void KeptOutput::append(const char* data, std::size_t size)
+{
+    const std::size_t to_head = std::min(size, m_head_limit - m_head.size());
+    m_head.append(data, to_head);
+    data += to_head;
+    size -= to_head;
+    if (size == 0) {
+        return;
+    }
+    m_tail.append(data, size);
+    // Trim only once the tail is twice its size: each byte is moved at most once.
+    if (m_tail.size() > 2 * m_tail_limit) {
+        const std::size_t cut = m_tail.size() - m_tail_limit;
+        m_tail.erase(0, cut);
+        m_dropped += cut;
+    }
+}
+
+std::string KeptOutput::take()
+{
+    if (m_tail.size() > m_tail_limit) {
+        const std::size_t cut = m_tail.size() - m_tail_limit;
+        m_tail.erase(0, cut);
+        m_dropped += cut;
+    }
+    std::string out = std::move(m_head);
+    if (m_dropped > 0) {
+        if (!out.empty() && out.back() != '\n') {
+            out += '\n';
+        }
+        out += fmt::format("[... {} bytes of output left out ...]\n", m_dropped);
+    }
+    out += m_tail;
+    m_head.clear();
+    m_tail.clear();
+    m_dropped = 0;
+    return out;
+}
+
+std::optional<std::string> find_executable(const std::string& name, const char* path)
+{
+    auto usable = [](const std::string& file) {
+        struct stat st { };
+        return stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(file.c_str(), X_OK) == 0;
+    };
+    if (name.empty()) {
+        return std::nullopt;
+    }
+    if (name.find('/') != std::string::npos) {
+        return usable(name) ? std::optional<std::string>(name) : std::nullopt;
+    }
+    std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+    std::size_t pos = 0;
+    while (pos <= dirs.size()) {
+        std::size_t colon = dirs.find(':', pos);
+        std::string dir = dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+        std::string file = (dir.empty() ? std::string(".") : dir) + "/" + name;
+        if (usable(file)) {
+            return file;
+        }
+        if (colon == std::string::npos) {
+            break;
+        }
+        pos = colon + 1;
+    }
+    return std::nullopt;
+}
+
+void exit_after_failed_exec(const std::string& message, int err) noexcept
+{
+    const char* reason = std::strerror(err);
+    for (const auto& [text, size] : {std::pair{message.data(), message.size()}, std::pair{reason, std::strlen(reason)},
+             std::pair{"\n", std::size_t{1}}}) {
+        if (write(STDERR_FILENO, text, size) < 0) {
+            break;
+        }
+    }
+    _exit(127);
+}
+
+// --- Child ---------------------------------------------------------------------------------------
+
+Child::Child(pid_t pid, int output_fd, const SpawnOptions& options)
+    : m_pid(pid), m_fd(output_fd), m_own_group(options.own_group), m_kept(options.keep_head, options.keep_tail)
+{
+}
+
+Child::Child(Child&& other) noexcept
+    : m_pid(std::exchange(other.m_pid, -1)), m_fd(std::exchange(other.m_fd, -1)), m_own_group(other.m_own_group),
+      m_kept(std::move(other.m_kept))
+{
+}
+
+Child& Child::operator=(Child&& other) noexcept
+{
+    if (this != &other) {
+        close_output();
+        m_pid = std::exchange(other.m_pid, -1);
+        m_fd = std::exchange(other.m_fd, -1);
+        m_own_group = other.m_own_group;
+        m_kept = std::move(other.m_kept);
+    }
+    return *this;
+}
+
+Child::~Child()
+{
+    close_output();
+}
+
+void Child::signal(int signal) const
+{
+    if (m_pid <= 0) {
+        return;
+    }
+    if (m_own_group) {
+        killpg(m_pid, signal);
+    }
+    kill(m_pid, signal);
+}
+
+void Child::read_output()
+{
+    char buffer[65536];
+    const ssize_t n = read(m_fd, buffer, sizeof buffer);
+    if (n > 0) {
+        m_kept.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+        close_output();
+    }
+}
+
+void Child::close_output()
+{
+    if (m_fd >= 0) {
+        close(m_fd);
+        m_fd = -1;
+    }
+}
+
+// --- Starting ------------------------------------------------------------------------------------
+
+namespace {
+
+/// Everything a child needs, made before fork: after it, a threaded parent's heap and stdio locks
+/// may be held, so the child makes only async-signal-safe calls.
+struct Prepared {
+    std::vector<std::string> argv;
+    std::vector<char*> args;
+    std::string file; ///< with an environment: the program looked up in its PATH
+    std::vector<std::string> env_entries;
+    std::vector<char*> envp;
+    long max_fd = 0;
+};
+
+Prepared prepare(const std::vector<std::string>& argv, const SpawnOptions& options)
+{
+    Prepared p;
+    p.argv = argv;
+    for (auto& a : p.argv) {
+        p.args.push_back(a.data());
+    }
+    p.args.push_back(nullptr);
+    if (options.env != nullptr) {
+        const auto path = options.env->find("PATH");
+        // Not found: execve fails in the child and the status is 127, as with execvp.
+        p.file =
+            find_executable(argv[0], path == options.env->end() ? nullptr : path->second.c_str()).value_or(argv[0]);
+        for (const auto& [name, value] : *options.env) {
+            p.env_entries.push_back(name + "=" + value);
+        }
+        for (auto& e : p.env_entries) {
+            p.envp.push_back(e.data());
+        }
+        p.envp.push_back(nullptr);
+    }
+    p.max_fd = std::min(sysconf(_SC_OPEN_MAX), 65536L);
+    return p;
+}
+
+void close_from(int first, long max_fd) noexcept
+{
+    if (syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, 0U) != 0) {
+        for (long fd = first; fd < max_fd; ++fd) {
+            close(static_cast<int>(fd));
+        }
+    }
+}
+
+/// The part of a child's set-up common to programs and functions.
+void set_up_child(const SpawnOptions& options, pid_t parent) noexcept
+{
+    if (options.own_group) {
+        setpgid(0, 0);
+    }
+    if (options.die_with_parent) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) {
+            _exit(137); // the parent died before the request took hold
+        }
+    }
+    if (options.mask != nullptr) {
+        sigprocmask(SIG_SETMASK, options.mask, nullptr);
+    }
+    if (options.stdin_null) {
+        const int null = open("/dev/null", O_RDONLY | O_CLOEXEC); // closed at exec, after dup2
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+        }
+    }
+}
+
+[[noreturn]] void exec_prepared(const Prepared& p, const SpawnOptions& options) noexcept
+{
+    if (options.env != nullptr) {
+        execve(p.file.c_str(), p.args.data(), p.envp.data());
+    } else {
+        execvp(p.args[0], p.args.data());
+    }
+    if (options.exec_error.empty()) {
+        _exit(127);
+    }
+    exit_after_failed_exec(options.exec_error, errno);
+}
+
+void write_all(int fd, const std::string& text) noexcept
+{
+    for (std::size_t done = 0; done < text.size();) {
+        const ssize_t n = write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;
+        }
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+std::string cannot(const std::string& what, const char* step)
+{
+    return fmt::format("cannot run {}: {}: {}", what, step, std::strerror(errno));
+}
+
+} // namespace
+
+Child spawn_program(const std::vector<std::string>& argv, const SpawnOptions& options)
+{
+    if (argv.empty()) {
+        throw Error("cannot run a program: empty argv");
+    }
+    const Prepared p = prepare(argv, options);
+    int fds[2] = {-1, -1};
+    const bool capture = options.output == SpawnOptions::Output::capture;
+    if (capture && pipe2(fds, O_CLOEXEC) != 0) {
+        throw Error(cannot(argv[0], "pipe"));
+    }
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) {
+        const std::string message = cannot(argv[0], "fork");
+        if (capture) {
+            close(fds[0]);
+            close(fds[1]);
+        }
+        throw Error(message);
+    }
+    if (pid == 0) {
+        set_up_child(options, parent);
+        if (options.detach) {
+            if (fork() != 0) {
+                _exit(0); // the daemon's first parent goes at once: it is nobody's child to wait for
+            }
+            const int null = open("/dev/null", O_RDWR);
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO); // standard error stays, for the daemon's own messages
+            close_from(3, p.max_fd);
+        } else if (capture) {
+            dup2(fds[1], STDOUT_FILENO);
+            dup2(fds[1], STDERR_FILENO);
+        } else if (options.output == SpawnOptions::Output::discard) {
+            const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+        }
+        exec_prepared(p, options);
+    }
+    if (options.own_group) {
+        setpgid(pid, pid); // on both sides: whichever runs first, the group exists before either goes on
+    }
+    if (capture) {
+        close(fds[1]);
+    }
+    if (options.detach) {
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) { }
+        return Child();
+    }
+    return Child(pid, fds[0], options);
+}
+
+Child spawn_function(const std::function<std::string()>& body, SpawnOptions options)
+{
+    options.output = SpawnOptions::Output::capture;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        throw Error(cannot("a child", "pipe"));
+    }
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) {
+        const std::string message = cannot("a child", "fork");
+        close(fds[0]);
+        close(fds[1]);
+        throw Error(message);
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        set_up_child(options, parent);
+        // The child is a copy of a process that may have had threads: it does its one piece of
+        // work and leaves with _exit, running no destructors or atexit handlers of the parent's.
+        int code = 0;
+        std::string text;
+        try {
+            text = body();
+        } catch (const std::exception& e) {
+            text = e.what();
+            code = 3;
+        } catch (...) {
+            code = 3;
+        }
+        write_all(fds[1], text);
+        _exit(code);
+    }
+    close(fds[1]);
+    if (options.own_group) {
+        setpgid(pid, pid);
+    }
+    return Child(pid, fds[0], options);
+}
+
+// --- Waiting -------------------------------------------------------------------------------------
+
+bool ChildOutcome::exited(int code) const
+{
+    return reaped && WIFEXITED(status) && WEXITSTATUS(status) == code;
+}
+
+bool ChildOutcome::signaled() const
+{
+    return reaped && WIFSIGNALED(status);
+}
+
+int ChildOutcome::exit_code() const
+{
+    if (!reaped) {
+        return 128 + SIGKILL;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Reaps `pid`: at once when `until` is nullopt, else by polling until then. False when it has not
+/// ended by then.
+bool reap(pid_t pid, int& status, std::optional<Clock::time_point> until)
+{
+    if (!until) {
+        while (true) {
+            const pid_t done = waitpid(pid, &status, 0);
+            if (done == pid) {
+                return true;
+            }
+            if (done < 0 && errno != EINTR) {
+                status = 0; // reaped elsewhere: its status is lost
+                return true;
+            }
+        }
+    }
+    auto pause = std::chrono::microseconds(200);
+    while (true) {
+        const pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid) {
+            return true;
+        }
+        if (done < 0 && errno != EINTR) {
+            status = 0;
+            return true;
+        }
+        const auto now = Clock::now();
+        if (now >= *until) {
+            return false;
+        }
+        usleep(static_cast<useconds_t>(std::min<long long>(
+            pause.count(), std::chrono::duration_cast<std::chrono::microseconds>(*until - now).count())));
+        pause = std::min(pause * 2, std::chrono::microseconds(20000));
+    }
+}
+
+} // namespace
+
+std::vector<ChildOutcome> wait_for_children(std::vector<Child>& children,
+    std::optional<std::chrono::milliseconds> timeout, std::chrono::milliseconds reap_grace)
+{
+    std::vector<ChildOutcome> outcomes(children.size());
+    std::optional<Clock::time_point> deadline;
+    if (timeout) {
+        deadline = Clock::now() + *timeout;
+    }
+    // 1. Their output, until each closes it or the deadline.
+    while (true) {
+        std::vector<pollfd> fds;
+        std::vector<std::size_t> owners;
+        for (std::size_t i = 0; i < children.size(); ++i) {
+            if (children[i].output_fd() >= 0) {
+                fds.push_back({children[i].output_fd(), POLLIN, 0});
+                owners.push_back(i);
+            }
+        }
+        if (fds.empty()) {
+            break;
+        }
+        int wait_ms = -1;
+        if (deadline) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+            if (left.count() <= 0) {
+                for (const std::size_t i : owners) {
+                    outcomes[i].timed_out = true;
+                    children[i].signal(SIGKILL);
+                    children[i].close_output();
+                }
+                break;
+            }
+            wait_ms = static_cast<int>(std::min<long long>(left.count(), std::numeric_limits<int>::max()));
+        }
+        if (poll(fds.data(), fds.size(), wait_ms) < 0) {
+            continue; // EINTR, or a poll failure: the deadline still ends the wait
+        }
+        for (std::size_t k = 0; k < fds.size(); ++k) {
+            if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0) {
+                children[owners[k]].read_output();
+            }
+        }
+    }
+    // 2. Their end. One that closed its output but goes on past the deadline is killed then; one
+    // killed but stuck in the kernel (a wedged driver ioctl dies only when the call returns) is
+    // given reap_grace and then left, rather than hang with it.
+    for (std::size_t i = 0; i < children.size(); ++i) {
+        ChildOutcome& outcome = outcomes[i];
+        Child& child = children[i];
+        if (child.pid() <= 0) {
+            continue;
+        }
+        if (!outcome.timed_out) {
+            outcome.reaped = reap(child.pid(), outcome.status, deadline);
+            if (!outcome.reaped) {
+                outcome.timed_out = true;
+                child.signal(SIGKILL);
+            }
+        }
+        if (!outcome.reaped) {
+            outcome.reaped = reap(child.pid(), outcome.status, Clock::now() + reap_grace);
+        }
+        if (child.own_group()) {
+            killpg(child.pid(), SIGKILL); // whatever it started and left behind
+        }
+        outcome.output = child.kept().take();
+    }
+    return outcomes;
+}
+
+namespace {
+
+CommandResult run_captured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+    const std::map<std::string, std::string>* env)
+{
+    SpawnOptions options;
+    options.output = SpawnOptions::Output::capture;
+    options.stdin_null = true;
+    options.env = env;
+    std::vector<Child> children;
+    children.push_back(spawn_program(argv, options));
+    const ChildOutcome outcome = wait_for_children(children, timeout).front();
+    CommandResult result;
+    result.timed_out = outcome.timed_out;
+    result.exit_code = outcome.exit_code();
+    result.output = outcome.output;
+    return result;
+}
+
+} // namespace
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout)
+{
+    return run_captured(argv, timeout, nullptr);
+}
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+    const std::map<std::string, std::string>& env)
+{
+    return run_captured(argv, timeout, &env);
+}
+
+// --- Supervisor ----------------------------------------------------------------------------------
+
+Supervisor::Supervisor()
+{
+    // With SIGCHLD ignored (inherited from some wrappers) the kernel reaps the child itself and
+    // waitpid can never report it.
+    ::signal(SIGCHLD, SIG_DFL);
+    sigemptyset(&m_watched);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
+        sigaddset(&m_watched, s);
+    }
+    sigprocmask(SIG_BLOCK, &m_watched, &m_previous);
+}
+
+Supervisor::~Supervisor()
+{
+    if (m_child.own_group() && m_child.pid() > 0) {
+        killpg(m_child.pid(), SIGKILL); // anything the program left in its group belongs to it
+    }
+    sigprocmask(SIG_SETMASK, &m_previous, nullptr);
+}
+
+void Supervisor::start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error)
+{
+    SpawnOptions options;
+    options.own_group = own_group;
+    options.mask = &m_previous;
+    options.exec_error = exec_error;
+    m_child = spawn_program(argv, options);
+}
+
+Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout)
+{
+    Event event;
+    auto check_child = [&] {
+        if (!started() || m_done) {
+            return;
+        }
+        int status = 0;
+        const pid_t done = waitpid(m_child.pid(), &status, WNOHANG);
+        if (done == m_child.pid()) {
+            m_done = true;
+            event.exited = true;
+            event.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        } else if (done < 0 && errno == ECHILD) {
+            m_done = true; // reaped elsewhere: its status is lost
+            event.exited = true;
+        }
+    };
+    check_child();
+    if (event.exited) {
+        return event;
+    }
+    const auto ns = std::max<long long>(0, timeout.count());
+    timespec wait{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    siginfo_t info{};
+    const int sig = sigtimedwait(&m_watched, &info, &wait);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        event.signal = sig;
+        event.from_terminal = info.si_code == SI_KERNEL;
+    }
+    check_child();
+    return event;
+}
+
+void Supervisor::kill_now() const
+{
+    m_child.signal(SIGKILL);
+}
+
+} // namespace probes

@@ -1,0 +1,192 @@
+#pragma once
+
+// The one place gpukit starts processes. Every child, whether it runs a program (mpirun, python3,
+// ompi_info, a fit trial, the launcher of a job) or a function of ours that must not take the tool
+// down with it (a GPU library call, hwloc on a malformed file, a probe's collector), is made here,
+// with the same rules: argv only (never a shell), descriptors not inherited, signals restored,
+// output kept within bounds, deadlines that end in SIGKILL, and a child stuck in the kernel left
+// behind rather than waited for.
+
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace probes {
+
+/// Output kept from a command that may print without end: the first `head` bytes and the last
+/// `tail` bytes, with "[... N bytes of output left out ...]" on a line of its own between them
+/// when anything was dropped. The end matters as much as the start: a training run's out-of-memory
+/// error comes last, after whatever it printed before.
+class KeptOutput {
+public:
+    explicit KeptOutput(std::size_t head = 8U << 20, std::size_t tail = 8U << 20)
+        : m_head_limit(head), m_tail_limit(tail)
+    {
+    }
+    void append(const char* data, std::size_t size);
+    /// Everything kept, in order; the object is left empty.
+    std::string take();
+
+private:
+    std::size_t m_head_limit;
+    std::size_t m_tail_limit;
+    std::string m_head;
+    std::string m_tail; ///< up to twice m_tail_limit between trims
+    std::uint64_t m_dropped = 0;
+};
+
+/// How a child is set up between fork and its work.
+struct SpawnOptions {
+    /// Standard output and error: the caller's, a pipe the parent reads (both into one), or /dev/null.
+    enum class Output { inherit, capture, discard };
+    Output output = Output::inherit;
+    bool stdin_null = false; ///< standard input from /dev/null
+    /// A process group of its own (set on both sides of fork, so the parent can signal the group
+    /// at once): what the child starts can be killed with it.
+    bool own_group = false;
+    bool die_with_parent = false; ///< SIGKILL when the parent dies (PR_SET_PDEATHSIG)
+    /// Started twice removed, with no parent to wait for it (a daemon that outlives the caller's
+    /// exec): standard streams on /dev/null, every other descriptor closed. Needs a program.
+    bool detach = false;
+    /// The signal mask the child starts with; null keeps the caller's.
+    const sigset_t* mask = nullptr;
+    /// For a program: exactly this environment, argv[0] looked up in its PATH; null: the caller's
+    /// environment and a PATH search (execvp).
+    const std::map<std::string, std::string>* env = nullptr;
+    /// Printed before strerror when the program cannot be executed (exit status 127).
+    std::string exec_error;
+    /// Output kept when captured (see KeptOutput).
+    std::size_t keep_head = 8U << 20;
+    std::size_t keep_tail = 8U << 20;
+};
+
+/// A started child. Moveable; the destructor closes the output pipe but neither kills nor reaps.
+class Child {
+public:
+    Child() = default;
+    Child(pid_t pid, int output_fd, const SpawnOptions& options);
+    Child(Child&& other) noexcept;
+    Child& operator=(Child&& other) noexcept;
+    Child(const Child&) = delete;
+    Child& operator=(const Child&) = delete;
+    ~Child();
+
+    pid_t pid() const { return m_pid; }
+    bool own_group() const { return m_own_group; }
+    /// Sends `signal` to the child, and to its group when it has one.
+    void signal(int signal) const;
+
+    // Used by wait_for_children.
+    int output_fd() const { return m_fd; }
+    void read_output();
+    void close_output();
+    KeptOutput& kept() { return m_kept; }
+
+private:
+    pid_t m_pid = -1;
+    int m_fd = -1;
+    bool m_own_group = false;
+    KeptOutput m_kept;
+};
+
+/// Starts argv[0] with argv. Throws probes::Error when the child cannot be made (pipe, fork); a
+/// program that cannot be executed ends with status 127 after printing options.exec_error and why.
+Child spawn_program(const std::vector<std::string>& argv, const SpawnOptions& options);
+
+/// Runs `body` in a forked child and sends what it returns to the parent through the output pipe
+/// (options.output is taken as capture). The child exits 0, or 3 after writing the message of an
+/// exception that `body` threw. Use it for a call that may hang or crash in somebody else's code.
+Child spawn_function(const std::function<std::string()>& body, SpawnOptions options);
+
+/// How a waited-for child ended.
+struct ChildOutcome {
+    std::string output; ///< what it wrote, when captured
+    bool timed_out = false; ///< killed at the deadline
+    bool reaped = false; ///< false: killed, but still in the kernel (a wedged driver call)
+    int status = 0; ///< the raw wait status, when reaped
+
+    bool exited(int code) const;
+    bool signaled() const;
+    /// The exit status to hand on: the exit code, or 128+N for signal N.
+    int exit_code() const;
+};
+
+/// Reads the children's output until they close it, then reaps them. At `timeout` (none: no
+/// deadline) the children still writing are SIGKILLed (with their groups), given `reap_grace` to
+/// die, and then left. A child with a group has the group killed once it is reaped: whatever it
+/// started and left behind goes with it.
+std::vector<ChildOutcome> wait_for_children(std::vector<Child>& children,
+    std::optional<std::chrono::milliseconds> timeout, std::chrono::milliseconds reap_grace = std::chrono::seconds(2));
+
+/// What an external command did.
+struct CommandResult {
+    int exit_code = -1; ///< exit status, or 128+signal
+    bool timed_out = false;
+    /// stdout and stderr together: all of it up to 16 MiB; past that the first and the last 8 MiB
+    /// around a line that says how many bytes were left out (see KeptOutput).
+    std::string output;
+};
+
+/// Runs argv[0] (searched in PATH) with argv, never through a shell, with a deadline after which
+/// it is killed; stdin is /dev/null. Throws probes::Error when it cannot be started.
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+
+/// The same, but the child gets exactly `env` as its environment instead of this process's, and
+/// argv[0] is searched in env's PATH: a collector runs a command in the environment snapshot it
+/// was given (doctor::CollectContext::env), not in whatever gpudoctor itself inherited.
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+    const std::map<std::string, std::string>& env);
+
+/// A program run in the foreground while this process watches SIGINT, SIGTERM and SIGHUP for it:
+/// the launcher of a job (gpurun), the command under `gpudoctor monitor`. Made before the child,
+/// it blocks those signals (and SIGCHLD) so none is lost; they are delivered through wait().
+/// The destructor restores the signal mask and, when the child had a group of its own, kills what
+/// is left in it.
+class Supervisor {
+public:
+    Supervisor();
+    ~Supervisor();
+    Supervisor(const Supervisor&) = delete;
+    Supervisor& operator=(const Supervisor&) = delete;
+
+    /// Starts the program with the signal mask the caller had. Throws probes::Error as spawn_program.
+    void start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error);
+    bool started() const { return m_child.pid() > 0; }
+    const Child& child() const { return m_child; }
+
+    struct Event {
+        int signal = 0; ///< SIGINT, SIGTERM or SIGHUP received; 0 for none
+        /// The signal came from the terminal driver (Ctrl-C): a child in our process group got
+        /// it too and must not get it twice.
+        bool from_terminal = false;
+        bool exited = false; ///< the child ended (or was reaped elsewhere: status 0)
+        int exit_code = 0; ///< its exit code, or 128+N for signal N
+    };
+    /// Waits up to `timeout` for a watched signal or the child's end, whichever comes first.
+    Event wait(std::chrono::nanoseconds timeout);
+    /// SIGKILL to the child and its group.
+    void kill_now() const;
+
+private:
+    sigset_t m_watched{};
+    sigset_t m_previous{};
+    Child m_child;
+    bool m_done = false;
+};
+
+/// The first executable `name` in the PATH-style list `path`; a name with a '/' is checked as is.
+std::optional<std::string> find_executable(const std::string& name, const char* path);
+
+/// For a child whose exec failed: writes `message` (made before fork), strerror(`err`) and a newline
+/// to standard error with write(2) only, since after fork a threaded parent's heap and stdio locks
+/// may be held, then _exit(127).
+[[noreturn]] void exit_after_failed_exec(const std::string& message, int err) noexcept;
+
+} // namespace probes

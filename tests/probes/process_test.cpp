@@ -1,0 +1,229 @@
+#include "probes/process.hpp"
+
+#include "probes/error.hpp"
+#include "tests/support/temp_dir.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <map>
+#include <random>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+// What KeptOutput must hold for `text`: all of it when it fits in head + tail, else its first
+// `head` bytes, the line that counts what was left out, and its last `tail` bytes.
+std::string expected(const std::string& text, std::size_t head, std::size_t tail)
+{
+    if (text.size() <= head + tail) {
+        return text;
+    }
+    std::string out = text.substr(0, head);
+    if (!out.empty() && out.back() != '\n') {
+        out += '\n';
+    }
+    out += "[... " + std::to_string(text.size() - head - tail) + " bytes of output left out ...]\n";
+    return out + text.substr(text.size() - tail);
+}
+
+TEST(KeptOutput, KeepsTheStartAndTheEndWhateverTheChunks)
+{
+    std::mt19937 random(7);
+    for (std::size_t size : {0U, 5U, 10U, 11U, 29U, 30U, 31U, 64U, 1000U}) {
+        std::string text;
+        for (std::size_t i = 0; i < size; ++i) {
+            text += static_cast<char>('a' + i % 26);
+        }
+        for (int round = 0; round < 20; ++round) {
+            probes::KeptOutput kept(10, 20);
+            std::size_t at = 0;
+            while (at < text.size()) {
+                const std::size_t n = std::min<std::size_t>(text.size() - at, 1 + random() % 45);
+                kept.append(text.data() + at, n);
+                at += n;
+            }
+            EXPECT_EQ(kept.take(), expected(text, 10, 20)) << "size " << size << ", round " << round;
+        }
+    }
+}
+
+TEST(KeptOutput, TheCountStartsOnItsOwnLineAndTakeEmptiesIt)
+{
+    probes::KeptOutput kept(4, 3);
+    const std::string text = "abc\ndefghij\nxyz";
+    kept.append(text.data(), text.size());
+    EXPECT_EQ(kept.take(), "abc\n[... 8 bytes of output left out ...]\nxyz");
+    EXPECT_EQ(kept.take(), "");
+    kept.append("12345", 5);
+    EXPECT_EQ(kept.take(), "12345");
+}
+
+TEST(RunCommand, KeepsTheLastLinesOfAnOutputPastTheLimit)
+{
+    // 20 MB, then a last line: the output holds the first and last 8 MiB and the last line.
+    auto r = probes::run_command(
+        {"/bin/sh", "-c", "head -c 20000000 /dev/zero | tr '\\000' x; echo; echo 'the last line' >&2"},
+        std::chrono::seconds(60));
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_FALSE(r.timed_out);
+    const std::size_t mib8 = 8U << 20;
+    const std::string dropped = std::to_string(20000000 + 1 + 14 - 2 * mib8);
+    EXPECT_EQ(r.output.size(), 2 * mib8 + 1 + ("[...  bytes of output left out ...]\n" + dropped).size());
+    EXPECT_EQ(r.output.substr(0, 3), "xxx");
+    EXPECT_NE(r.output.find("\n[... " + dropped + " bytes of output left out ...]\nxxx"), std::string::npos);
+    EXPECT_EQ(r.output.substr(r.output.size() - 16), "x\nthe last line\n");
+}
+
+TEST(RunCommand, StatusTimeoutAndAProgramThatIsNotThere)
+{
+    auto r = probes::run_command({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, std::chrono::seconds(10));
+    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_EQ(r.output, "out\nerr\n");
+    const auto start = std::chrono::steady_clock::now();
+    r = probes::run_command({"sleep", "30"}, std::chrono::milliseconds(200));
+    EXPECT_TRUE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    r = probes::run_command({"gpukit-no-such-program"}, std::chrono::seconds(10));
+    EXPECT_EQ(r.exit_code, 127);
+    // A program that closes its output and goes on is still ended at the deadline.
+    r = probes::run_command({"/bin/sh", "-c", "exec >&- 2>&-; sleep 30"}, std::chrono::milliseconds(300));
+    EXPECT_TRUE(r.timed_out);
+}
+
+TEST(RunCommand, TheEnvironmentGivenIsTheWholeEnvironment)
+{
+    const std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}, {"ONLY", "this"}};
+    auto r = probes::run_command({"sh", "-c", "env | sort"}, std::chrono::seconds(10), env);
+    EXPECT_EQ(r.output, "ONLY=this\nPATH=/usr/bin:/bin\nPWD=" + std::filesystem::current_path().string() + "\n");
+}
+
+TEST(SpawnFunction, ReturnsWhatTheChildMadeAndTellsACrashFromAThrow)
+{
+    std::vector<probes::Child> children;
+    children.push_back(probes::spawn_function([] { return std::string("made in the child"); }, {}));
+    children.push_back(probes::spawn_function([]() -> std::string { throw probes::Error("it broke: here"); }, {}));
+    children.push_back(probes::spawn_function(
+        []() -> std::string {
+            raise(SIGSEGV);
+            return "";
+        },
+        {}));
+    const auto outcomes = probes::wait_for_children(children, std::chrono::seconds(10));
+    ASSERT_EQ(outcomes.size(), 3U);
+    EXPECT_TRUE(outcomes[0].exited(0));
+    EXPECT_EQ(outcomes[0].output, "made in the child");
+    EXPECT_TRUE(outcomes[1].exited(3));
+    EXPECT_EQ(outcomes[1].output, "it broke: here");
+    EXPECT_TRUE(outcomes[2].signaled());
+    EXPECT_EQ(WTERMSIG(outcomes[2].status), SIGSEGV);
+    EXPECT_EQ(outcomes[2].exit_code(), 128 + SIGSEGV);
+}
+
+TEST(SpawnFunction, AHangIsKilledAtTheDeadlineWithWhatItStartedAndTheOthersFinish)
+{
+    test_support::TempDir dir;
+    const auto pid_file = dir / "grandchild";
+    probes::SpawnOptions options;
+    options.own_group = true;
+    std::vector<probes::Child> children;
+    children.push_back(probes::spawn_function(
+        [&] {
+            // Starts a process of its own, then hangs: both must go at the deadline.
+            const pid_t grandchild = fork();
+            if (grandchild == 0) {
+                pause();
+                _exit(0);
+            }
+            std::ofstream(pid_file) << grandchild;
+            pause();
+            return std::string();
+        },
+        options));
+    children.push_back(probes::spawn_function([] { return std::string("quick"); }, options));
+    const auto start = std::chrono::steady_clock::now();
+    const auto outcomes = probes::wait_for_children(children, std::chrono::milliseconds(500));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+    EXPECT_TRUE(outcomes[0].timed_out);
+    EXPECT_TRUE(outcomes[0].reaped);
+    EXPECT_FALSE(outcomes[1].timed_out);
+    EXPECT_EQ(outcomes[1].output, "quick");
+    pid_t grandchild = 0;
+    std::ifstream(pid_file) >> grandchild;
+    ASSERT_GT(grandchild, 0);
+    bool gone = false;
+    for (int i = 0; i < 200 && !gone; ++i) {
+        // Not our child: it is gone once kill(0) fails (a zombie is reaped by init quickly).
+        std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        gone = text.empty() || text.find(") Z ") != std::string::npos;
+        if (!gone) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    EXPECT_TRUE(gone) << "the hanging child's own child outlived the deadline";
+}
+
+TEST(Supervisor, PassesOnASignalAndReportsTheExitStatus)
+{
+    probes::Supervisor supervisor;
+    supervisor.start({"/bin/sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.05; done"}, true, "");
+    EXPECT_TRUE(supervisor.started());
+    auto event = supervisor.wait(std::chrono::milliseconds(100));
+    EXPECT_FALSE(event.exited);
+    EXPECT_EQ(event.signal, 0);
+    kill(getpid(), SIGTERM); // blocked by the supervisor: delivered through wait()
+    event = supervisor.wait(std::chrono::seconds(5));
+    EXPECT_EQ(event.signal, SIGTERM);
+    EXPECT_FALSE(event.from_terminal);
+    supervisor.child().signal(event.signal);
+    for (int i = 0; i < 100 && !event.exited; ++i) {
+        event = supervisor.wait(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(event.exited);
+    EXPECT_EQ(event.exit_code, 7);
+}
+
+TEST(Supervisor, AProgramThatCannotRunSaysWhyAndExits127)
+{
+    probes::Supervisor supervisor;
+    supervisor.start({"gpukit-no-such-program"}, false, "test: cannot run it: ");
+    auto event = supervisor.wait(std::chrono::seconds(5));
+    for (int i = 0; i < 50 && !event.exited; ++i) {
+        event = supervisor.wait(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(event.exited);
+    EXPECT_EQ(event.exit_code, 127);
+}
+
+TEST(SpawnProgram, ADetachedProgramIsNobodysChildAndKeepsNoDescriptor)
+{
+    test_support::TempDir dir;
+    const auto out = dir / "fds";
+    // The descriptor of a file opened here must not reach the daemon.
+    std::FILE* held = std::fopen((dir / "held").c_str(), "w");
+    ASSERT_NE(held, nullptr);
+    probes::SpawnOptions options;
+    options.detach = true;
+    const auto before = std::chrono::steady_clock::now();
+    probes::spawn_program({"/bin/sh", "-c", "sleep 0.2; ls /proc/self/fd > " + out.string()}, options);
+    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(1)) << "waited for the daemon";
+    std::fclose(held);
+    EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1) << "a child left to reap";
+    std::string listed;
+    for (int i = 0; i < 300 && listed.empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::ifstream in(out);
+        std::getline(in, listed, '\0');
+    }
+    // 0, 1, 2 and the one ls opens to read the directory: nothing inherited.
+    EXPECT_EQ(listed, "0\n1\n2\n3\n");
+}
+
+} // namespace
