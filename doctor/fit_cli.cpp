@@ -408,6 +408,8 @@ int run_fit(int argc, char** argv)
     app.add_option("--base-batch", o.base_batch, "The global batch --base-lr was tuned for")->type_name("B");
     app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
     app.add_flag("--json", o.json, "Print the answer as JSON");
+    bool no_color = false; // accepted as by every subcommand: this text has no colour to leave out
+    app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
     app.add_flag("--list", o.list, "List the model presets and the GPU table");
     app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
     app.add_option("--min", o.min, "Search: first batch tried (default 1)")->type_name("N");

@@ -226,6 +226,8 @@ int run_monitor(int argc, char** argv)
     app.add_option("--interval", a.interval, "Seconds between samples, 0.1 to 3600 (default 1)")->type_name("S");
     auto* duration = app.add_option("--duration", a.duration, "Sample for S seconds, then summarise")->type_name("S");
     app.add_flag("--json", a.json, "One JSON object per sample and GPU per line, then a summary object");
+    bool no_color = false; // accepted as by every subcommand: this text has no colour to leave out
+    app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
     app.add_option("--gpus", a.gpus, "GPUs to watch: NVML indexes, bus ids or UUIDs, comma-separated (default all)")
         ->type_name("LIST");
     app.add_option("--output", a.output, "Write the table or JSON lines to FILE")->type_name("FILE");

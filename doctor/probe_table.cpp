@@ -89,7 +89,7 @@ std::vector<CodeInfo> all_codes()
     }
     for (const auto& c : probes::nsys::finding_codes()) {
         out.push_back({c.code, c.title,
-            fmt::format("{} Reported by 'gpudoctor profile' ({}).", c.explanation, probes::nsys::to_string(c.severity)),
+            fmt::format("{} Reported by 'gpudoctor profile' ({}).", c.explanation, probes::to_string(c.severity)),
             c.remedy});
     }
     return out;

@@ -50,14 +50,6 @@ std::string shortened(const std::string& name, std::size_t width)
     return name.size() <= width ? name : name.substr(0, width - 3) + "...";
 }
 
-const char* paint(bool color, nsys::Severity s)
-{
-    if (!color) {
-        return "";
-    }
-    return s == nsys::Severity::fail ? "\033[31m" : s == nsys::Severity::warn ? "\033[33m" : "\033[36m";
-}
-
 std::string gpu_title(const nsys::GpuSummary& g)
 {
     return fmt::format("GPU {}{} ({})", g.device, g.name.empty() ? "" : ": " + g.name, g.file);
@@ -148,9 +140,7 @@ nlohmann::json render_profile_json(const nsys::Summary& summary)
     }
     nlohmann::json findings = nlohmann::json::array();
     for (const auto& f : summary.findings) {
-        findings.push_back({{"code", f.code}, {"severity", nsys::to_string(f.severity)}, {"file", f.file},
-            {"device_id", f.device >= 0 ? nlohmann::json(f.device) : nlohmann::json(nullptr)}, {"subject", f.subject},
-            {"message", f.message}, {"remedy", f.remedy}});
+        findings.push_back(probes::to_json(f));
     }
     return {{"reports", reports}, {"gpus", gpus}, {"findings", findings},
         {"options",
@@ -258,9 +248,7 @@ std::string render_profile_text(const nsys::Summary& summary, bool color)
         out += "  none\n";
     }
     for (const auto& f : summary.findings) {
-        out += fmt::format("  {}{:<4}{} {} {}: {}\n", paint(color, f.severity), nsys::to_string(f.severity),
-            color ? reset : "", f.code, f.subject, f.message);
-        out += fmt::format("       remedy: {}\n", f.remedy);
+        out += probes::render_text(f, color);
     }
     return out;
 }

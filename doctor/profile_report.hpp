@@ -24,7 +24,7 @@ struct ProfileCommand {
     std::vector<std::string> files; ///< exports or directories of them
     bool json = false;
     bool color = false;
-    std::string fail_on; ///< "", "warn" or "fail"
+    std::string fail_on = "fail"; ///< "warn" or "fail": the level that makes the exit status 1
     double gap_seconds = 0.5;
     unsigned top = 10;
     double min_busy_percent = 50;

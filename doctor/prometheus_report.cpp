@@ -156,6 +156,7 @@ int severity_level(Severity severity)
 {
     switch (severity) {
     case Severity::pass:
+    case Severity::info:
         return 0;
     case Severity::skip:
         return 1;

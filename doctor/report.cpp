@@ -9,23 +9,6 @@ namespace doctor {
 
 namespace {
 
-const char* color_of(Severity s)
-{
-    switch (s) {
-    case Severity::pass:
-        return "\033[32m";
-    case Severity::warn:
-        return "\033[33m";
-    case Severity::fail:
-        return "\033[31m";
-    case Severity::error:
-        return "\033[35m";
-    case Severity::skip:
-        return "\033[2m";
-    }
-    return "";
-}
-
 std::map<Severity, unsigned> count(const std::vector<ProbeResult>& results)
 {
     std::map<Severity, unsigned> n;
@@ -75,14 +58,8 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
             if (options.quiet && !problem) {
                 continue;
             }
-            std::string label = fmt::format("{:<5}", to_string(f.severity));
-            for (auto& c : label) {
-                c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-            }
-            if (options.color) {
-                label = fmt::format("{}{}\033[0m", color_of(f.severity), label);
-            }
-            out += fmt::format("{} {:<10} {}: {}  [{}]\n", label, r.probe->name, f.subject, f.message, f.code);
+            out += fmt::format("{} {:<10} {}: {}  [{}]\n", probes::severity_label(f.severity, options.color),
+                r.probe->name, f.subject, f.message, f.code);
             if (problem && !f.remedy.empty()) {
                 out += fmt::format("      {:<10} fix: {}\n", "", f.remedy);
             }
@@ -128,8 +105,7 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
     for (const auto& r : results) {
         nlohmann::json findings = nlohmann::json::array();
         for (const auto& f : r.findings) {
-            findings.push_back({{"code", f.code}, {"severity", to_string(f.severity)}, {"subject", f.subject},
-                {"message", f.message}, {"remedy", f.remedy}, {"facts", f.facts}});
+            findings.push_back(probes::to_json(f));
         }
         probes.push_back({{"name", r.probe->name}, {"summary", r.probe->summary}, {"findings", findings}});
     }

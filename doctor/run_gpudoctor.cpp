@@ -6,6 +6,7 @@
 #include "doctor/prometheus_report.hpp"
 #include "doctor/report.hpp"
 #include "doctor/runner.hpp"
+#include "doctor/subcommand_args.hpp"
 #include "doctor/topo_report.hpp"
 #include "probes/atomic_file.hpp"
 #include "probes/cli_values.hpp"
@@ -28,6 +29,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 #include <unistd.h>
 
 #ifndef GPUKIT_VERSION
@@ -141,6 +143,37 @@ int run_nccl_log(const std::vector<std::string>& files, bool json, bool no_color
     return failing ? 1 : 0;
 }
 
+/// gpudoctor's subcommands, in the order --help lists them. Most share one CLI11 parser (run);
+/// those with their own parser take a command of the user's after "--".
+struct Subcommand {
+    const char* name;
+    const char* summary;
+    int (*own_parser)(int argc, char** argv);
+};
+
+constexpr Subcommand subcommands[] = {
+    {"check", "Check the node and report (the default)", nullptr},
+    {"snapshot", "Print every collected fact as JSON, for check --from", nullptr},
+    {"list", "List the probes in the order they run", nullptr},
+    {"explain", "Explain a finding code and its remedy", nullptr},
+    {"topo", "Print the GPU link matrix like nvidia-smi topo -m, with NUMA and NIC", nullptr},
+    {"nccl-log", "Read NCCL_DEBUG=INFO logs: the transports NCCL used, and what is slow", nullptr},
+    {"profile", "Read Nsight Systems SQLite exports: GPU busy share, top kernels, copies, idle gaps", nullptr},
+    {"fit", "The largest batch that fits, the learning rate, the split over unequal GPUs", run_fit},
+    {"monitor", "Sample GPU kernel-active time, memory and power like nvidia-smi dmon; judge them", run_monitor},
+};
+
+/// The summary of a subcommand in the table.
+const char* summary_of(std::string_view name)
+{
+    for (const auto& sub : subcommands) {
+        if (name == sub.name) {
+            return sub.summary;
+        }
+    }
+    return "";
+}
+
 int run(int argc, char** argv)
 {
     CLI::App app("Tell whether this node is fit to train, and why not.", "gpudoctor");
@@ -182,7 +215,7 @@ int run(int argc, char** argv)
         sub->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
     };
 
-    auto* check = app.add_subcommand("check", "Check the node and report (the default)");
+    auto* check = app.add_subcommand("check", summary_of("check"));
     add_selection(check);
     check->add_flag("--json", c.json, "Print the report as JSON");
     check->add_flag("--quiet", c.quiet, "Print only problems and the summary");
@@ -208,71 +241,88 @@ int run(int argc, char** argv)
     check->add_flag("--fail-summary", extra.fail_summary,
         "Print one line instead of the report: the first failing finding (CODE: SUBJECT: MESSAGE), else the summary");
 
-    auto* snapshot = app.add_subcommand("snapshot", "Print every collected fact as JSON, for check --from");
+    auto* snapshot = app.add_subcommand("snapshot", summary_of("snapshot"));
     add_selection(snapshot);
     snapshot->footer(
         "Exit status: 0 done, 2 usage or input error, 3 gpudoctor itself could not run. See gpudoctor(1).");
 
-    auto* list = app.add_subcommand("list", "List the probes in the order they run");
+    auto* list = app.add_subcommand("list", summary_of("list"));
     bool list_json = false;
     bool list_codes = false;
     list->add_flag("--json", list_json, "As JSON");
     list->add_flag("--codes", list_codes, "List every finding code instead, with its title");
+    list->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     list->footer("Exit status: 0 done, 2 usage error. See gpudoctor(1).");
 
-    auto* explain = app.add_subcommand("explain", "Explain a finding code and its remedy");
+    auto* explain = app.add_subcommand("explain", summary_of("explain"));
     std::string code;
-    explain->add_option("CODE", code, "A finding code, e.g. gpus.ecc_uncorrected")->required();
+    explain->add_option("CODE", code, "A finding code, e.g. gpus.ecc_uncorrected; without one, every code is listed");
+    explain->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     explain->footer("Exit status: 0 done, 2 usage error or an unknown code. See gpudoctor(1).");
 
-    auto* topo = app.add_subcommand("topo", "Print the GPU link matrix like nvidia-smi topo -m, with NUMA and NIC");
+    auto* topo = app.add_subcommand("topo", summary_of("topo"));
     topo->add_flag("--json", c.json, "As JSON");
+    topo->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     topo->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
     topo->add_option("--topology", c.topology, "Use this hwloc XML (NVML is then not asked)")->type_name("FILE");
     topo->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
     topo->footer("Exit status: 0 done, 2 usage or input error (a --topology file that cannot be read), 3 this "
                  "machine's topology could not be read. See gpudoctor(1).");
 
-    auto* nccl_log =
-        app.add_subcommand("nccl-log", "Read NCCL_DEBUG=INFO logs: the transports NCCL used, and what is slow");
+    auto* nccl_log = app.add_subcommand("nccl-log", summary_of("nccl-log"));
     struct NcclLogOptions {
         std::vector<std::string> files;
         bool json = false;
         bool no_color = false;
-        std::string fail_on;
+        std::string fail_on = "fail";
     } n;
     nccl_log->add_option("files", n.files, "Log files or directories of them (- for stdin; gzip is decompressed)")
         ->type_name("FILE");
     nccl_log->add_flag("--json", n.json, "Print the report as JSON");
     nccl_log->add_flag("--no-color", n.no_color, "No colour (also when NO_COLOR is set)");
-    nccl_log->add_option("--fail-on", n.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail")
+    nccl_log
+        ->add_option(
+            "--fail-on", n.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")
         ->type_name("LEVEL");
-    nccl_log->footer("Exit status: 0 the logs were read (findings or not), 1 a finding at the --fail-on level, 2 "
-                     "unreadable input or usage error.");
+    nccl_log->footer(
+        "Exit status: 0 no finding at the --fail-on level (warnings allowed), 1 a finding failed (or reached "
+        "--fail-on), 2 unreadable input or usage error.");
 
-    auto* profile = app.add_subcommand(
-        "profile", "Read Nsight Systems SQLite exports: GPU busy share, top kernels, copies, idle gaps");
+    auto* profile = app.add_subcommand("profile", summary_of("profile"));
     ProfileCommand prof;
     bool prof_no_color = false;
     profile->add_option("files", prof.files, "SQLite exports (nsys --export sqlite), or directories of them")
         ->type_name("FILE");
     profile->add_flag("--json", prof.json, "Print the report as JSON");
     profile->add_flag("--no-color", prof_no_color, "No colour (also when NO_COLOR is set)");
-    profile->add_option("--fail-on", prof.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail")
+    profile
+        ->add_option(
+            "--fail-on", prof.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")
         ->type_name("LEVEL");
     profile->add_option("--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)")->type_name("S");
     profile->add_option("--top", prof.top, "Kernels listed per GPU (default 10)")->type_name("N");
     profile->add_option("--min-busy", prof.min_busy_percent, "A busy share below this is a finding (default 50)")
         ->type_name("PERCENT");
-    profile->footer("Exit status: 0 the exports were read (findings or not), 1 a finding at the --fail-on level, 2 "
-                    "unreadable input or usage error.");
+    profile->footer(
+        "Exit status: 0 no finding at the --fail-on level (warnings allowed), 1 a finding failed (or reached "
+        "--fail-on), 2 unreadable input or usage error.");
 
-    // Listed for --help only: run_gpudoctor hands "fit" to run_fit before this parser sees it.
-    app.add_subcommand("fit", "The largest batch that fits, the learning rate, the split over unequal GPUs");
-    // Likewise "monitor", which takes a command after "--".
-    app.add_subcommand("monitor", "Sample GPU kernel-active time, memory and power like nvidia-smi dmon; judge them");
+    // Listed for --help: the subcommands that parse their own command line (they take a command
+    // after "--") are handed it by run_gpudoctor before this parser sees it.
+    for (const auto& sub : subcommands) {
+        if (sub.own_parser != nullptr) {
+            app.add_subcommand(sub.name, sub.summary);
+        }
+    }
 
-    if (!parse_or_help(app, argc, argv, "gpudoctor --help")) {
+    // CLI11 alone names an unknown option without suggesting the closest one.
+    const std::string name = argv[1];
+    for (const CLI::App* sub : app.get_subcommands({})) {
+        if (sub->get_name() == name) {
+            reject_unknown_options(*sub, split_at_dashes(argc - 1, argv + 1), name);
+        }
+    }
+    if (!parse_or_help(app, argc, argv, fmt::format("gpudoctor {} --help", name).c_str())) {
         return 0;
     }
     if (version) {
@@ -287,7 +337,7 @@ int run(int argc, char** argv)
         prof.color = use_color(prof_no_color);
         return run_profile(prof);
     }
-    if (list->parsed() && list_codes) {
+    if ((list->parsed() && list_codes) || (explain->parsed() && code.empty())) {
         nlohmann::json out = nlohmann::json::array();
         std::string text;
         for (const auto& info : all_codes()) {
@@ -427,20 +477,23 @@ int run_gpudoctor(int argc, char** argv)
     std::vector<char*> args(argv, argv + argc);
     static char check_word[] = "check";
     const std::string first = argc > 1 ? argv[1] : "";
-    const bool has_subcommand = first == "topo" || first == "check" || first == "snapshot" || first == "list" ||
-        first == "explain" || first == "nccl-log" || first == "profile" || first == "fit" || first == "monitor" ||
-        first == "--help" || first == "-h" || first == "--version";
-    if (!has_subcommand) {
-        args.insert(args.begin() + 1, check_word);
-    }
     try {
-        if (first == "monitor") {
-            // monitor parses its own options: everything after its "--" is a command to watch.
-            return run_monitor(argc - 1, argv + 1);
+        const Subcommand* chosen = nullptr;
+        std::vector<std::string> names;
+        for (const auto& sub : subcommands) {
+            chosen = first == sub.name ? &sub : chosen;
+            names.emplace_back(sub.name);
         }
-        if (first == "fit") {
-            // fit parses its own options: everything after its "--" is a command to run.
-            return run_fit(argc - 1, argv + 1);
+        if (chosen != nullptr && chosen->own_parser != nullptr) {
+            return chosen->own_parser(argc - 1, argv + 1);
+        }
+        if (chosen == nullptr && first != "--help" && first != "-h" && first != "--version") {
+            if (!first.empty() && first.front() != '-') {
+                const std::string hint = probes::closest_match(first, names);
+                throw Error(fmt::format("unknown subcommand '{}'{}; see gpudoctor --help", first,
+                    hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+            }
+            args.insert(args.begin() + 1, check_word);
         }
         return run(static_cast<int>(args.size()), args.data());
     } catch (const Error& e) {

@@ -23,23 +23,6 @@ std::string seconds_text(std::chrono::milliseconds t)
 
 } // namespace
 
-const char* to_string(Severity severity)
-{
-    switch (severity) {
-    case Severity::pass:
-        return "pass";
-    case Severity::warn:
-        return "warn";
-    case Severity::fail:
-        return "fail";
-    case Severity::skip:
-        return "skip";
-    case Severity::error:
-        return "error";
-    }
-    return "?";
-}
-
 namespace {
 
 /// Runs `collectors` at once, each in its own child (and process group) with `timeout` as the

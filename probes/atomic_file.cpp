@@ -4,12 +4,14 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,14 +27,20 @@ mode_t current_umask()
 {
     if (std::FILE* status = std::fopen("/proc/self/status", "re")) {
         char line[256];
-        unsigned mask = 0;
-        bool found = false;
-        while (!found && std::fgets(line, sizeof line, status) != nullptr) {
-            found = std::sscanf(line, "Umask: %o", &mask) == 1;
+        std::optional<mode_t> mask;
+        while (!mask && std::fgets(line, sizeof line, status) != nullptr) {
+            static constexpr std::string_view key = "Umask:";
+            if (std::string_view(line).substr(0, key.size()) == key) {
+                char* end = nullptr;
+                const unsigned long value = std::strtoul(line + key.size(), &end, 8);
+                if (end != line + key.size() && value <= 0777) {
+                    mask = static_cast<mode_t>(value);
+                }
+            }
         }
         std::fclose(status);
-        if (found) {
-            return static_cast<mode_t>(mask);
+        if (mask) {
+            return *mask;
         }
     }
     const mode_t mask = umask(022);

@@ -1281,7 +1281,7 @@ Analysis Analyzer::analysis() const
         std::string detail = w.timeout_ms >= 0
             ? fmt::format(" after {} ms (timeout {} ms)", w.ran_ms >= 0 ? w.ran_ms : w.timeout_ms, w.timeout_ms)
             : std::string();
-        f.push_back(make_finding("nccl.watchdog_timeout",
+        f.push_back(make_finding("nccl.watchdog_timeout", "job",
             fmt::format("PyTorch's NCCL watchdog timed out {}: {} (SeqNum {}){}{}",
                 plural(s.watchdogs.count, "time", "times"), what, w.seq, detail,
                 s.watchdogs.ranks.empty() ? std::string()
@@ -1289,16 +1289,17 @@ Analysis Analyzer::analysis() const
             where(s.watchdogs.where), s.watchdogs.count));
     }
     if (s.comm_errors.count > 0) {
-        f.push_back(make_finding("nccl.comm_error",
+        f.push_back(make_finding("nccl.comm_error", "job",
             fmt::format(
                 "an NCCL call failed ({}): {}", plural(s.comm_errors.count, "line", "lines"), s.comm_errors.first),
             where(s.comm_errors.where), s.comm_errors.count));
     }
     if (mismatch.count > 0) {
-        f.push_back(make_finding("nccl.version_mismatch", mismatch_detail, where(mismatch.first), mismatch.count));
+        f.push_back(
+            make_finding("nccl.version_mismatch", "job", mismatch_detail, where(mismatch.first), mismatch.count));
     }
     if (incomplete.count > 0) {
-        f.push_back(make_finding("nccl.init_incomplete",
+        f.push_back(make_finding("nccl.init_incomplete", "job",
             fmt::format("{} logged Init START but no Init COMPLETE: {}{}", plural(incomplete.count, "rank", "ranks"),
                 incomplete_detail, incomplete.count > 4 ? ", ..." : ""),
             where(incomplete.first), incomplete.count));
@@ -1312,7 +1313,7 @@ Analysis Analyzer::analysis() const
         } else if (e.p2p_refused.known()) {
             why = fmt::format("; NCCL could not enable P2P ({})", where(e.p2p_refused).str());
         }
-        f.push_back(make_finding("nccl.shm_not_p2p",
+        f.push_back(make_finding("nccl.shm_not_p2p", host_list(shm.hosts),
             fmt::format("shared memory (SHM) instead of GPU peer-to-peer inside a node: {} on {}{}",
                 plural(shm.count, "connection line", "connection lines"), host_list(shm.hosts), why),
             where(shm.first), shm.count));
@@ -1331,16 +1332,16 @@ Analysis Analyzer::analysis() const
         const std::string message = fmt::format("TCP sockets between nodes: {} ({})",
             plural(socket.count, "connection line", "connection lines"), host_list(socket.hosts));
         if (ib.known()) {
-            f.push_back(make_finding("nccl.socket_not_ib",
+            f.push_back(make_finding("nccl.socket_not_ib", host_list(socket.hosts),
                 fmt::format("{} although the log shows InfiniBand: {} ({})", message, shows, where(ib).str()),
                 where(socket.first), socket.count));
         } else {
-            f.push_back(make_finding("nccl.net_socket", message + "; the log shows no InfiniBand or RoCE device",
-                where(socket.first), socket.count));
+            f.push_back(make_finding("nccl.net_socket", host_list(socket.hosts),
+                message + "; the log shows no InfiniBand or RoCE device", where(socket.first), socket.count));
         }
     }
     if (ib_no_gdr.count > 0) {
-        f.push_back(make_finding("nccl.ib_without_gdr",
+        f.push_back(make_finding("nccl.ib_without_gdr", host_list(ib_no_gdr.hosts),
             fmt::format("InfiniBand without GPUDirect RDMA: {} ({}){}",
                 plural(ib_no_gdr.count, "connection line", "connection lines"), host_list(ib_no_gdr.hosts),
                 e.gdr_disabled.known()
@@ -1349,7 +1350,8 @@ Analysis Analyzer::analysis() const
             where(ib_no_gdr.first), ib_no_gdr.count));
     }
     if (ring_cross.count > 0) {
-        f.push_back(make_finding("nccl.ring_crosses_nodes", ring_detail, where(ring_cross.first), ring_cross.count));
+        f.push_back(
+            make_finding("nccl.ring_crosses_nodes", "job", ring_detail, where(ring_cross.first), ring_cross.count));
     }
     for (const auto& [name, hit] : s.env) {
         const bool disables =
@@ -1358,26 +1360,26 @@ Analysis Analyzer::analysis() const
             ((name == "NCCL_P2P_LEVEL" || name == "NCCL_NET_GDR_LEVEL") && (hit.value == "LOC" || hit.value == "0")) ||
             (name == "NCCL_NVLS_ENABLE" && hit.value == "0");
         if (disables) {
-            f.push_back(make_finding("nccl.env_disables_transport",
+            f.push_back(make_finding("nccl.env_disables_transport", name,
                 fmt::format("{}={} is set in the environment, which turns a transport off", name, hit.value),
                 where(hit.where), hit.count));
         }
     }
     for (const auto& w : a.warnings) {
-        f.push_back(make_finding("nccl.warn",
+        f.push_back(make_finding("nccl.warn", "job",
             fmt::format("{} WARN {} of kind \"{}\", the first: {}", w.count, w.count == 1 ? "record" : "records",
                 w.kind, w.example),
             w.where, w.count));
     }
     if (indirect.count > 0) {
-        f.push_back(make_finding("nccl.p2p_indirect",
+        f.push_back(make_finding("nccl.p2p_indirect", host_list(indirect.hosts),
             fmt::format("peer-to-peer traffic relayed through another GPU: {} ({})",
                 plural(indirect.count, "connection line", "connection lines"), host_list(indirect.hosts)),
             where(indirect.first), indirect.count));
     }
     if (a.connections == 0) {
         const std::string input = a.inputs.empty() ? std::string("the input") : a.inputs.front();
-        f.push_back(make_finding("nccl.no_connections",
+        f.push_back(make_finding("nccl.no_connections", "log",
             a.records == 0 ? fmt::format("no NCCL records in {} ({})", a.inputs.size() == 1 ? input : "the inputs",
                                  plural(a.lines, "line", "lines"))
                            : fmt::format("{} but no connection lines: the log ends before communicators connected, "
@@ -1386,7 +1388,7 @@ Analysis Analyzer::analysis() const
             Where{}, 0));
     }
     std::stable_sort(f.begin(), f.end(),
-        [](const Finding& x, const Finding& y) { return static_cast<int>(x.severity) > static_cast<int>(y.severity); });
+        [](const Finding& x, const Finding& y) { return badness(x.severity) > badness(y.severity); });
     return a;
 }
 

@@ -4,7 +4,7 @@
 // turns it into communicators, a transport table per host pair, and findings. Input is streamed:
 // memory grows with the number of ranks and communicators, never with the size of the log.
 
-#include "probes/finding_code.hpp"
+#include "probes/finding.hpp"
 
 #include <cstdint>
 #include <map>
@@ -21,25 +21,10 @@ enum class Transport { p2p, shm, nvls, collnet, net_ib, net_ib_gdr, net_socket, 
 constexpr std::size_t transport_count = 8;
 const char* to_string(Transport transport); ///< "p2p", "shm", ..., the JSON keys
 
-/// Where something was first seen: the input's name ("-" for stdin) and its 1-based line.
-struct Where {
-    std::string file;
-    std::uint64_t line = 0;
-    std::string str() const; ///< "file:line", or "" when unknown
-    bool known() const { return line != 0; }
-};
-
+using probes::Finding;
 using probes::Severity;
 using probes::to_string;
-
-struct Finding {
-    std::string code; ///< stable: "nccl.shm_not_p2p"
-    Severity severity = Severity::info;
-    std::string message; ///< what the log shows, with numbers
-    std::string remedy;
-    Where where; ///< first line that shows it
-    std::uint64_t count = 0; ///< lines behind it
-};
+using probes::Where;
 
 /// One rank of a communicator as its Init line tells it.
 struct Rank {

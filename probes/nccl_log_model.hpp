@@ -52,6 +52,7 @@ struct LinkTally {
 };
 
 /// A finding with the severity and remedy of its code (finding_codes()).
-Finding make_finding(const std::string& code, std::string message, Where where, std::uint64_t count);
+Finding make_finding(
+    const std::string& code, std::string subject, std::string message, Where where, std::uint64_t count);
 
 } // namespace probes::nccl

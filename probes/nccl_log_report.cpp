@@ -29,11 +29,6 @@ const char* to_string(Transport transport)
     return "?";
 }
 
-std::string Where::str() const
-{
-    return line == 0 ? std::string() : fmt::format("{}:{}", file, line);
-}
-
 const std::vector<CodeText>& finding_codes()
 {
     static const std::vector<CodeText> codes = {
@@ -108,10 +103,12 @@ const std::vector<CodeText>& finding_codes()
     return codes;
 }
 
-Finding make_finding(const std::string& code, std::string message, Where where, std::uint64_t count)
+Finding make_finding(
+    const std::string& code, std::string subject, std::string message, Where where, std::uint64_t count)
 {
     Finding f;
     f.code = code;
+    f.subject = std::move(subject);
     f.message = std::move(message);
     f.where = std::move(where);
     f.count = count;
@@ -156,14 +153,6 @@ std::string counted(std::uint64_t n, const char* one, const char* many)
 std::string joined(const std::vector<std::string>& items)
 {
     return fmt::format("{}", fmt::join(items, ", "));
-}
-
-const char* paint(bool color, Severity s)
-{
-    if (!color) {
-        return "";
-    }
-    return s == Severity::fail ? "\033[31m" : s == Severity::warn ? "\033[33m" : "\033[36m";
 }
 
 // Log text is not always UTF-8 (binary junk, Latin-1 hostnames): replace what is not with U+FFFD,
@@ -260,8 +249,7 @@ nlohmann::json render_json(const Analysis& a)
     }
     nlohmann::json findings = nlohmann::json::array();
     for (const auto& f : a.findings) {
-        findings.push_back({{"code", f.code}, {"severity", to_string(f.severity)}, {"message", f.message},
-            {"remedy", f.remedy}, {"where", f.where.str()}, {"count", f.count}});
+        findings.push_back(probes::to_json(f));
     }
     nlohmann::json out{{"inputs", a.inputs}, {"nccl_versions", a.nccl_versions}, {"communicators", comms},
         {"summary",
@@ -329,12 +317,7 @@ std::string render_text(const Analysis& a, bool color)
         out += "  none: every connection uses the transport the log shows the hardware allows\n";
     }
     for (const auto& f : a.findings) {
-        out += fmt::format(
-            "  {}{:<4}{} {}: {}\n", paint(color, f.severity), to_string(f.severity), reset, f.code, f.message);
-        if (f.where.known()) {
-            out += fmt::format("       first at {}\n", f.where.str());
-        }
-        out += fmt::format("       remedy: {}\n", f.remedy);
+        out += probes::render_text(f, color);
     }
     out += fmt::format("\nSummary: {} ({})\n", counted(a.connections, "connection line", "connection lines"),
         transport_text(a.counts));
@@ -351,8 +334,8 @@ std::string render_verdict(const Analysis& a)
         out += "  no problems found\n";
     }
     for (const auto& f : a.findings) {
-        out += fmt::format("  {} {}: {}{}\n", to_string(f.severity), f.code, f.message,
-            f.where.known() ? fmt::format(" ({})", f.where.str()) : std::string());
+        out += fmt::format("  {}{}: {}  [{}]{}\n", probes::severity_label(f.severity, false), f.subject, f.message,
+            f.code, f.where.known() ? fmt::format(" ({})", f.where.str()) : std::string());
     }
     return out;
 }

@@ -96,8 +96,7 @@ Finding make_finding(const std::string& code, const GpuSummary* gpu, const std::
     Finding f;
     f.code = code;
     f.severity = text.severity;
-    f.file = file;
-    f.device = gpu != nullptr ? static_cast<std::int64_t>(gpu->device) : -1;
+    f.facts = {{"file", file}, {"device_id", gpu != nullptr ? nlohmann::json(gpu->device) : nlohmann::json(nullptr)}};
     f.subject = gpu != nullptr ? gpu_subject(*gpu) : file;
     f.message = std::move(message);
     f.remedy = text.remedy;

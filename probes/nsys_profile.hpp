@@ -5,7 +5,7 @@
 // kernels per stream, and findings. Pure: events in, summary out. doctor/nsys_export.hpp reads the
 // events from nsys's SQLite export.
 
-#include "probes/finding_code.hpp"
+#include "probes/finding.hpp"
 
 #include <array>
 #include <cstddef>
@@ -175,15 +175,9 @@ struct GpuSummary {
 using probes::Severity;
 using probes::to_string;
 
-struct Finding {
-    std::string code; ///< stable: "profile.low_busy"
-    Severity severity = Severity::info;
-    std::string file;
-    std::int64_t device = -1; ///< -1: about the whole export
-    std::string subject; ///< "gpu 0 (NVIDIA H100) in rank0.sqlite", or the file
-    std::string message; ///< what the trace shows, with numbers
-    std::string remedy;
-};
+/// A finding about a trace: its subject is the GPU ("gpu 0 (NVIDIA H100) in rank0.sqlite") or the
+/// file; facts hold {"file", "device_id"} (null for the whole export).
+using probes::Finding;
 
 /// One export's totals.
 struct ReportSummary {

@@ -188,7 +188,10 @@ Prepared prepare(const std::vector<std::string>& argv, const SpawnOptions& optio
         p.file =
             find_executable(argv[0], path == options.env->end() ? nullptr : path->second.c_str()).value_or(argv[0]);
         for (const auto& [name, value] : *options.env) {
-            p.env_entries.push_back(name + "=" + value);
+            std::string entry = name;
+            entry += '=';
+            entry += value;
+            p.env_entries.push_back(std::move(entry));
         }
         for (auto& e : p.env_entries) {
             p.envp.push_back(e.data());

@@ -70,6 +70,18 @@ std::vector<Case> cases()
         {"explain", {"explain", "gpus.throttled"}, {}},
         {"explain_typo", {"explain", "gpus.throtled"}, {}},
         {"only_typo", {"check", "--only", "gpu,netwrk"}, {}},
+        // Every subcommand speaks alike: a typo of a subcommand or an option gets the closest
+        // name and the subcommand's own --help; --no-color is taken by every one of them.
+        {"subcommand_typo", {"chek"}, {}},
+        {"option_typo", {"check", "--onl", "gpus"}, {}},
+        {"nccl_log_option_typo", {"nccl-log", "--jsn", "@TMP@/job.log"}, {}},
+        {"explain_lists_the_codes", {"explain", "--no-color"}, {}},
+        {"list_no_color", {"list", "--no-color"}, {}},
+        {"topo_no_color", {"topo", "--no-color", "--topology", "@TMP@/cpu.xml"}, {}},
+        {"fit_no_color",
+            {"fit", "--no-color", "--model", "resnet50", "--gpu-mem", "16GiB", "--precision", "fp32", "--optimizer",
+                "sgd"},
+            {}},
         {"bad_timeout", {"check", "--timeout", "0"}, {}},
         {"missing_sysroot", {"check", "--sysroot", "@TMP@/missing"}, {}},
         {"skip_everything", {"check", "--only", "driver,gpus", "--skip", "driver,gpus"}, {}},
@@ -88,6 +100,7 @@ std::vector<Case> cases()
         {"nccl_log_json", {"nccl-log", "--json", "@TMP@/job.log"}, {}},
         {"nccl_log_fail_on_warn", {"nccl-log", "--fail-on", "warn", "@TMP@/job.log", "@TMP@/app.log"}, {}},
         {"nccl_log_fail_on_fail", {"nccl-log", "--fail-on", "fail", "@TMP@/job.log"}, {}},
+        {"nccl_log_failing_finding", {"nccl-log", "--no-color", "@TMP@/hang.log"}, {}},
         {"nccl_log_no_records", {"nccl-log", "--no-color", "@TMP@/app.log"}, {}},
         {"nccl_log_missing", {"nccl-log", "@TMP@/job.log", "@TMP@/missing.log"}, {}},
         {"nccl_log_bad_fail_on", {"nccl-log", "--fail-on", "wran", "@TMP@/job.log"}, {}},
@@ -269,6 +282,12 @@ epoch 0 step 100 loss 5.102
 [1,3]<stderr>:gpu-a02:4201:4305 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.1.0.11<40112> with status=12 opcode=0 len=0 vendor err 129 (Send) hca mlx5_0
 )";
         std::ofstream(m_dir / "app.log") << "epoch 0 step 0 loss 6.913\nepoch 0 step 100 loss 5.102\n";
+        // A job whose collective timed out (PyTorch 2.x watchdog line): a failing finding, exit 1
+        // without --fail-on, as check exits 1 on a failing check.
+        std::ofstream(m_dir / "hang.log") << R"(n1:7001:7001 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+n1:7001:7001 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5555666677778888 - Init COMPLETE
+[rank0]:[E1105 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600043 milliseconds before timing out.
+)";
         // A directory of per-process logs, as NCCL_DEBUG_FILE=dir/nccl.%h.%p.log writes them.
         std::filesystem::create_directories(m_dir / "logs");
         std::filesystem::create_directories(m_dir / "logs/empty"); // a subdirectory is not read

@@ -127,7 +127,7 @@ TEST_P(NsysExportShapes, TwoGpusOverlappingKernelsPeerAndPageableCopies)
 
     std::vector<std::pair<std::string, std::int64_t>> findings;
     for (const auto& f : s.findings) {
-        findings.emplace_back(f.code, f.device);
+        findings.emplace_back(f.code, f.facts.at("device_id").get<std::int64_t>());
     }
     EXPECT_EQ(findings,
         (std::vector<std::pair<std::string, std::int64_t>>{{"profile.low_busy", 0}, {"profile.pageable_copies", 0},

@@ -236,7 +236,7 @@ TEST(NsysSummary, TwoDevicesAreSummarisedApartInDeviceOrder)
     EXPECT_EQ(s.gpus[1].device, 3U);
     EXPECT_EQ(s.gpus[1].busy_ns, 900 * ms);
     ASSERT_EQ(s.findings.size(), 1U);
-    EXPECT_EQ(s.findings[0].device, 1);
+    EXPECT_EQ(s.findings[0].facts["device_id"], 1);
 }
 
 TEST(NsysSummary, EventsWithoutTimestampsAreLeftOutAndTheSpanFallsBackToTheEvents)
@@ -263,7 +263,7 @@ TEST(NsysSummary, AnExportWithoutKernelsSaysSo)
     ASSERT_EQ(codes(s), std::vector<std::string>{"profile.no_kernels"});
     EXPECT_EQ(s.findings[0].severity, Severity::info);
     EXPECT_EQ(s.findings[0].message, "no CUDA kernels, copies or memsets in empty.sqlite");
-    EXPECT_EQ(s.findings[0].device, -1);
+    EXPECT_TRUE(s.findings[0].facts["device_id"].is_null());
 }
 
 TEST(NsysSummary, FindingsAreOrderedBySeverity)

@@ -54,7 +54,7 @@ expect_eq "check --fa<TAB>" "--fail-summary" "$(reply_for _gpudoctor gpudoctor c
 expect_eq "nccl-log --fail-on <TAB>" "fail warn" "$(reply_for _gpudoctor gpudoctor nccl-log --fail-on '')"
 expect_eq "profile --m<TAB>" "--min-busy" "$(reply_for _gpudoctor gpudoctor profile --m)"
 expect_eq "monitor --in<TAB>" "--interval" "$(reply_for _gpudoctor gpudoctor monitor --in)"
-expect_eq "list --<TAB>" "--codes --help --json" "$(reply_for _gpudoctor gpudoctor list --)"
+expect_eq "list --<TAB>" "--codes --help --json --no-color" "$(reply_for _gpudoctor gpudoctor list --)"
 expect_eq "fit --model bert<TAB>" "bert-base bert-large" "$(reply_for _gpudoctor gpudoctor fit --model bert)"
 expect_eq "fit --gpus K80,V100-<TAB>" "K80,V100-32GB" "$(reply_for _gpudoctor gpudoctor fit --gpus K80,V100-)"
 expect_eq "fit --precision <TAB>" "amp bf16 fp16 fp32" "$(reply_for _gpudoctor gpudoctor fit --precision '')"

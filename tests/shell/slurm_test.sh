@@ -107,7 +107,7 @@ expect_eq "ON_ERROR=drain: drained as could not run" \
 run "$slurm/gpudoctor-prolog.sh" healthy.json GPUDOCTOR_ARGS="--only gpus --bogus"
 expect_eq "bad options (exit 2): not drained" "" "$calls"
 expect_eq "bad options (exit 2): prolog exit" 0 "$status"
-expect_contains "bad options (exit 2): logged" "(gpudoctor exit 2): gpudoctor: The following argument" "$err"
+expect_contains "bad options (exit 2): logged" "(gpudoctor exit 2): gpudoctor: check: unknown option --bogus" "$err"
 run "$slurm/gpudoctor-prolog.sh" healthy.json GPUDOCTOR="$scratch/bin/gpudoctor-hangs" GPUDOCTOR_TIMEOUT=1
 expect_eq "gpudoctor hangs: not drained" "" "$calls"
 expect_contains "gpudoctor hangs: logged" "(gpudoctor exit 124): no answer in 1 s" "$err"
