@@ -52,14 +52,16 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
         out += fmt::format("gpudoctor check{}\n", host.empty() ? "" : " on " + host);
     }
     for (const auto& r : results) {
-        for (const auto& f : r.findings) {
+        // The same finding about several GPUs (or ports) is one line, its remedy once.
+        for (const auto& group : probes::group_findings(r.findings)) {
+            const Finding& f = *group.first;
             const bool problem =
                 f.severity == Severity::warn || f.severity == Severity::fail || f.severity == Severity::error;
             if (options.quiet && !problem) {
                 continue;
             }
             out += fmt::format("{} {:<10} {}: {}  [{}]\n", probes::severity_label(f.severity, options.color),
-                r.probe->name, f.subject, f.message, f.code);
+                r.probe->name, group.subject(), f.message, f.code);
             if (problem && !f.remedy.empty()) {
                 out += fmt::format("      {:<10} fix: {}\n", "", f.remedy);
             }

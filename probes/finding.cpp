@@ -3,7 +3,13 @@
 #include "probes/error.hpp"
 #include "probes/spelling.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <map>
+#include <string_view>
+#include <tuple>
 
 namespace probes {
 
@@ -91,6 +97,73 @@ nlohmann::json to_json(const Finding& finding)
         out["facts"] = finding.facts;
     }
     return out;
+}
+
+namespace {
+
+/// N of a subject "gpu N" or "gpu N (bus id)".
+std::optional<unsigned> gpu_number(const std::string& subject)
+{
+    static constexpr std::string_view prefix = "gpu ";
+    if (subject.compare(0, prefix.size(), prefix) != 0) {
+        return std::nullopt;
+    }
+    std::size_t end = prefix.size();
+    unsigned n = 0;
+    while (end < subject.size() && end < prefix.size() + 6 && std::isdigit(static_cast<unsigned char>(subject[end]))) {
+        n = n * 10 + static_cast<unsigned>(subject[end] - '0');
+        ++end;
+    }
+    if (end == prefix.size() || (end != subject.size() && subject.compare(end, 2, " (") != 0) ||
+        (end != subject.size() && subject.back() != ')')) {
+        return std::nullopt;
+    }
+    return n;
+}
+
+} // namespace
+
+std::string FindingGroup::subject() const
+{
+    if (subjects.size() == 1) {
+        return subjects.front();
+    }
+    std::vector<unsigned> gpus;
+    for (const auto& s : subjects) {
+        const auto n = gpu_number(s);
+        if (!n) {
+            return fmt::format("{}", fmt::join(subjects, ", "));
+        }
+        gpus.push_back(*n);
+    }
+    std::sort(gpus.begin(), gpus.end());
+    std::vector<std::string> runs;
+    for (std::size_t i = 0; i < gpus.size();) {
+        std::size_t j = i;
+        while (j + 1 < gpus.size() && gpus[j + 1] == gpus[j] + 1) {
+            ++j;
+        }
+        runs.push_back(j > i ? fmt::format("{}-{}", gpus[i], gpus[j]) : fmt::format("{}", gpus[i]));
+        i = j + 1;
+    }
+    return fmt::format("gpus {}", fmt::join(runs, ", "));
+}
+
+std::vector<FindingGroup> group_findings(const std::vector<Finding>& findings)
+{
+    std::vector<FindingGroup> groups;
+    // Keyed by what must be equal; a linear scan would make 1,000 GPUs' findings quadratic.
+    std::map<std::tuple<std::string_view, Severity, std::string_view, std::string_view>, std::size_t> index;
+    for (const auto& f : findings) {
+        const auto key = std::make_tuple(
+            std::string_view(f.code), f.severity, std::string_view(f.message), std::string_view(f.remedy));
+        const auto [it, added] = index.emplace(key, groups.size());
+        if (added) {
+            groups.push_back(FindingGroup{&f, {}});
+        }
+        groups[it->second].subjects.push_back(f.subject);
+    }
+    return groups;
 }
 
 std::string render_text(const Finding& finding, bool color, const std::string& indent)

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace probes {
 
@@ -65,6 +66,19 @@ struct Finding {
 /// The JSON of a finding, the same for every subcommand: code, severity, subject, message, remedy,
 /// and where, count and facts when they are known.
 nlohmann::json to_json(const Finding& finding);
+
+/// Findings that say the same thing (code, severity, message and remedy) about several subjects,
+/// as a text report shows them: once, with the subjects listed. JSON keeps one entry per subject.
+struct FindingGroup {
+    const Finding* first = nullptr; ///< the first of them, for everything but the subject
+    std::vector<std::string> subjects; ///< in the order they came
+    /// "gpu 3 (0000:47:00.0)" for one; "gpus 0-3, 6" when every subject is a GPU; else the
+    /// subjects joined by ", ".
+    std::string subject() const;
+};
+
+/// `findings` grouped, in the order each group first appears.
+std::vector<FindingGroup> group_findings(const std::vector<Finding>& findings);
 
 /// A finding as the text reports of logs and traces print it, indented by `indent`:
 /// "WARN  gpu-a02: shared memory ... on gpu-a02  [nccl.shm_not_p2p]", then "first at FILE:LINE" and

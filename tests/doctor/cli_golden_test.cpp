@@ -92,6 +92,9 @@ std::vector<Case> cases()
             with({"check", "--no-color", "--expect-gpus", "0", "--topology", "@TMP@/cpu.xml"}, host_free), {}},
         {"fake_node_text", with({"check", "--no-color", "--topology", demo}, host_free),
             {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/node.json"}}},
+        {"grouped_findings",
+            {"check", "--no-color", "--only", "driver,gpus", "--topology", demo, "--sysroot", "@TMP@/root"},
+            {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/persistence_off.json"}}},
         {"fake_node_quiet_strict", with({"check", "--quiet", "--strict", "--topology", demo}, host_free),
             {{"GPUKIT_NVML_LIBRARY", fake_nvml}, {"FAKE_NVML_FIXTURE", "@TMP@/healthy.json"}}},
         {"fake_node_json", with({"check", "--json", "--expect-gpus", "8", "--topology", demo}, host_free),
@@ -220,6 +223,12 @@ protected:
         std::ofstream(m_dir / "root/proc/cmdline") << "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro\n";
         auto node = test_support::healthy_gpu_node();
         std::ofstream(m_dir / "healthy.json") << node.dump();
+        // Persistence off on every GPU but one: one warning line for seven GPUs, its fix once.
+        for (unsigned gpu = 0; gpu < 8; ++gpu) {
+            node["gpus"][gpu]["persistence"] = gpu == 4 ? 1 : 0;
+        }
+        std::ofstream(m_dir / "persistence_off.json") << node.dump();
+        node = test_support::healthy_gpu_node();
         node["gpus"][1]["ecc"]["uncorrected"] = 4;
         node["gpus"][3]["clock_event_reasons"] = 0x40;
         node["gpus"][5]["pcie"]["width"] = 8;
