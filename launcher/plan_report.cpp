@@ -2,9 +2,11 @@
 
 #include "launcher/global_batch.hpp"
 #include "launcher/profile.hpp"
+#include "launcher/rank_environment.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 
 namespace launcher {
 
@@ -145,6 +147,10 @@ nlohmann::json render_json(const PlanReport& r)
         }
         return vars;
     };
+    std::map<std::string, unsigned> local_sizes;
+    for (const auto& jr : r.job.ranks) {
+        ++local_sizes[jr.host];
+    }
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& jr : r.job.ranks) {
         const auto& b = jr.binding;
@@ -163,6 +169,22 @@ nlohmann::json render_json(const PlanReport& r)
             {"nic_variables", nic_json(b.hca)},
             {"local_batch", r.batch ? nlohmann::json(r.batch->per_gpu.at(jr.rank)) : nlohmann::json(nullptr)},
             {"loss_weight", r.batch ? nlohmann::json(r.batch->loss_weight.at(jr.rank)) : nlohmann::json(nullptr)}});
+        if (r.helper != nullptr) {
+            // What the rank's helper will set, from the same function: "environment" always,
+            // "environment_unless_set" only where the rank's own environment lacks it.
+            RankContext context;
+            context.rank = jr.rank;
+            context.world_size = static_cast<unsigned>(r.job.ranks.size());
+            context.local_rank = b.local_rank;
+            context.local_size = local_sizes[jr.host];
+            nlohmann::json always = nlohmann::json::object();
+            nlohmann::json unless_set = nlohmann::json::object();
+            for (const auto& v : rank_environment(*r.helper, context, b, r.batch)) {
+                (v.unless_set ? unless_set : always)[v.name] = v.value;
+            }
+            ranks.back()["environment"] = always;
+            ranks.back()["environment_unless_set"] = unless_set;
+        }
     }
     nlohmann::json hosts = nlohmann::json::array();
     for (const auto& h : r.job.hosts) {

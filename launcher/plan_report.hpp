@@ -1,6 +1,7 @@
 #pragma once
 
 #include "launcher/binding_plan.hpp"
+#include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
 #include "launcher/launcher_backend.hpp"
 #include "launcher/pack.hpp"
@@ -24,6 +25,8 @@ struct PlanReport {
     std::optional<probes::BatchSplit> batch; ///< --global-batch: each rank's share, in rank order
     Launcher launcher; ///< what starts the ranks, and why
     std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
+    /// What each rank's helper is given; with it, the JSON shows each rank's environment.
+    const HelperOptions* helper = nullptr;
 };
 
 std::string render_text(const PlanReport& report);

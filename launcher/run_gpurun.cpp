@@ -460,7 +460,7 @@ int run(const std::vector<std::string>& argv)
     const std::string& helper_path = launch_request.helper;
 
     if (o.dry_run) {
-        PlanReport report{job, o, inventory.source, notes, command, batch, launcher, left_out};
+        PlanReport report{job, o, inventory.source, notes, command, batch, launcher, left_out, &helper};
         if (o.json) {
             // Arguments are bytes: what is not UTF-8 is shown as U+FFFD rather than refused.
             std::cout << render_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';

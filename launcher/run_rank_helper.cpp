@@ -6,6 +6,7 @@
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/rank_context.hpp"
+#include "launcher/rank_environment.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
 #include "probes/topology.hpp"
@@ -25,11 +26,6 @@ namespace launcher {
 namespace {
 
 using probes::Error;
-
-void set(const char* name, const std::string& value)
-{
-    setenv(name, value.c_str(), 1);
-}
 
 [[noreturn]] void exec_program(const std::vector<std::string>& program)
 {
@@ -107,46 +103,9 @@ int run(const std::vector<std::string>& args)
         }
     }
 
-    set("RANK", std::to_string(context->rank));
-    set("WORLD_SIZE", std::to_string(context->world_size));
-    set("LOCAL_RANK", std::to_string(context->local_rank));
-    set("LOCAL_WORLD_SIZE", std::to_string(context->local_size));
-    if (!o.master_addr.empty()) {
-        set("MASTER_ADDR", o.master_addr);
-    }
-    if (o.master_port != 0) {
-        set("MASTER_PORT", std::to_string(o.master_port));
-    }
-    if (batch) {
-        set("GPURUN_LOCAL_BATCH", std::to_string(batch->per_gpu.at(context->rank)));
-        set("GPURUN_LOSS_WEIGHT", format_loss_weight(batch->loss_weight.at(context->rank)));
-    }
-    set("GPURUN_CPUS", mine.cpus.to_list());
-    if (!mine.numa.empty()) {
-        set("GPURUN_NUMA", fmt::format("{}", fmt::join(mine.numa, ",")));
-    }
-    if (!mine.hca.empty()) {
-        set("GPURUN_HCA", mine.hca);
-        for (const auto& [name, value] : nic_variables(o.nic_binding, mine.hca)) {
-            if (std::getenv(name.c_str()) == nullptr) {
-                set(name.c_str(), value);
-            }
-        }
-    }
-    if (std::getenv("OMP_NUM_THREADS") == nullptr && o.plan.bind != BindMode::none) {
-        set("OMP_NUM_THREADS", std::to_string(std::max(1U, mine.cores)));
-    }
-    if (mine.gpu) {
-        set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-        set("GPURUN_GPU_BUS_ID", mine.gpu->bus_id.to_string());
-        if (!mine.gpu->uuid.empty()) {
-            set("GPURUN_GPU_UUID", mine.gpu->uuid);
-        }
-        if (o.plan.visibility == GpuVisibility::isolate) {
-            set("CUDA_VISIBLE_DEVICES", mine.gpu->selector);
-            set("GPURUN_GPU", "0");
-        } else {
-            set("GPURUN_GPU", std::to_string(mine.cuda_index));
+    for (const auto& variable : rank_environment(o, *context, mine, batch)) {
+        if (!variable.unless_set || std::getenv(variable.name.c_str()) == nullptr) {
+            setenv(variable.name.c_str(), variable.value.c_str(), 1);
         }
     }
 
