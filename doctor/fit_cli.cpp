@@ -125,9 +125,11 @@ std::vector<FitGpu> nvml_gpus(std::vector<std::string>& notes)
         }
         return out;
     } catch (const Error& e) {
-        throw Error(fmt::format("--gpu-mem auto: cannot read free GPU memory from NVML ({}); give --gpu-mem SIZE "
-                                "(e.g. 16GiB, 80GB) or --gpus NAMES",
-            e.what()));
+        // NVML needed and missing: gpudoctor could not run (3), not a usage error.
+        throw probes::Unavailable(
+            fmt::format("--gpu-mem auto: cannot read free GPU memory from NVML ({}); give --gpu-mem SIZE "
+                        "(e.g. 16GiB, 80GB) or --gpus NAMES",
+                e.what()));
     }
 }
 

@@ -269,12 +269,10 @@ int run_monitor(int argc, char** argv)
         nvml.emplace(probes::Nvml::load());
         all = nvml->gpus();
     } catch (const Error& e) {
-        fmt::print(stderr, "gpudoctor: monitor: cannot read the GPUs through NVML: {}\n", e.what());
-        return 3;
+        throw probes::Unavailable(fmt::format("monitor: cannot read the GPUs through NVML: {}", e.what()));
     }
     if (all.empty()) {
-        fmt::print(stderr, "gpudoctor: monitor: NVML lists no GPU on this node: nothing to sample\n");
-        return 3;
+        throw probes::Unavailable("monitor: NVML lists no GPU on this node: nothing to sample");
     }
     return sample(a, *nvml, probes::select_gpus(all, selectors));
 }

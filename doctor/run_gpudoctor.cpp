@@ -499,6 +499,9 @@ int run_gpudoctor(int argc, char** argv)
     } catch (const Error& e) {
         fmt::print(stderr, "gpudoctor: {}\n", probes::printable(e.what()));
         return 2;
+    } catch (const probes::Unavailable& e) {
+        fmt::print(stderr, "gpudoctor: {}\n", probes::printable(e.what()));
+        return 3;
     } catch (const std::exception& e) {
         fmt::print(stderr, "gpudoctor: internal error: {}\n", probes::printable(e.what()));
         return 3;

@@ -325,6 +325,19 @@ int run_topo(const CollectContext& ctx, bool json)
         fmt::print(stderr, "gpudoctor topo: cannot read the topology: {}\n", topology_error);
         return ctx.topology_file.empty() ? 3 : 2;
     }
+    if (m.gpus.empty() && ctx.topology_file.empty()) {
+        // This machine's GPUs need NVML (or an NVIDIA device in hwloc's PCI tree): without either,
+        // topo could not do its work, as monitor cannot.
+        const auto* nvml = collector_facts(facts, "nvml");
+        std::string why = collector_error(facts, "nvml");
+        if (why.empty() && nvml != nullptr && nvml->is_object() && nvml->value("nvml_loaded", true) == false) {
+            why = nvml->value("nvml_error", std::string("not loaded"));
+        }
+        if (!why.empty()) {
+            fmt::print(stderr, "gpudoctor topo: no GPU found, and NVML is unavailable: {}\n", why);
+            return 3;
+        }
+    }
     return 0;
 }
 

@@ -14,6 +14,13 @@ public:
     explicit Error(const std::string& message) : std::runtime_error(message) { }
 };
 
+/// The tool could not do its work on this machine (NVML needed and missing, the topology of this
+/// machine unreadable): exit status 3, "could not run", where an Error is the user's input (2).
+class Unavailable : public std::runtime_error {
+public:
+    explicit Unavailable(const std::string& message) : std::runtime_error(message) { }
+};
+
 /// A message as it may go to a terminal: control characters (but newline and tab) and DEL written
 /// as \xNN, since messages quote what the user gave, which may hold escape sequences.
 inline std::string printable(std::string_view message)

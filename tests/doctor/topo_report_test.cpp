@@ -117,3 +117,26 @@ TEST(TopoReport, NoGpuSaysWhy)
     m.notes.push_back("no NVIDIA driver");
     EXPECT_EQ(doctor::render_topo_text(m), "No NVIDIA GPU found.\n  no NVIDIA driver\n");
 }
+
+TEST(TopoReport, NoGpuOnThisMachineWithoutNvmlCouldNotRun)
+{
+    // Exit statuses are one table for every subcommand: NVML needed and missing is 3, as for
+    // monitor. A topology file without GPUs is an answer (0).
+    auto r = test_support::run({GPUDOCTOR_PATH, "topo"}, {{"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+    if (r.out.rfind("No NVIDIA GPU found.", 0) != 0) {
+        GTEST_SKIP() << "hwloc sees an NVIDIA GPU on this machine";
+    }
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("gpudoctor topo: no GPU found, and NVML is unavailable: cannot load "
+                         "/nonexistent/libnvidia-ml.so.1"),
+        std::string::npos)
+        << r.err;
+
+    test_support::TempDir dir;
+    test_support::TopologyXml cpu("cpunode");
+    cpu.package();
+    cpu.numa(0, 0, 4);
+    cpu.write(dir / "cpu.xml");
+    r = test_support::run({GPUDOCTOR_PATH, "topo", "--topology", (dir / "cpu.xml").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+}
