@@ -2,6 +2,7 @@
 
 #include "doctor/gpudoctor.hpp"
 #include "doctor/subcommand_args.hpp"
+#include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_sampler.hpp"
 #include "probes/process.hpp"
@@ -56,9 +57,13 @@ public:
     explicit Output(const MonitorArgs& a)
     {
         if (!a.output.empty()) {
-            m_file = std::fopen(a.output.c_str(), "we"); // not inherited by the command
+            // Not inherited by the command; never through another user's link.
+            const int fd = probes::open_output_file(a.output, "--output");
+            m_file = fdopen(fd, "w");
             if (m_file == nullptr) {
-                throw Error(fmt::format("--output {}: {}", a.output, std::strerror(errno)));
+                const int err = errno;
+                close(fd);
+                throw Error(fmt::format("--output {}: {}", a.output, std::strerror(err)));
             }
             m_owned = true;
         } else {

@@ -351,6 +351,21 @@ void AtomicFile::commit()
     }
 }
 
+int open_output_file(const std::string& path, const std::string& what, mode_t mode)
+{
+    Resolved r = resolve(path, what);
+    if (r.existing && S_ISDIR(r.existing->st_mode)) {
+        throw Error(fmt::format("{} {}: a directory; give the path of a file to write", what, path));
+    }
+    const int flags =
+        O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (r.existing && !S_ISREG(r.existing->st_mode) ? 0 : O_TRUNC);
+    const int fd = openat(r.dir.get(), r.name.c_str(), flags, mode);
+    if (fd < 0) {
+        throw Error(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+    }
+    return fd;
+}
+
 void write_files_atomically(const std::vector<OutputFile>& files)
 {
     // Every file is written to its temporary name first: one that cannot be written replaces none.

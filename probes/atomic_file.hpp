@@ -61,6 +61,13 @@ private:
 void write_file_atomically(const std::string& path, std::string_view content, const std::string& what,
     std::optional<mode_t> mode = std::nullopt);
 
+/// For output that is read while it grows (a live log): `path` opened for writing from the start,
+/// truncated, created with `mode` (less the umask) when missing, after the same walk as AtomicFile
+/// (no other user's link, no directory every user can write to without the sticky bit); a device
+/// or FIFO is opened as it is (`--output /dev/stderr`). The descriptor is close-on-exec. Throws
+/// probes::Error naming `what`.
+int open_output_file(const std::string& path, const std::string& what, mode_t mode = 0666);
+
 /// A file for write_files_atomically: `what` is the option that asked for it.
 struct OutputFile {
     std::string what;

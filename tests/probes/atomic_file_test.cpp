@@ -311,4 +311,34 @@ TEST_F(AtomicFileAsRoot, AnotherUsersFileInASharedDirectoryIsReplacedNotWrittenT
     EXPECT_EQ(st.st_mode & 0777, 0644U) << "made as a new file of root's, not with the other user's mode";
 }
 
+TEST_F(AtomicFileAsRoot, ALiveOutputFileIsNotOpenedThroughAnotherUsersLink)
+{
+    // gpudoctor monitor --output: truncating the link's target would destroy root's file.
+    const auto link = m_dir / "monitor.out";
+    plant(link, m_victim, 65534);
+    try {
+        close(probes::open_output_file(link.string(), "--output"));
+        ADD_FAILURE() << "opened";
+    } catch (const probes::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("is a symbolic link owned by another user"), std::string::npos)
+            << e.what();
+    }
+    expect_victim_untouched();
+}
+
+TEST_F(AtomicFileTest, ALiveOutputFileIsTruncatedAndADeviceOpenedAsItIs)
+{
+    const auto file = m_dir / "monitor.out";
+    std::ofstream(file) << "an older, longer run\n";
+    const int fd = probes::open_output_file(file.string(), "--output");
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(write(fd, "new\n", 4), 4);
+    close(fd);
+    EXPECT_EQ(file_text(file), "new\n");
+    const int null = probes::open_output_file("/dev/null", "--output");
+    EXPECT_GE(null, 0);
+    close(null);
+    EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
 } // namespace
