@@ -110,7 +110,7 @@ public:
             m_file.write(fmt::format("\n],{}\n", tail.dump().substr(1)));
             m_file.commit();
         } catch (const Error& e) {
-            return fmt::format("cannot write {}", e.what());
+            return e.what();
         }
         return "";
     }
