@@ -55,8 +55,7 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
         // The same finding about several GPUs (or ports) is one line, its remedy once.
         for (const auto& group : probes::group_findings(r.findings)) {
             const Finding& f = *group.first;
-            const bool problem =
-                f.severity == Severity::warn || f.severity == Severity::fail || f.severity == Severity::error;
+            const bool problem = probes::badness(f.severity) > 0;
             if (options.quiet && !problem) {
                 continue;
             }
@@ -72,8 +71,7 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
 
 bool is_failing(const Finding& finding, bool strict)
 {
-    return finding.severity == Severity::fail || finding.severity == Severity::error ||
-        (strict && finding.severity == Severity::warn);
+    return probes::fails(finding.severity, strict ? Severity::warn : Severity::fail);
 }
 
 std::string render_fail_summary(const std::vector<ProbeResult>& results, const ReportOptions& options)

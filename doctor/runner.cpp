@@ -1,5 +1,6 @@
 #include "doctor/runner.hpp"
 
+#include "doctor/report.hpp"
 #include "probes/error.hpp"
 #include "probes/process.hpp"
 
@@ -174,8 +175,7 @@ int exit_code(const std::vector<ProbeResult>& results, bool strict)
     int code = 0;
     for (const auto& r : results) {
         for (const auto& f : r.findings) {
-            if (f.severity == Severity::fail || f.severity == Severity::error ||
-                (strict && f.severity == Severity::warn)) {
+            if (is_failing(f, strict)) {
                 code = 1;
             }
         }

@@ -278,17 +278,18 @@ AtomicFile::AtomicFile(const std::string& path, const std::string& what, std::op
     m_fd = fd;
     if (fchmod(m_fd, *mode) != 0) {
         const int err = errno;
-        close(m_fd);
-        unlinkat(m_dir, m_temp.c_str(), 0);
-        close(m_dir);
-        m_fd = -1;
-        m_dir = -1;
+        discard(); // the destructor does not run for a constructor that throws
         throw Error(fmt::format(
             "{} {}: cannot set the mode of {}/{}: {}", what, path, m_shown_dir, m_temp, std::strerror(err)));
     }
 }
 
 AtomicFile::~AtomicFile()
+{
+    discard();
+}
+
+void AtomicFile::discard() noexcept
 {
     if (m_fd >= 0) {
         close(m_fd);

@@ -47,6 +47,9 @@ public:
     const char* temp_name() const { return m_temp.c_str(); }
 
 private:
+    /// Closes what is open and removes the temporary unless it was committed.
+    void discard() noexcept;
+
     std::string m_what;
     std::string m_path; ///< as given, for messages
     std::string m_shown_dir; ///< the directory, for messages

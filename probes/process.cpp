@@ -391,35 +391,26 @@ using Clock = std::chrono::steady_clock;
 /// ended by then.
 bool reap(pid_t pid, int& status, std::optional<Clock::time_point> until)
 {
-    if (!until) {
-        while (true) {
-            const pid_t done = waitpid(pid, &status, 0);
-            if (done == pid) {
-                return true;
-            }
-            if (done < 0 && errno != EINTR) {
-                status = 0; // reaped elsewhere: its status is lost
-                return true;
-            }
-        }
-    }
     auto pause = std::chrono::microseconds(200);
     while (true) {
-        const pid_t done = waitpid(pid, &status, WNOHANG);
+        // Without a deadline waitpid blocks; with one it is asked, with pauses growing to 20 ms.
+        const pid_t done = waitpid(pid, &status, until ? WNOHANG : 0);
         if (done == pid) {
             return true;
         }
         if (done < 0 && errno != EINTR) {
-            status = 0;
+            status = 0; // reaped elsewhere: its status is lost
             return true;
         }
-        const auto now = Clock::now();
-        if (now >= *until) {
-            return false;
+        if (done == 0) {
+            const auto now = Clock::now();
+            if (now >= *until) {
+                return false;
+            }
+            usleep(static_cast<useconds_t>(std::min<long long>(
+                pause.count(), std::chrono::duration_cast<std::chrono::microseconds>(*until - now).count())));
+            pause = std::min(pause * 2, std::chrono::microseconds(20000));
         }
-        usleep(static_cast<useconds_t>(std::min<long long>(
-            pause.count(), std::chrono::duration_cast<std::chrono::microseconds>(*until - now).count())));
-        pause = std::min(pause * 2, std::chrono::microseconds(20000));
     }
 }
 

@@ -25,8 +25,6 @@ constexpr std::string_view progress_mark = "@gpukit-frameworks ";
 // [framework...]`; progress lines around each framework, then one JSON object.
 #include "doctor/frameworks_py.inc"
 
-const char* const probe_script = frameworks_py;
-
 // ---------------------------------------------------------------------------------------------
 // Collector
 
@@ -146,7 +144,7 @@ nlohmann::json collect_frameworks(const CollectContext& ctx)
             out["not_checked"] = remaining;
             break;
         }
-        std::vector<std::string> argv = {python, "-c", probe_script};
+        std::vector<std::string> argv = {python, "-c", frameworks_py};
         argv.insert(argv.end(), remaining.begin(), remaining.end());
         probes::CommandResult r;
         try {

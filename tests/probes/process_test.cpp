@@ -170,6 +170,16 @@ TEST(SpawnFunction, AHangIsKilledAtTheDeadlineWithWhatItStartedAndTheOthersFinis
     EXPECT_TRUE(gone) << "the hanging child's own child outlived the deadline";
 }
 
+/// Waits up to 10 s for the supervised program to end; the last event (exited, unless it did not).
+probes::Supervisor::Event until_exit(probes::Supervisor& supervisor)
+{
+    probes::Supervisor::Event event;
+    for (int i = 0; i < 100 && !event.exited; ++i) {
+        event = supervisor.wait(std::chrono::milliseconds(100));
+    }
+    return event;
+}
+
 TEST(Supervisor, PassesOnASignalAndReportsTheExitStatus)
 {
     probes::Supervisor supervisor;
@@ -183,9 +193,7 @@ TEST(Supervisor, PassesOnASignalAndReportsTheExitStatus)
     EXPECT_EQ(event.signal, SIGTERM);
     EXPECT_FALSE(event.from_terminal);
     supervisor.child().signal(event.signal);
-    for (int i = 0; i < 100 && !event.exited; ++i) {
-        event = supervisor.wait(std::chrono::milliseconds(100));
-    }
+    event = until_exit(supervisor);
     EXPECT_TRUE(event.exited);
     EXPECT_EQ(event.exit_code, 7);
 }
@@ -194,10 +202,7 @@ TEST(Supervisor, AProgramThatCannotRunSaysWhyAndExits127)
 {
     probes::Supervisor supervisor;
     supervisor.start({"gpukit-no-such-program"}, false, "test: cannot run it: ");
-    auto event = supervisor.wait(std::chrono::seconds(5));
-    for (int i = 0; i < 50 && !event.exited; ++i) {
-        event = supervisor.wait(std::chrono::milliseconds(100));
-    }
+    const auto event = until_exit(supervisor);
     EXPECT_TRUE(event.exited);
     EXPECT_EQ(event.exit_code, 127);
 }
