@@ -9,8 +9,10 @@
 #include "probes/batch_split.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/error.hpp"
+#include "probes/gpu_sampler.hpp"
 #include "probes/input_file.hpp"
 #include "probes/nvml.hpp"
+#include "probes/pci_address.hpp"
 #include "probes/process.hpp"
 #include "probes/spelling.hpp"
 
@@ -47,7 +49,9 @@ struct FitOptions {
     unsigned dp = 0;
     std::string recompute = "none";
     std::string gpu_mem;
-    std::string gpus;
+    std::string gpus; ///< this node's GPUs: NVML indexes, bus ids or UUIDs
+    std::string gpu_models; ///< names from the GPU table
+    unsigned gpu_count = 0;
     std::string speeds;
     unsigned global_batch = 0;
     double base_lr = 0;
@@ -80,57 +84,63 @@ bool is_count(const std::string& text)
     return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-std::vector<std::string> split_list(const std::string& text)
+// How a GPU of this node is named: an NVML index, a UUID or a bus id; not a model name.
+bool names_local_gpu(const std::string& text)
 {
-    std::vector<std::string> out;
-    std::size_t start = 0;
-    while (true) {
-        const auto comma = text.find(',', start);
-        out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-        if (comma == std::string::npos) {
-            return out;
-        }
-        start = comma + 1;
-    }
+    return is_count(text) || text.starts_with("GPU-") || text.starts_with("MIG-") || probes::PciAddress::parse(text);
 }
 
-// The GPUs NVML sees, with their free memory.
-std::vector<FitGpu> nvml_gpus(std::vector<std::string>& notes)
+// The GPUs NVML sees (those `selectors` name, or all), with their free memory.
+std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<std::string>& notes)
 {
+    std::optional<probes::Nvml> nvml;
+    std::vector<probes::MonitoredGpu> chosen;
     try {
-        const probes::Nvml nvml = probes::Nvml::load();
-        const auto found = nvml.gpus();
+        nvml.emplace(probes::Nvml::load());
+        const auto found = nvml->gpus();
         if (found.empty()) {
             throw Error("NVML sees no GPU");
         }
-        if (nvml.api().memory == nullptr) {
+        if (nvml->api().memory == nullptr) {
             throw Error("this NVML has no nvmlDeviceGetMemoryInfo");
         }
-        std::vector<FitGpu> out;
-        for (const auto& g : found) {
-            probes::nvml_abi::Memory memory{};
-            const auto rc = nvml.api().memory(nvml.handle(g.index), &memory);
-            if (rc != probes::nvml_abi::success) {
-                throw Error(fmt::format("nvmlDeviceGetMemoryInfo of GPU {} failed: {}", g.index, nvml.describe(rc)));
-            }
-            if (memory.free == 0) {
-                throw Error(fmt::format("GPU {} has no free memory", g.index));
-            }
-            out.push_back({g.name.empty() ? "GPU" : g.name, memory.free, "nvml free", 1.0});
-            if (!g.mig_uuids.empty()) {
-                notes.push_back(fmt::format("GPU {} is split into MIG instances: a job on one has less memory than "
-                                            "the GPU's; give --gpu-mem with the instance's size",
-                    g.index));
-            }
-        }
-        return out;
+        chosen = probes::select_gpus(found, {});
     } catch (const Error& e) {
         // NVML needed and missing: gpudoctor could not run (3), not a usage error.
         throw probes::Unavailable(
-            fmt::format("--gpu-mem auto: cannot read free GPU memory from NVML ({}); give --gpu-mem SIZE "
-                        "(e.g. 16GiB, 80GB) or --gpus NAMES",
+            fmt::format("{}: cannot read free GPU memory from NVML ({}); give --gpu-mem SIZE (e.g. 16GiB, 80GB) or "
+                        "--gpu-model NAMES",
+                selectors.empty() ? std::string("--gpu-mem auto")
+                                  : "--gpus " + fmt::format("{}", fmt::join(selectors, ",")),
                 e.what()));
     }
+    if (!selectors.empty()) {
+        chosen = probes::select_gpus(nvml->gpus(), selectors, "--gpus"); // a GPU not here: a usage error
+    }
+    std::vector<FitGpu> out;
+    for (const auto& g : nvml->gpus()) {
+        if (std::none_of(
+                chosen.begin(), chosen.end(), [&](const probes::MonitoredGpu& c) { return c.index == g.index; })) {
+            continue;
+        }
+        probes::nvml_abi::Memory memory{};
+        const auto rc = nvml->api().memory(nvml->handle(g.index), &memory);
+        if (rc != probes::nvml_abi::success) {
+            throw probes::Unavailable(
+                fmt::format("nvmlDeviceGetMemoryInfo of GPU {} failed: {}", g.index, nvml->describe(rc)));
+        }
+        if (memory.free == 0) {
+            throw probes::Unavailable(fmt::format("GPU {} has no free memory", g.index));
+        }
+        out.push_back({g.name.empty() ? "GPU" : g.name, memory.free,
+            selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0});
+        if (!g.mig_uuids.empty()) {
+            notes.push_back(fmt::format("GPU {} is split into MIG instances: a job on one has less memory than "
+                                        "the GPU's; give --gpu-mem with the instance's size",
+                g.index));
+        }
+    }
+    return out;
 }
 
 std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std::vector<std::string>& notes)
@@ -140,16 +150,19 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
     if (!auto_memory) {
         size = probes::parse_byte_size(o.gpu_mem, "--gpu-mem");
     }
+    if ((o.gpus.empty() ? 0 : 1) + (o.gpu_models.empty() ? 0 : 1) + (o.gpu_count == 0 ? 0 : 1) > 1) {
+        throw Error("--gpus, --gpu-model and --gpu-count each say which GPUs to fit: give one of them");
+    }
     std::vector<FitGpu> gpus;
-    if (!o.gpus.empty() && !is_count(o.gpus)) {
+    if (!o.gpu_models.empty()) {
         if (o.gpu_mem == "auto") {
-            throw Error("--gpu-mem auto with --gpus NAMES: the GPU table gives each GPU's memory; give --gpu-mem SIZE "
-                        "to override it, or --gpus N to fit this node's GPUs");
+            throw Error("--gpu-mem auto with --gpu-model: the GPU table gives each GPU's memory; give --gpu-mem SIZE "
+                        "to override it, or --gpus LIST to fit this node's GPUs");
         }
-        for (const auto& name : split_list(o.gpus)) {
+        for (const auto& name : probes::split_commas(o.gpu_models)) {
             if (name.empty()) {
-                throw Error(
-                    fmt::format("--gpus {}: an empty name; give names from the GPU table, like K80,V100,V100", o.gpus));
+                throw Error(fmt::format(
+                    "--gpu-model {}: an empty name; give names from the GPU table, like K80,V100,V100", o.gpu_models));
             }
             const GpuSpec& spec = table.find(name);
             gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed});
@@ -157,33 +170,49 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
                 notes.push_back(spec.note);
             }
         }
-    } else if (!o.gpus.empty()) {
-        const unsigned long count = o.gpus.size() > 6 ? 0 : std::stoul(o.gpus);
-        if (count == 0 || count > 100000) {
-            throw Error(
-                fmt::format("--gpus {}: expected a number of GPUs from 1 to 100000, or names like K80,V100", o.gpus));
+    } else if (o.gpu_count > 0) {
+        if (o.gpu_count > 100000) {
+            throw Error(fmt::format("--gpu-count {}: expected a number of GPUs from 1 to 100000", o.gpu_count));
         }
         FitGpu each{"", size.value_or(0), "--gpu-mem", 1.0};
         if (!size) {
-            const auto seen = nvml_gpus(notes);
+            const auto seen = nvml_gpus({}, notes);
             each = *std::min_element(
                 seen.begin(), seen.end(), [](const FitGpu& a, const FitGpu& b) { return a.memory < b.memory; });
-            if (seen.size() != count || seen.size() > 1) {
+            if (seen.size() != o.gpu_count || seen.size() > 1) {
                 each.memory_from = "nvml free, smallest";
             }
-            if (seen.size() != count) {
-                notes.push_back(fmt::format("--gpus {} but NVML sees {} GPU{} here: each of the {} is taken to have "
-                                            "the least free memory seen here",
-                    count, seen.size(), seen.size() == 1 ? "" : "s", count));
+            if (seen.size() != o.gpu_count) {
+                notes.push_back(fmt::format("--gpu-count {} but NVML sees {} GPU{} here: each of the {} is taken to "
+                                            "have the least free memory seen here",
+                    o.gpu_count, seen.size(), seen.size() == 1 ? "" : "s", o.gpu_count));
             }
         }
-        gpus.assign(count, each);
+        gpus.assign(o.gpu_count, each);
+    } else if (!o.gpus.empty()) {
+        const auto selectors = probes::split_commas(o.gpus);
+        for (const auto& s : selectors) {
+            if (!names_local_gpu(s)) {
+                throw Error(fmt::format("--gpus {}: '{}' is not a GPU of this node (an NVML index, bus id or UUID); "
+                                        "GPU models go to --gpu-model, a number of GPUs to --gpu-count",
+                    o.gpus, s));
+            }
+        }
+        gpus = nvml_gpus(selectors, notes);
+        if (size) {
+            for (auto& g : gpus) {
+                g.memory = *size;
+                g.memory_from = "--gpu-mem";
+            }
+        }
     } else if (size) {
         gpus.push_back({"", *size, "--gpu-mem", 1.0});
     } else {
-        gpus = nvml_gpus(notes);
+        gpus = nvml_gpus({}, notes);
+    }
+    if (o.gpu_models.empty() && o.speeds.empty()) {
         for (std::size_t i = 1; i < gpus.size(); ++i) {
-            if (gpus[i].name != gpus.front().name && o.speeds.empty()) {
+            if (gpus[i].name != gpus.front().name) {
                 notes.push_back("this node's GPUs differ and are taken to be equally fast; give --speeds");
                 break;
             }
@@ -314,7 +343,7 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
         }
         std::cout << fmt::format("  {:<22} {}\n  {:<22} {}\n", m.name, m.description, "", shape);
     }
-    std::cout << "\nGPU table (--gpus NAME,...; speed relative to a V100, rough; --speeds overrides):\n";
+    std::cout << "\nGPU table (--gpu-model NAME,...; speed relative to a V100, rough; --speeds overrides):\n";
     for (const auto& g : gpus.gpus()) {
         std::string line = fmt::format("  {:<10} {:>10}  speed {:<4} {}", g.name, probes::format_bytes(g.memory),
             fmt::format("{:g}", g.speed), fmt::join(g.aliases, ", "));
@@ -402,8 +431,12 @@ int run_fit(int argc, char** argv)
            "Memory per GPU (16GiB, 80GB, 40000MiB) or auto: free memory from NVML "
            "(the default without GPU names)")
         ->type_name("SIZE|auto");
-    app.add_option("--gpus", o.gpus, "A number of GPUs, or names from the GPU table: K80,V100,V100")
-        ->type_name("N|LIST");
+    app.add_option(
+           "--gpus", o.gpus, "This node's GPUs: NVML indexes, bus ids or UUIDs (default: all, with --gpu-mem auto)")
+        ->type_name("LIST");
+    app.add_option("--gpu-model", o.gpu_models, "GPUs by model, from the GPU table: K80,V100,V100")->type_name("LIST");
+    app.add_option("--gpu-count", o.gpu_count, "A number of GPUs like this node's (or of --gpu-mem SIZE each)")
+        ->type_name("N");
     app.add_option("--speeds", o.speeds, "Relative speeds, one per GPU: 1,2,2 (over the table's)")->type_name("LIST");
     app.add_option("--global-batch", o.global_batch, "Split this global batch over the GPUs")->type_name("B");
     app.add_option("--base-lr", o.base_lr, "The learning rate tuned for --base-batch")->type_name("X");
@@ -421,13 +454,17 @@ int run_fit(int argc, char** argv)
     app.add_option("--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)")->type_name("F");
     app.add_flag("--exact", o.exact,
         "Search: bisect to the last batch that fits, beyond the ceil(log2(max/min)) + 2 trial budget");
-    app.footer("Usage: gpudoctor fit --model NAME --precision P --optimizer O [--gpu-mem SIZE|--gpus ...]\n"
+    app.footer("Usage: gpudoctor fit --model NAME --precision P --optimizer O [--gpu-mem SIZE] [--gpus "
+               "LIST|--gpu-model LIST|--gpu-count N]\n"
                "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
                "Exit status: 0 an answer (also \"nothing fits\"), 1 the search stopped on a failed trial, 2 usage or "
                "input error. See gpudoctor(1).");
     reject_unknown_options(app, line, "fit");
     if (!parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor fit --help")) {
         return 0;
+    }
+    if (app.count("--gpu-count") > 0 && o.gpu_count == 0) {
+        throw Error("--gpu-count 0: expected a number of GPUs from 1 to 100000");
     }
 
     ModelCatalog catalog = ModelCatalog::builtin();
@@ -519,9 +556,9 @@ int run_fit(int argc, char** argv)
         }
         report = analyse_fit(q);
     } else {
-        for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--speeds", "--global-batch",
-                 "--base-lr", "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp",
-                 "--recompute", "--activation-bytes-per-sample"}) {
+        for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--gpu-model", "--gpu-count",
+                 "--speeds", "--global-batch", "--base-lr", "--base-batch", "--layers", "--hidden", "--heads", "--seq",
+                 "--vocab", "--zero", "--dp", "--recompute", "--activation-bytes-per-sample"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

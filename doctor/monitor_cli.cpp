@@ -6,6 +6,7 @@
 #include "probes/error.hpp"
 #include "probes/gpu_sampler.hpp"
 #include "probes/process.hpp"
+#include "probes/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -38,17 +39,6 @@ struct MonitorArgs {
     std::string output;
     std::vector<std::string> command;
 };
-
-std::vector<std::string> split_commas(const std::string& text)
-{
-    std::vector<std::string> out;
-    for (std::size_t start = 0; start <= text.size();) {
-        const std::size_t end = std::min(text.find(',', start), text.size());
-        out.push_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    return out;
-}
 
 // Where the monitor writes: standard output, standard error when a command holds standard output
 // (as perf stat does), or --output FILE.
@@ -265,7 +255,7 @@ int run_monitor(int argc, char** argv)
     }
     std::vector<std::string> selectors;
     if (!a.gpus.empty()) {
-        selectors = split_commas(a.gpus);
+        selectors = probes::split_commas(a.gpus);
     }
 
     std::optional<probes::Nvml> nvml;

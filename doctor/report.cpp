@@ -50,6 +50,9 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
     const std::string host = checked_host(facts);
     if (!options.quiet) {
         out += fmt::format("gpudoctor check{}\n", host.empty() ? "" : " on " + host);
+        if (const std::string scope = scope_line(options.scope); !scope.empty()) {
+            out += fmt::format("judging {}\n", scope);
+        }
     }
     for (const auto& r : results) {
         // The same finding about several GPUs (or ports) is one line, its remedy once.
@@ -113,6 +116,7 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
     const std::string host = checked_host(facts);
     nlohmann::json out = {{"host", host.empty() ? nlohmann::json(nullptr) : nlohmann::json(host)},
         {"exit_code", exit_code(results, options.strict)}, {"strict", options.strict},
+        {"gpus_judged", scope_json(options.scope)},
         {"summary",
             {{"pass", n[Severity::pass]}, {"warn", n[Severity::warn]}, {"fail", n[Severity::fail]},
                 {"error", n[Severity::error]}, {"skip", n[Severity::skip]}}},

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "doctor/gpu_scope.hpp"
 #include "doctor/runner.hpp"
 
 #include <nlohmann/json.hpp>
@@ -11,14 +12,15 @@ struct ReportOptions {
     bool color = false;
     bool quiet = false; ///< only problems (warn, fail, error) and the summary line
     bool strict = false;
+    GpuScope scope; ///< the GPUs judged (check --gpus, or the job's), said under the title
 };
 
 /// The text report for people: one line per finding, grouped by probe, the remedy under each
 /// problem, then a summary line with the exit status.
 std::string render_text(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options);
 
-/// The same for programs: {"host", "exit_code", "summary": {pass, warn, fail, skip, error},
-/// "probes": [{"name", "summary", "findings": [{code, severity, subject, message, remedy, facts}]}]}.
+/// The same for programs: {"host", "exit_code", "gpus_judged": scope_json(...), "summary": {pass, warn, fail, skip,
+/// error}, "probes": [{"name", "summary", "findings": [{code, severity, subject, message, remedy, facts}]}]}.
 nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options);
 
 /// Whether a finding makes check exit 1: fail and error, and warn with `strict`.

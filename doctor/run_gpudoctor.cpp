@@ -199,6 +199,7 @@ int run(int argc, char** argv)
         double deep_timeout = 300.0;
         bool deep = false;
         int expect_gpus = -1;
+        std::string gpus;
     } c;
     auto add_selection = [&](CLI::App* sub) {
         sub->add_option("--only", c.only, "Run only these probes (names or prefixes, comma-separated)")
@@ -224,6 +225,11 @@ int run(int argc, char** argv)
     bool quick = false;
     check->add_flag("--quick", quick, "Quick tier only: NVML, sysfs and files, no timed GPU work (the default)");
     check->add_option("--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)")->type_name("N");
+    check
+        ->add_option("--gpus", c.gpus,
+            "Judge only these GPUs: NVML indexes, bus ids or UUIDs, comma-separated (default: the job's, from "
+            "GPURUN_GPU_BUS_ID or CUDA_VISIBLE_DEVICES, else all); node-wide checks run either way")
+        ->type_name("LIST");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
     struct ExtraOutputs {
@@ -422,8 +428,10 @@ int run(int argc, char** argv)
     }
 
     const Facts facts = c.from.empty() ? collect(collectors_for(probes), ctx) : load_snapshot(c.from);
-    const auto results = judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
+    auto results = judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
     ReportOptions options;
+    options.scope = gpu_scope(facts, c.gpus, c.from.empty() ? &ctx.env : nullptr);
+    keep_in_scope(results, options.scope);
     options.strict = c.strict;
     options.quiet = c.quiet;
     options.color = use_color(c.no_color);

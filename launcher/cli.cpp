@@ -163,7 +163,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
             ->type_name("LIST");
     std::string nic_binding = "ucx";
     app.add_option("--nic-binding", nic_binding,
-           "Point each rank at its GPU's nearest HCA: ucx (default: UCX_NET_DEVICES), nccl (also NCCL_IB_HCA), none")
+           "Point each rank at its GPU's nearest NIC (InfiniBand HCA): ucx (default: UCX_NET_DEVICES), nccl (also "
+           "NCCL_IB_HCA), none")
         ->type_name("MODE");
     app.add_flag("--dry-run", o.dry_run, "Print the plan and the launcher command; start nothing");
     app.add_flag("--json", o.json, "With --dry-run: print the plan as JSON");

@@ -65,7 +65,7 @@ std::string render_text(const PlanReport& r)
 {
     const auto& ranks = r.job.ranks;
     std::vector<std::vector<std::string>> rows;
-    rows.push_back({"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "NAME", "NUMA", "CPUS", "HCA"});
+    rows.push_back({"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "NAME", "NUMA", "CPUS", "NIC"});
     if (r.batch) {
         rows.back().insert(rows.back().end(), {"BATCH", "LOSS WEIGHT"});
     }
@@ -165,7 +165,7 @@ nlohmann::json render_json(const PlanReport& r)
         }
         ranks.push_back({{"rank", jr.rank}, {"local_rank", b.local_rank}, {"host", jr.host}, {"gpu", gpu},
             {"numa", b.numa}, {"cpus", b.cpus.to_list()}, {"cores", b.cores}, {"shared_cpus", b.shared},
-            {"hca", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)},
+            {"nic", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)},
             {"nic_variables", nic_json(b.hca)},
             {"local_batch", r.batch ? nlohmann::json(r.batch->per_gpu.at(jr.rank)) : nlohmann::json(nullptr)},
             {"loss_weight", r.batch ? nlohmann::json(r.batch->loss_weight.at(jr.rank)) : nlohmann::json(nullptr)}});

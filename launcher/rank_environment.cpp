@@ -34,7 +34,8 @@ std::vector<RankVariable> rank_environment(const HelperOptions& o, const RankCon
         set("GPURUN_NUMA", fmt::format("{}", fmt::join(mine.numa, ",")));
     }
     if (!mine.hca.empty()) {
-        set("GPURUN_HCA", mine.hca);
+        set("GPURUN_NIC", mine.hca);
+        set("GPURUN_HCA", mine.hca); // the older name, kept for scripts that read it
         for (const auto& [name, value] : nic_variables(o.nic_binding, mine.hca)) {
             set(name, value, true);
         }

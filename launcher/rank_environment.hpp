@@ -27,7 +27,7 @@ struct RankVariable {
 
 /// The variables for the rank `context` names, bound as `binding`, in the order they are set:
 /// RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE [MASTER_ADDR MASTER_PORT] (torch.distributed's
-/// env://), [GPURUN_LOCAL_BATCH GPURUN_LOSS_WEIGHT], GPURUN_CPUS [GPURUN_NUMA] [GPURUN_HCA and
+/// env://), [GPURUN_LOCAL_BATCH GPURUN_LOSS_WEIGHT], GPURUN_CPUS [GPURUN_NUMA] [GPURUN_NIC GPURUN_HCA and
 /// the NIC variables], [OMP_NUM_THREADS], and with a GPU CUDA_DEVICE_ORDER GPURUN_GPU_BUS_ID
 /// [GPURUN_GPU_UUID] [CUDA_VISIBLE_DEVICES] GPURUN_GPU.
 std::vector<RankVariable> rank_environment(const HelperOptions& options, const RankContext& context,

@@ -176,7 +176,7 @@ void nic_notes(const JobPlan& job, NicBinding binding, const std::function<const
         }
     }
     if (!set.empty()) {
-        notes.push_back(fmt::format("each rank gets {} naming its HCA in the table, port 1 (--nic-binding {})",
+        notes.push_back(fmt::format("each rank gets {} naming its NIC in the table, port 1 (--nic-binding {})",
             fmt::join(set, " and "), to_string(binding)));
     }
     if (!kept.empty()) {

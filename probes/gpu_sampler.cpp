@@ -26,7 +26,8 @@ std::string listed(const std::vector<NvmlGpu>& all)
 
 } // namespace
 
-std::vector<MonitoredGpu> select_gpus(const std::vector<NvmlGpu>& all, const std::vector<std::string>& selectors)
+std::vector<MonitoredGpu> select_gpus(
+    const std::vector<NvmlGpu>& all, const std::vector<std::string>& selectors, std::string_view where)
 {
     std::vector<MonitoredGpu> out;
     if (selectors.empty()) {
@@ -43,11 +44,11 @@ std::vector<MonitoredGpu> select_gpus(const std::vector<NvmlGpu>& all, const std
                 (bus && g.bus_id == *bus) || (!g.uuid.empty() && g.uuid == text);
         });
         if (it == all.end()) {
-            throw Error(
-                fmt::format("--gpus {}: no such GPU; NVML lists {} (an index, a bus id or a UUID)", text, listed(all)));
+            throw Error(fmt::format(
+                "{} {}: no such GPU; NVML lists {} (an index, a bus id or a UUID)", where, text, listed(all)));
         }
         if (std::any_of(out.begin(), out.end(), [&](const MonitoredGpu& g) { return g.index == it->index; })) {
-            throw Error(fmt::format("--gpus {}: GPU {} is named twice", text, it->index));
+            throw Error(fmt::format("{} {}: GPU {} is named twice", where, text, it->index));
         }
         out.push_back(monitored(*it));
     }

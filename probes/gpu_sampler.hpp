@@ -8,14 +8,17 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace probes {
 
 /// How a GPU is named on a monitor's command line: NVML's index, a PCI bus id in any spelling, or
 /// a UUID. Returns the GPUs of `all` named by `selectors`, in the order given; all of them when
-/// `selectors` is empty. Throws probes::Error for a name that matches no GPU, or one named twice.
-std::vector<MonitoredGpu> select_gpus(const std::vector<NvmlGpu>& all, const std::vector<std::string>& selectors);
+/// `selectors` is empty. Throws probes::Error for a name that matches no GPU, or one named twice;
+/// the message starts with `where` (the option or variable the names came from).
+std::vector<MonitoredGpu> select_gpus(
+    const std::vector<NvmlGpu>& all, const std::vector<std::string>& selectors, std::string_view where = "--gpus");
 
 /// The GPUs of `all` at these bus ids, in that order. Throws probes::Error naming a bus id NVML
 /// does not list.

@@ -9,4 +9,8 @@ namespace probes {
 /// For "did you mean" in error messages.
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 
+/// The items of a comma-separated list as given on a command line, empty ones kept
+/// ("a,,b" is {"a", "", "b"}) so that callers can say which one is wrong.
+std::vector<std::string> split_commas(const std::string& text);
+
 } // namespace probes

@@ -146,7 +146,7 @@ TEST_F(FitCli, WorksFromAnyDirectory)
     // The presets and the GPU table are compiled in: nothing is read from share/.
     const auto r = test_support::run({"/bin/sh", "-c",
         std::string("cd / && exec ") + GPUDOCTOR_PATH +
-            " fit --model densenet121 --precision amp --optimizer adam --gpus V100"});
+            " fit --model densenet121 --precision amp --optimizer adam --gpu-model V100"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("densenet121: DenseNet-121 as in CheXNet"), std::string::npos) << r.out;
 }

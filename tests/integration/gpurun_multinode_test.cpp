@@ -400,7 +400,8 @@ TEST_F(GpurunMultiNode, EachNodeBindsItsRanksFromItsOwnTopology)
             << "the CPU near " << bus << " in node " << node + 1 << "'s topology";
         EXPECT_EQ(one(v, "GPURUN_CPUS"), one(v, "Cpus_allowed_list"));
         const std::string hca = m_near[node].at(bus) == m_a ? "mlx5_0" : "mlx5_1";
-        EXPECT_EQ(one(v, "GPURUN_HCA"), hca) << "the HCA beside the rank's GPU";
+        EXPECT_EQ(one(v, "GPURUN_NIC"), hca) << "the NIC beside the rank's GPU";
+        EXPECT_EQ(one(v, "GPURUN_HCA"), hca) << "the older name of GPURUN_NIC";
         EXPECT_EQ(one(v, "UCX_NET_DEVICES"), hca + ":1");
         EXPECT_EQ(one(v, "NCCL_IB_HCA"), "=" + hca + ":1") << "--nic-binding nccl";
     }

@@ -52,7 +52,7 @@ TEST_F(PlanReportTest, TextShowsEachRanksBatchAndLossWeight)
     const std::string text = launcher::render_text(report(probes::split_batch(96, {1, 2, 2})));
     EXPECT_EQ(text,
         "gpurun: 3 ranks on 1 host (CPU only; bind numa, memory preferred, gpu visibility all)\n"
-        "RANK  HOST  LOCAL  GPU  BUS ID  NAME  NUMA  CPUS  HCA  BATCH  LOSS WEIGHT\n"
+        "RANK  HOST  LOCAL  GPU  BUS ID  NAME  NUMA  CPUS  NIC  BATCH  LOSS WEIGHT\n"
         "0     n01   0      -    -       -     0     0-1   -    19     0.59375\n"
         "1     n01   1      -    -       -     0     2-3   -    39     1.21875\n"
         "2     n01   2      -    -       -     0     4-5   -    38     1.1875\n"
@@ -68,7 +68,7 @@ TEST_F(PlanReportTest, TextWithoutAGlobalBatchHasNoBatchColumns)
     const std::string text = launcher::render_text(report(std::nullopt));
     EXPECT_EQ(text.find("BATCH"), std::string::npos) << text;
     EXPECT_EQ(text.find("batch:"), std::string::npos) << text;
-    EXPECT_NE(text.find("RANK  HOST  LOCAL  GPU  BUS ID  NAME  NUMA  CPUS  HCA\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("RANK  HOST  LOCAL  GPU  BUS ID  NAME  NUMA  CPUS  NIC\n"), std::string::npos) << text;
 }
 
 TEST_F(PlanReportTest, TextWithEqualSpeedsSaysSo)

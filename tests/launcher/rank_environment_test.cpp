@@ -57,8 +57,8 @@ TEST_F(RankEnvironment, TorchsVariablesThenGpurunsThenTheGpusInOrder)
     const auto env = launcher::rank_environment(m_options, m_context, m_binding, std::nullopt);
     EXPECT_EQ(names_of(env),
         (std::vector<std::string>{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-            "GPURUN_CPUS", "GPURUN_NUMA", "GPURUN_HCA", "UCX_NET_DEVICES?", "OMP_NUM_THREADS?", "CUDA_DEVICE_ORDER",
-            "GPURUN_GPU_BUS_ID", "GPURUN_GPU_UUID", "GPURUN_GPU"}));
+            "GPURUN_CPUS", "GPURUN_NUMA", "GPURUN_NIC", "GPURUN_HCA", "UCX_NET_DEVICES?", "OMP_NUM_THREADS?",
+            "CUDA_DEVICE_ORDER", "GPURUN_GPU_BUS_ID", "GPURUN_GPU_UUID", "GPURUN_GPU"}));
     EXPECT_EQ(value_of(env, "RANK"), "9");
     EXPECT_EQ(value_of(env, "LOCAL_WORLD_SIZE"), "8");
     EXPECT_EQ(value_of(env, "GPURUN_CPUS"), "8-15");
