@@ -1,7 +1,5 @@
 #include "doctor/junit_report.hpp"
 
-#include "doctor/probe.hpp"
-
 #include <ctime>
 #include <fmt/format.h>
 
@@ -68,20 +66,19 @@ std::string xml_escape(std::string_view text)
     return out;
 }
 
-std::string render_junit(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options,
-    double now, const std::string& version)
+std::string render_junit(const Verdict& verdict, double now, const std::string& version)
 {
     unsigned tests = 0;
     unsigned failures = 0;
     unsigned skipped = 0;
     std::string cases;
-    for (const auto& r : results) {
-        for (const auto& f : r.findings) {
+    for (const auto& g : verdict.groups) {
+        for (const auto& f : g.findings) {
             ++tests;
             cases += fmt::format("    <testcase name=\"{}\" classname=\"gpudoctor.{}\">\n",
-                xml_escape(fmt::format("{}: {} ({})", r.probe->name, f.code, f.subject)), xml_escape(r.probe->name));
+                xml_escape(fmt::format("{}: {} ({})", g.name, f.code, f.subject)), xml_escape(g.name));
             const std::string line = finding_line(f);
-            if (is_failing(f, options.strict)) {
+            if (verdict.failing(f)) {
                 ++failures;
                 std::string body = line;
                 if (!f.remedy.empty()) {
@@ -102,19 +99,22 @@ std::string render_junit(const std::vector<ProbeResult>& results, const Facts& f
             cases += "    </testcase>\n";
         }
     }
-    const std::string host = checked_host(facts);
+    const std::string& host = verdict.host;
+    const std::string title = "gpudoctor " + verdict.subcommand;
+    const bool strict = verdict.fail_on == Severity::warn;
     const std::string counts =
         fmt::format("tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\"", tests, failures, skipped);
     std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
     out += fmt::format("<testsuites name=\"gpudoctor\" {}>\n", counts);
     out += fmt::format("  <testsuite name=\"{}\" {} timestamp=\"{}\" hostname=\"{}\">\n",
-        xml_escape(host.empty() ? "gpudoctor check" : "gpudoctor check on " + host), counts, utc_timestamp(now),
+        xml_escape(host.empty() ? title : title + " on " + host), counts, utc_timestamp(now),
         xml_escape(host.empty() ? "unknown" : host));
     out += "    <properties>\n";
     out += fmt::format("      <property name=\"gpudoctor.version\" value=\"{}\"/>\n", xml_escape(version));
-    out += fmt::format(
-        "      <property name=\"gpudoctor.exit_code\" value=\"{}\"/>\n", exit_code(results, options.strict));
-    out += fmt::format("      <property name=\"gpudoctor.strict\" value=\"{}\"/>\n", options.strict ? "true" : "false");
+    out +=
+        fmt::format("      <property name=\"gpudoctor.subcommand\" value=\"{}\"/>\n", xml_escape(verdict.subcommand));
+    out += fmt::format("      <property name=\"gpudoctor.exit_code\" value=\"{}\"/>\n", verdict.exit_code());
+    out += fmt::format("      <property name=\"gpudoctor.strict\" value=\"{}\"/>\n", strict ? "true" : "false");
     out += "    </properties>\n";
     out += cases;
     out += "  </testsuite>\n</testsuites>\n";

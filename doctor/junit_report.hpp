@@ -1,10 +1,10 @@
 #pragma once
 
-// gpudoctor check --junit FILE: the report as the JUnit XML that CI systems (Jenkins, GitLab,
-// GitHub test reporters) list as test results, so a cluster image's CI shows which check failed.
+// --junit FILE (check, nccl-log, profile): the verdict as the JUnit XML that CI systems (Jenkins,
+// GitLab, GitHub test reporters) list as test results, so a cluster image's CI shows which check
+// failed.
 
-#include "doctor/report.hpp"
-#include "doctor/runner.hpp"
+#include "doctor/verdict.hpp"
 
 #include <string>
 #include <string_view>
@@ -15,11 +15,11 @@ namespace doctor {
 /// attributes as character references, and the control characters XML 1.0 forbids as '?'.
 std::string xml_escape(std::string_view text);
 
-/// One <testsuites> with one <testsuite> ("gpudoctor check on HOST"), one <testcase> per finding
-/// named "<probe>: <code> (<subject>)" with classname "gpudoctor.<probe>": fail and error findings
-/// (and warn with --strict) carry <failure type="fail|error|warn">, skip findings <skipped>, the
-/// others pass with their line in <system-out>. `now` (Unix time) is the suite's timestamp.
-std::string render_junit(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options,
-    double now, const std::string& version);
+/// One <testsuites> with one <testsuite> ("gpudoctor check on HOST", "gpudoctor nccl-log"), one
+/// <testcase> per finding named "<group>: <code> (<subject>)" with classname "gpudoctor.<group>":
+/// findings that fail the verdict carry <failure type="fail|error|warn">, skip findings
+/// <skipped>, the others pass with their line in <system-out>. `now` (Unix time) is the suite's
+/// timestamp.
+std::string render_junit(const Verdict& verdict, double now, const std::string& version);
 
 } // namespace doctor

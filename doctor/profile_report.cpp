@@ -278,14 +278,16 @@ int run_profile(const ProfileCommand& command)
     options.top = command.top;
     options.min_busy = command.min_busy_percent / 100;
     const nsys::Summary summary = nsys::summarize(traces, options);
+    const Verdict verdict = findings_verdict("profile", summary.findings, threshold);
+    write_verdict_files(command.files_out, verdict, nullptr);
     if (command.json) {
         std::cout << render_profile_json(summary).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    } else if (command.quiet) {
+        std::cout << render_problems(verdict, command.color);
     } else {
         std::cout << render_profile_text(summary, command.color);
     }
-    const bool failing = std::any_of(summary.findings.begin(), summary.findings.end(),
-        [&](const auto& f) { return probes::fails(f.severity, threshold); });
-    return failing ? 1 : 0;
+    return verdict.exit_code();
 }
 
 } // namespace doctor

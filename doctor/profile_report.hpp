@@ -3,6 +3,7 @@
 // gpudoctor profile: the text and JSON reports of probes::nsys::summarize over Nsight Systems
 // SQLite exports.
 
+#include "doctor/verdict.hpp"
 #include "probes/nsys_profile.hpp"
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,8 @@ struct ProfileCommand {
     double gap_seconds = 0.5;
     unsigned top = 10;
     double min_busy_percent = 50;
+    bool quiet = false; ///< only the problems and a count
+    VerdictFiles files_out; ///< --junit, --prometheus
 };
 
 /// Reads, summarises and prints; returns the exit status: 0 read (findings or not), 1 a finding at

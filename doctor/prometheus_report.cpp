@@ -1,6 +1,7 @@
 #include "doctor/prometheus_report.hpp"
 
 #include "doctor/probe.hpp"
+#include "doctor/report.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -188,37 +189,38 @@ std::string prometheus_label_value(std::string_view value)
     return out;
 }
 
-std::string render_prometheus(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options,
-    double now, const std::string& version)
+std::string render_prometheus(const Verdict& verdict, const Facts& facts, double now, const std::string& version)
 {
+    const std::pair<std::string, std::string> sub{"subcommand", verdict.subcommand};
     constexpr const char* scale = "0 pass, 1 skip, 2 warn, 3 fail, 4 error";
     std::vector<Family> families;
     Family status("gpudoctor_probe_status", fmt::format("Worst finding of each probe that ran: {}.", scale));
     Family finding("gpudoctor_finding", fmt::format("One series per finding, valued by its severity: {}.", scale));
     std::map<Severity, unsigned> counts = {
         {Severity::pass, 0}, {Severity::warn, 0}, {Severity::fail, 0}, {Severity::skip, 0}, {Severity::error, 0}};
-    for (const auto& r : results) {
-        int worst = r.findings.empty() ? severity_level(Severity::skip) : 0;
-        for (const auto& f : r.findings) {
+    for (const auto& g : verdict.groups) {
+        int worst = g.findings.empty() ? severity_level(Severity::skip) : 0;
+        for (const auto& f : g.findings) {
             worst = std::max(worst, severity_level(f.severity));
             ++counts[f.severity];
-            finding.add({{"probe", r.probe->name}, {"code", f.code}, {"severity", to_string(f.severity)},
-                            {"subject", f.subject}},
+            finding.add(
+                {sub, {"probe", g.name}, {"code", f.code}, {"severity", to_string(f.severity)}, {"subject", f.subject}},
                 severity_level(f.severity));
         }
-        status.add({{"probe", r.probe->name}}, worst);
+        status.add({sub, {"probe", g.name}}, worst);
     }
-    Family findings("gpudoctor_findings", "Findings of each severity in the last check.");
+    Family findings("gpudoctor_findings", "Findings of each severity in the last run of the subcommand.");
     for (const auto& [severity, n] : counts) {
-        findings.add({{"severity", to_string(severity)}}, n);
+        findings.add({sub, {"severity", to_string(severity)}}, n);
     }
     Family exit("gpudoctor_exit_code",
-        "Exit status of the last gpudoctor check: 0 fit to train, 1 a check failed or a probe broke.");
-    exit.add({}, exit_code(results, options.strict));
-    Family when("gpudoctor_last_run_timestamp_seconds", "When the last gpudoctor check ran, in Unix time.");
-    when.add({}, now);
-    Family info("gpudoctor_info", "gpudoctor's version and whether warnings failed (--strict); always 1.");
-    info.add({{"version", version}, {"strict", options.strict ? "true" : "false"}}, 1);
+        "Exit status of the subcommand's last run: 0 fit (warnings allowed), 1 a finding failed or a probe broke.");
+    exit.add({sub}, verdict.exit_code());
+    Family when("gpudoctor_last_run_timestamp_seconds", "When the subcommand last ran, in Unix time.");
+    when.add({sub}, now);
+    Family info(
+        "gpudoctor_info", "gpudoctor's version and whether warnings failed (--strict, --fail-on warn); always 1.");
+    info.add({sub, {"version", version}, {"strict", verdict.fail_on == Severity::warn ? "true" : "false"}}, 1);
     for (auto* f : {&status, &finding, &findings, &exit, &when, &info}) {
         families.push_back(std::move(*f));
     }

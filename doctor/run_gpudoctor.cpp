@@ -1,13 +1,12 @@
 #include "doctor/fit_cli.hpp"
 #include "doctor/gpudoctor.hpp"
-#include "doctor/junit_report.hpp"
 #include "doctor/monitor_cli.hpp"
 #include "doctor/profile_report.hpp"
-#include "doctor/prometheus_report.hpp"
 #include "doctor/report.hpp"
 #include "doctor/runner.hpp"
 #include "doctor/subcommand_args.hpp"
 #include "doctor/topo_report.hpp"
+#include "doctor/verdict.hpp"
 #include "probes/atomic_file.hpp"
 #include "probes/cli_values.hpp"
 #include "probes/error.hpp"
@@ -95,10 +94,20 @@ bool use_color(bool no_color_flag)
     return !no_color_flag && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
 }
 
-int run_nccl_log(const std::vector<std::string>& files, bool json, bool no_color, const std::string& fail_on)
+struct NcclLogOptions {
+    std::vector<std::string> files;
+    bool json = false;
+    bool no_color = false;
+    std::string fail_on = "fail";
+    VerdictFiles files_out;
+    bool quiet = false;
+};
+
+int run_nccl_log(const NcclLogOptions& options)
 {
     namespace nccl = probes::nccl;
-    const auto threshold = probes::parse_fail_on(fail_on);
+    const auto& files = options.files;
+    const auto threshold = probes::parse_fail_on(options.fail_on);
     if (files.empty()) {
         throw Error("nccl-log: name the log files to read (- for stdin); see gpudoctor nccl-log --help");
     }
@@ -133,14 +142,16 @@ int run_nccl_log(const std::vector<std::string>& files, bool json, bool no_color
         analyzer.read_file(file);
     }
     const nccl::Analysis analysis = analyzer.analysis();
-    if (json) {
+    const Verdict verdict = findings_verdict("nccl-log", analysis.findings, threshold);
+    write_verdict_files(options.files_out, verdict, nullptr);
+    if (options.json) {
         std::cout << nccl::render_json(analysis).dump(2) << '\n';
+    } else if (options.quiet) {
+        std::cout << render_problems(verdict, use_color(options.no_color));
     } else {
-        std::cout << nccl::render_text(analysis, use_color(no_color));
+        std::cout << nccl::render_text(analysis, use_color(options.no_color));
     }
-    const bool failing = std::any_of(analysis.findings.begin(), analysis.findings.end(),
-        [&](const auto& f) { return probes::fails(f.severity, threshold); });
-    return failing ? 1 : 0;
+    return verdict.exit_code();
 }
 
 /// gpudoctor's subcommands, in the order --help lists them. Most share one CLI11 parser (run);
@@ -216,10 +227,19 @@ int run(int argc, char** argv)
         sub->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
     };
 
+    // The outputs of every subcommand that judges (check, nccl-log, profile).
+    auto add_judging_outputs = [](CLI::App* sub, VerdictFiles& files, bool& quiet) {
+        sub->add_flag("--quiet", quiet, "Print only problems and the summary");
+        sub->add_option("--prometheus", files.prometheus,
+               "Also write the result as node_exporter textfile metrics to FILE (atomically)")
+            ->type_name("FILE");
+        sub->add_option("--junit", files.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
+            ->type_name("FILE");
+    };
+
     auto* check = app.add_subcommand("check", summary_of("check"));
     add_selection(check);
     check->add_flag("--json", c.json, "Print the report as JSON");
-    check->add_flag("--quiet", c.quiet, "Print only problems and the summary");
     check->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     check->add_flag("--strict", c.strict, "Warnings fail too");
     bool quick = false;
@@ -232,19 +252,10 @@ int run(int argc, char** argv)
         ->type_name("LIST");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
-    struct ExtraOutputs {
-        std::string prometheus;
-        std::string junit;
-        bool fail_summary = false;
-    } extra;
-    auto* prometheus_opt = check
-                               ->add_option("--prometheus", extra.prometheus,
-                                   "Also write the result as node_exporter textfile metrics to FILE (atomically)")
-                               ->type_name("FILE");
-    auto* junit_opt =
-        check->add_option("--junit", extra.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
-            ->type_name("FILE");
-    check->add_flag("--fail-summary", extra.fail_summary,
+    VerdictFiles check_files;
+    bool fail_summary = false;
+    add_judging_outputs(check, check_files, c.quiet);
+    check->add_flag("--fail-summary", fail_summary,
         "Print one line instead of the report: the first failing finding (CODE: SUBJECT: MESSAGE), else the summary");
 
     auto* snapshot = app.add_subcommand("snapshot", summary_of("snapshot"));
@@ -276,16 +287,12 @@ int run(int argc, char** argv)
                  "machine's topology could not be read. See gpudoctor(1).");
 
     auto* nccl_log = app.add_subcommand("nccl-log", summary_of("nccl-log"));
-    struct NcclLogOptions {
-        std::vector<std::string> files;
-        bool json = false;
-        bool no_color = false;
-        std::string fail_on = "fail";
-    } n;
+    NcclLogOptions n;
     nccl_log->add_option("files", n.files, "Log files or directories of them (- for stdin; gzip is decompressed)")
         ->type_name("FILE");
     nccl_log->add_flag("--json", n.json, "Print the report as JSON");
     nccl_log->add_flag("--no-color", n.no_color, "No colour (also when NO_COLOR is set)");
+    add_judging_outputs(nccl_log, n.files_out, n.quiet);
     nccl_log
         ->add_option(
             "--fail-on", n.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")
@@ -301,6 +308,7 @@ int run(int argc, char** argv)
         ->type_name("FILE");
     profile->add_flag("--json", prof.json, "Print the report as JSON");
     profile->add_flag("--no-color", prof_no_color, "No colour (also when NO_COLOR is set)");
+    add_judging_outputs(profile, prof.files_out, prof.quiet);
     profile
         ->add_option(
             "--fail-on", prof.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")
@@ -337,7 +345,7 @@ int run(int argc, char** argv)
     }
 
     if (nccl_log->parsed()) {
-        return run_nccl_log(n.files, n.json, n.no_color, n.fail_on);
+        return run_nccl_log(n);
     }
     if (profile->parsed()) {
         prof.color = use_color(prof_no_color);
@@ -385,13 +393,8 @@ int run(int argc, char** argv)
     if (quick && c.deep) {
         throw Error("--quick and --deep: choose one tier (--deep includes the quick probes)");
     }
-    if (extra.fail_summary && c.json) {
+    if (fail_summary && c.json) {
         throw Error("--fail-summary and --json: choose one report on standard output");
-    }
-    for (auto [opt, file] : {std::pair{prometheus_opt, &extra.prometheus}, std::pair{junit_opt, &extra.junit}}) {
-        if (opt->count() > 0 && file->empty()) {
-            throw Error(fmt::format("{} '': expected a file name", opt->get_name()));
-        }
     }
     if (!(c.deep_timeout > 0 && c.deep_timeout <= 86400)) {
         throw Error(fmt::format("--deep-timeout {}: expected seconds, more than 0 and at most 86400", c.deep_timeout));
@@ -436,17 +439,8 @@ int run(int argc, char** argv)
     options.quiet = c.quiet;
     options.color = use_color(c.no_color);
     // The extra files first: one that cannot be written is exit 2, before any report is printed.
-    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    std::vector<probes::OutputFile> outputs;
-    if (!extra.prometheus.empty()) {
-        outputs.push_back(
-            {"--prometheus", extra.prometheus, render_prometheus(results, facts, options, now, GPUKIT_VERSION)});
-    }
-    if (!extra.junit.empty()) {
-        outputs.push_back({"--junit", extra.junit, render_junit(results, facts, options, now, GPUKIT_VERSION)});
-    }
-    probes::write_files_atomically(outputs);
-    if (extra.fail_summary) {
+    write_verdict_files(check_files, check_verdict(results, facts, c.strict), facts);
+    if (fail_summary) {
         std::cout << render_fail_summary(results, options);
     } else if (c.json) {
         std::cout << render_json(results, facts, options).dump(2) << '\n';

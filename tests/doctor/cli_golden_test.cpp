@@ -121,6 +121,7 @@ std::vector<Case> cases()
         {"nccl_log_fail_on_warn", {"nccl-log", "--fail-on", "warn", "@TMP@/job.log", "@TMP@/app.log"}, {}},
         {"nccl_log_fail_on_fail", {"nccl-log", "--fail-on", "fail", "@TMP@/job.log"}, {}},
         {"nccl_log_failing_finding", {"nccl-log", "--no-color", "@TMP@/hang.log"}, {}},
+        {"nccl_log_quiet", {"nccl-log", "--quiet", "--no-color", "@TMP@/job.log", "@TMP@/hang.log"}, {}},
         {"nccl_log_no_records", {"nccl-log", "--no-color", "@TMP@/app.log"}, {}},
         {"nccl_log_missing", {"nccl-log", "@TMP@/job.log", "@TMP@/missing.log"}, {}},
         {"nccl_log_bad_fail_on", {"nccl-log", "--fail-on", "wran", "@TMP@/job.log"}, {}},

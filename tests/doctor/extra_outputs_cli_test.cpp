@@ -1,5 +1,6 @@
-// The real gpudoctor's extra outputs: check --prometheus FILE, --junit FILE and --fail-summary,
-// with the fake NVML, beside --json, --quiet and --from, and when a file cannot be written.
+// The real gpudoctor's extra outputs: --prometheus FILE, --junit FILE and --quiet of check,
+// nccl-log and profile, and check's --fail-summary, with the fake NVML, beside --json and --from,
+// and when a file cannot be written.
 #include "probes/process.hpp"
 #include "tests/support/fake_gpu_node.hpp"
 #include "tests/support/files.hpp"
@@ -66,17 +67,17 @@ TEST_F(ExtraOutputs, BothFilesBesideTheJsonReport)
     EXPECT_EQ(names_in(m_dir / "out"), (std::vector<std::string>{"junit.xml", "node.prom"}));
 
     const std::string prom = file_text(m_dir / "out/node.prom");
-    EXPECT_NE(prom.find("gpudoctor_probe_status{probe=\"gpus\"} 3\n"), std::string::npos) << prom;
-    EXPECT_NE(
-        prom.find("gpudoctor_finding{probe=\"gpus\",code=\"gpus.ecc_uncorrected\",severity=\"fail\",subject=\"gpu "
-                  "1 (0000:0f:00.0)\"} 3\n"),
+    EXPECT_NE(prom.find("gpudoctor_probe_status{subcommand=\"check\",probe=\"gpus\"} 3\n"), std::string::npos) << prom;
+    EXPECT_NE(prom.find("gpudoctor_finding{subcommand=\"check\",probe=\"gpus\",code=\"gpus.ecc_uncorrected\",severity="
+                        "\"fail\",subject=\"gpu "
+                        "1 (0000:0f:00.0)\"} 3\n"),
         std::string::npos)
         << prom;
-    EXPECT_NE(prom.find("gpudoctor_exit_code 1\n"), std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_exit_code{subcommand=\"check\"} 1\n"), std::string::npos);
     EXPECT_NE(prom.find("gpudoctor_gpus 2\n"), std::string::npos);
     EXPECT_NE(prom.find("gpudoctor_gpu_ecc_errors{gpu=\"1\",bus_id=\"0000:0f:00.0\",type=\"uncorrected\"} 4\n"),
         std::string::npos);
-    EXPECT_NE(prom.find("gpudoctor_last_run_timestamp_seconds "), std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_last_run_timestamp_seconds{subcommand=\"check\"} "), std::string::npos);
     struct stat st { };
     ASSERT_EQ(stat((m_dir / "out/node.prom").c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0644U);
@@ -101,8 +102,8 @@ TEST_F(ExtraOutputs, QuietTextAndAFitNode)
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "4 pass, 0 warn, 0 fail, 0 error, 0 skip: fit to train\n");
     const std::string prom = file_text(m_dir / "out/node.prom");
-    EXPECT_NE(prom.find("gpudoctor_exit_code 0\n"), std::string::npos);
-    EXPECT_NE(prom.find("gpudoctor_probe_status{probe=\"gpus\"} 0\n"), std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_exit_code{subcommand=\"check\"} 0\n"), std::string::npos);
+    EXPECT_NE(prom.find("gpudoctor_probe_status{subcommand=\"check\",probe=\"gpus\"} 0\n"), std::string::npos);
 }
 
 TEST_F(ExtraOutputs, FromASnapshot)
@@ -194,6 +195,49 @@ TEST_F(ExtraOutputs, UsageErrors)
     r = test_support::run({GPUDOCTOR_PATH, "check", "--junit"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--junit"), std::string::npos) << r.err;
+}
+
+// nccl-log judges too: the same --quiet, --junit and --prometheus as check, with its own
+// subcommand label so both files can sit in one textfile directory.
+TEST_F(ExtraOutputs, NcclLogWritesTheSameFilesAsCheck)
+{
+    std::ofstream(m_dir / "hang.log") << R"(n1:7001:7001 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+n1:7001:7001 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5555666677778888 - Init COMPLETE
+[rank0]:[E1105 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600043 milliseconds before timing out.
+)";
+    auto r = test_support::run({GPUDOCTOR_PATH, "nccl-log", "--quiet", "--no-color", "--junit", path("out/nccl.xml"),
+        "--prometheus", path("out/nccl.prom"), path("hang.log")});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(r.out.rfind("FAIL  job: PyTorch's NCCL watchdog timed out", 0), 0U) << r.out;
+    EXPECT_EQ(r.out.find("Summary:"), std::string::npos) << "only the problems: " << r.out;
+    EXPECT_NE(r.out.find("\n1 fail, 1 warn, 0 error\n"), std::string::npos) << r.out;
+
+    const std::string prom = file_text(m_dir / "out/nccl.prom");
+    EXPECT_NE(prom.find("gpudoctor_exit_code{subcommand=\"nccl-log\"} 1\n"), std::string::npos) << prom;
+    EXPECT_NE(prom.find("gpudoctor_finding{subcommand=\"nccl-log\",probe=\"nccl-log\",code=\"nccl.watchdog_timeout\","
+                        "severity=\"fail\",subject=\"job\"} 3\n"),
+        std::string::npos)
+        << prom;
+    if (auto promtool = probes::find_executable("promtool", std::getenv("PATH"))) {
+        auto check =
+            test_support::run({"/bin/sh", "-c", "\"$0\" check metrics < \"$1\"", *promtool, path("out/nccl.prom")});
+        EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+    }
+    const std::string xml = file_text(m_dir / "out/nccl.xml");
+    EXPECT_NE(xml.find("<testsuite name=\"gpudoctor nccl-log\" tests=\"2\" failures=\"1\""), std::string::npos) << xml;
+
+    // --fail-on warn moves the threshold in every output.
+    r = test_support::run(
+        {GPUDOCTOR_PATH, "nccl-log", "--fail-on", "warn", "--junit", path("out/nccl.xml"), path("hang.log")});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(file_text(m_dir / "out/nccl.xml").find("failures=\"2\""), std::string::npos);
+
+    // A file that cannot be written: exit 2 before any report.
+    r = test_support::run({GPUDOCTOR_PATH, "nccl-log", "--junit", "/proc/nccl.xml", path("hang.log")});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("gpudoctor: --junit /proc/nccl.xml: "), std::string::npos) << r.err;
 }
 
 } // namespace

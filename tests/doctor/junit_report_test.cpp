@@ -61,7 +61,8 @@ TEST(XmlEscape, EntitiesAndControlCharacters)
 
 TEST(JunitReport, OneTestcasePerFindingWithFailuresAndSkips)
 {
-    const std::string xml = doctor::render_junit(results(), {{"host", {{"hostname", "gpu-a01"}}}}, {}, 0, "0.1.0");
+    const std::string xml = doctor::render_junit(
+        doctor::check_verdict(results(), {{"host", {{"hostname", "gpu-a01"}}}}, false), 0, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("<testsuites name=\"gpudoctor\" tests=\"5\" failures=\"2\" errors=\"0\" skipped=\"1\">"),
         std::string::npos)
@@ -89,9 +90,7 @@ TEST(JunitReport, OneTestcasePerFindingWithFailuresAndSkips)
 
 TEST(JunitReport, StrictWarningsFail)
 {
-    doctor::ReportOptions strict;
-    strict.strict = true;
-    const std::string xml = doctor::render_junit(results(), {}, strict, 1732950000, "0.1.0");
+    const std::string xml = doctor::render_junit(doctor::check_verdict(results(), {}, true), 1732950000, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("failures=\"3\""), std::string::npos);
     EXPECT_NE(xml.find("<failure type=\"warn\" message=\"persistence mode is off\">"), std::string::npos);
@@ -105,9 +104,30 @@ TEST(JunitReport, HostileTextStaysWellFormed)
     std::vector<ProbeResult> odd = {{&probe_named("nccl-env"),
         {make_finding("nccl-env.socket_ifname_missing", Severity::fail, "NCCL_SOCKET_IFNAME=\"<eth>&'\"",
             "]]> </failure> \x02\n<x>", "a & b")}}};
-    const std::string xml = doctor::render_junit(odd, {{"host", {{"hostname", "n<1>"}}}}, {}, 0, "0.1.0");
+    const std::string xml =
+        doctor::render_junit(doctor::check_verdict(odd, {{"host", {{"hostname", "n<1>"}}}}, false), 0, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("hostname=\"n&lt;1&gt;\""), std::string::npos);
+}
+
+TEST(JunitReport, NcclLogAndProfileFindingsAreOneSuiteNamedAfterTheSubcommand)
+{
+    const auto verdict = doctor::findings_verdict("nccl-log",
+        {make_finding("nccl.watchdog_timeout", Severity::fail, "job", "timed out"),
+            make_finding("nccl.no_connections", Severity::warn, "log", "no lines"),
+            make_finding("nccl.transports", Severity::info, "job", "P2P")},
+        Severity::fail);
+    const std::string xml = doctor::render_junit(verdict, 0, "0.1.0");
+    EXPECT_TRUE(well_formed(xml)) << xml;
+    EXPECT_NE(xml.find("<testsuite name=\"gpudoctor nccl-log\" tests=\"3\" failures=\"1\""), std::string::npos) << xml;
+    EXPECT_NE(xml.find("classname=\"gpudoctor.nccl-log\""), std::string::npos);
+    EXPECT_NE(xml.find("<property name=\"gpudoctor.subcommand\" value=\"nccl-log\"/>"), std::string::npos);
+    // --fail-on warn: the warning fails too.
+    const auto warn = doctor::findings_verdict("profile", verdict.groups[0].findings, Severity::warn);
+    EXPECT_NE(doctor::render_junit(warn, 0, "v").find("failures=\"2\""), std::string::npos);
+    EXPECT_EQ(warn.exit_code(), 1);
+    EXPECT_EQ(doctor::findings_verdict("profile", {verdict.groups[0].findings[2]}, Severity::warn).exit_code(), 0)
+        << "info never fails";
 }
 
 } // namespace

@@ -30,6 +30,7 @@ std::vector<Case> cases()
 {
     return {
         {"profile_help", {"profile", "--help"}},
+        {"profile_quiet", {"profile", "--quiet", "--no-color", "@TMP@/two-gpus-2024.sqlite"}},
         {"profile_text", {"profile", "--no-color", "@TMP@/two-gpus-2024.sqlite"}},
         {"profile_json", {"profile", "--json", "@TMP@/two-gpus-2026.sqlite"}},
         {"profile_2021_no_enums", {"profile", "--no-color", "@TMP@/two-gpus-2021.sqlite"}},

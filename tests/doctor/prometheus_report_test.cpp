@@ -109,6 +109,13 @@ doctor::Facts facts()
         {"allreduce", {{"ranks", 2}, {"busbw_gbps", 20.5}, {"algbw_gbps", 20.5}}}};
 }
 
+// check's metrics, as run_gpudoctor writes them.
+std::string check_metrics(
+    const std::vector<ProbeResult>& results, const doctor::Facts& facts, double now, bool strict = false)
+{
+    return doctor::render_prometheus(doctor::check_verdict(results, facts, strict), facts, now, "0.1.0");
+}
+
 TEST(PrometheusLabelValue, EscapesBackslashQuoteAndNewline)
 {
     EXPECT_EQ(doctor::prometheus_label_value("plain gpu 1 (0000:0f:00.0) ↔ x"), "plain gpu 1 (0000:0f:00.0) ↔ x");
@@ -117,7 +124,7 @@ TEST(PrometheusLabelValue, EscapesBackslashQuoteAndNewline)
 
 TEST(PrometheusReport, IsValidExpositionFormat)
 {
-    const std::string text = doctor::render_prometheus(results(), facts(), {}, 1700000000.25, "0.1.0");
+    const std::string text = check_metrics(results(), facts(), 1700000000.25);
     EXPECT_EQ(exposition_problems(text), std::vector<std::string>{}) << text;
     // The validator itself catches what node_exporter would reject.
     EXPECT_FALSE(exposition_problems("x 1").empty());
@@ -128,26 +135,28 @@ TEST(PrometheusReport, IsValidExpositionFormat)
 
 TEST(PrometheusReport, ProbeStatusIsTheWorstFindingAndEachFindingHasASeries)
 {
-    const std::string text = doctor::render_prometheus(results(), facts(), {}, 1700000000.25, "0.1.0");
-    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{probe=\"driver\"}"), "0");
-    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{probe=\"gpus\"}"), "3");
-    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{probe=\"p2p\"}"), "1");
-    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{probe=\"mpi\"}"), "4");
-    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{probe=\"network\"}"), ""); // not selected
+    const std::string text = check_metrics(results(), facts(), 1700000000.25);
+    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{subcommand=\"check\",probe=\"driver\"}"), "0");
+    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{subcommand=\"check\",probe=\"gpus\"}"), "3");
+    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{subcommand=\"check\",probe=\"p2p\"}"), "1");
+    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{subcommand=\"check\",probe=\"mpi\"}"), "4");
+    EXPECT_EQ(value_of(text, "gpudoctor_probe_status{subcommand=\"check\",probe=\"network\"}"), ""); // not selected
     EXPECT_EQ(value_of(text,
-                  "gpudoctor_finding{probe=\"gpus\",code=\"gpus.ecc_uncorrected\",severity=\"fail\",subject=\"gpu 1 "
+                  "gpudoctor_finding{subcommand=\"check\",probe=\"gpus\",code=\"gpus.ecc_uncorrected\",severity="
+                  "\"fail\",subject=\"gpu 1 "
                   "(0000:0f:00.0)\"}"),
         "3");
     EXPECT_EQ(value_of(text,
-                  "gpudoctor_finding{probe=\"gpus\",code=\"gpus.persistence_off\",severity=\"warn\",subject=\"gpu 6 "
+                  "gpudoctor_finding{subcommand=\"check\",probe=\"gpus\",code=\"gpus.persistence_off\",severity="
+                  "\"warn\",subject=\"gpu 6 "
                   "(0000:b7:00.0)\"}"),
         "2");
-    EXPECT_EQ(value_of(text, "gpudoctor_findings{severity=\"pass\"}"), "2");
-    EXPECT_EQ(value_of(text, "gpudoctor_findings{severity=\"fail\"}"), "1");
-    EXPECT_EQ(value_of(text, "gpudoctor_findings{severity=\"error\"}"), "1");
-    EXPECT_EQ(value_of(text, "gpudoctor_exit_code"), "1");
-    EXPECT_EQ(value_of(text, "gpudoctor_last_run_timestamp_seconds"), "1700000000.25");
-    EXPECT_EQ(value_of(text, "gpudoctor_info{version=\"0.1.0\",strict=\"false\"}"), "1");
+    EXPECT_EQ(value_of(text, "gpudoctor_findings{subcommand=\"check\",severity=\"pass\"}"), "2");
+    EXPECT_EQ(value_of(text, "gpudoctor_findings{subcommand=\"check\",severity=\"fail\"}"), "1");
+    EXPECT_EQ(value_of(text, "gpudoctor_findings{subcommand=\"check\",severity=\"error\"}"), "1");
+    EXPECT_EQ(value_of(text, "gpudoctor_exit_code{subcommand=\"check\"}"), "1");
+    EXPECT_EQ(value_of(text, "gpudoctor_last_run_timestamp_seconds{subcommand=\"check\"}"), "1700000000.25");
+    EXPECT_EQ(value_of(text, "gpudoctor_info{subcommand=\"check\",version=\"0.1.0\",strict=\"false\"}"), "1");
     EXPECT_NE(text.find("# TYPE gpudoctor_probe_status gauge\n"), std::string::npos);
     EXPECT_NE(text.find("# HELP gpudoctor_probe_status Worst finding of each probe that ran: 0 pass, 1 skip, 2 warn, "
                         "3 fail, 4 error.\n"),
@@ -157,15 +166,13 @@ TEST(PrometheusReport, ProbeStatusIsTheWorstFindingAndEachFindingHasASeries)
 TEST(PrometheusReport, StrictWarningsSetTheExitCode)
 {
     std::vector<ProbeResult> warned = {{&probe_named("gpus"), {make_finding("gpus.busy", Severity::warn, "gpu 0")}}};
-    doctor::ReportOptions strict;
-    strict.strict = true;
-    EXPECT_EQ(value_of(doctor::render_prometheus(warned, {}, {}, 1, "v"), "gpudoctor_exit_code"), "0");
-    EXPECT_EQ(value_of(doctor::render_prometheus(warned, {}, strict, 1, "v"), "gpudoctor_exit_code"), "1");
+    EXPECT_EQ(value_of(check_metrics(warned, {}, 1), "gpudoctor_exit_code{subcommand=\"check\"}"), "0");
+    EXPECT_EQ(value_of(check_metrics(warned, {}, 1, true), "gpudoctor_exit_code{subcommand=\"check\"}"), "1");
 }
 
 TEST(PrometheusReport, NumericFactsInBaseUnits)
 {
-    const std::string text = doctor::render_prometheus(results(), facts(), {}, 1, "0.1.0");
+    const std::string text = check_metrics(results(), facts(), 1);
     EXPECT_EQ(value_of(text, "gpudoctor_gpus"), "2");
     EXPECT_EQ(value_of(text, "gpudoctor_gpu_ecc_errors{gpu=\"0\",bus_id=\"0000:07:00.0\",type=\"corrected\"}"), "2");
     EXPECT_EQ(value_of(text, "gpudoctor_gpu_ecc_errors{gpu=\"1\",bus_id=\"0000:0f:00.0\",type=\"uncorrected\"}"), "4");
@@ -186,13 +193,13 @@ TEST(PrometheusReport, NumericFactsInBaseUnits)
 
 TEST(PrometheusReport, WithoutFactsOnlyTheJudgement)
 {
-    const std::string text = doctor::render_prometheus(results(), {}, {}, 1, "0.1.0");
+    const std::string text = check_metrics(results(), {}, 1);
     EXPECT_EQ(exposition_problems(text), std::vector<std::string>{});
     EXPECT_EQ(text.find("gpudoctor_gpus"), std::string::npos);
     EXPECT_EQ(text.find("bandwidth"), std::string::npos);
     // A broken collector's facts are {"error": ...}: no numbers either.
-    const std::string broken = doctor::render_prometheus(
-        results(), {{"nvml", {{"error", "timed out"}}}, {"allreduce", {{"error", "crashed"}}}}, {}, 1, "0.1.0");
+    const std::string broken =
+        check_metrics(results(), {{"nvml", {{"error", "timed out"}}}, {"allreduce", {{"error", "crashed"}}}}, 1);
     EXPECT_EQ(exposition_problems(broken), std::vector<std::string>{});
     EXPECT_EQ(broken.find("gpudoctor_gpus"), std::string::npos);
     EXPECT_EQ(broken.find("allreduce"), std::string::npos);
@@ -203,13 +210,14 @@ TEST(PrometheusReport, EscapedLabelsAndRepeatedFindingsStayValid)
     std::vector<ProbeResult> odd = {{&probe_named("nccl-env"),
         {make_finding("nccl-env.socket_ifname_missing", Severity::warn, "NCCL_SOCKET_IFNAME=\"eth\\9\"\nx"),
             make_finding("nccl-env.socket_ifname_missing", Severity::warn, "NCCL_SOCKET_IFNAME=\"eth\\9\"\nx")}}};
-    const std::string text = doctor::render_prometheus(odd, {}, {}, 1, "0.1.0");
+    const std::string text = check_metrics(odd, {}, 1);
     EXPECT_EQ(exposition_problems(text), std::vector<std::string>{}) << text;
     EXPECT_EQ(value_of(text,
-                  "gpudoctor_finding{probe=\"nccl-env\",code=\"nccl-env.socket_ifname_missing\",severity=\"warn\","
+                  "gpudoctor_finding{subcommand=\"check\",probe=\"nccl-env\",code=\"nccl-env.socket_ifname_missing\","
+                  "severity=\"warn\","
                   "subject=\"NCCL_SOCKET_IFNAME=\\\"eth\\\\9\\\"\\nx\"}"),
         "2");
-    EXPECT_EQ(value_of(text, "gpudoctor_findings{severity=\"warn\"}"), "2");
+    EXPECT_EQ(value_of(text, "gpudoctor_findings{subcommand=\"check\",severity=\"warn\"}"), "2");
 }
 
 } // namespace
