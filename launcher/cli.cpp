@@ -3,6 +3,7 @@
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
+#include "launcher/launcher_backend.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/shell_words.hpp"
 #include "probes/batch_split.hpp"
@@ -327,9 +328,11 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     if (o.json && !o.dry_run) {
         throw Error("--json needs --dry-run: a running job's output is the program's own");
     }
-    o.launcher = choose<LauncherKind>("--launcher", launcher,
-        {{"auto", LauncherKind::automatic}, {"openmpi", LauncherKind::openmpi}, {"mpich", LauncherKind::hydra},
-            {"srun", LauncherKind::srun}});
+    std::vector<std::pair<std::string, LauncherKind>> launchers = {{"auto", LauncherKind::automatic}};
+    for (const auto& b : backends()) {
+        launchers.emplace_back(b.word, b.kind);
+    }
+    o.launcher = choose<LauncherKind>("--launcher", launcher, launchers);
     o.nic_binding = choose<NicBinding>("--nic-binding", nic_binding,
         {{"ucx", NicBinding::ucx}, {"nccl", NicBinding::nccl}, {"none", NicBinding::none}});
     if (launcher_args_opt->count() > 0) {

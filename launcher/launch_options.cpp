@@ -58,21 +58,6 @@ const char* to_string(EnforceMode mode)
     return mode == EnforceMode::kill ? "kill" : "warn";
 }
 
-const char* to_string(LauncherKind kind)
-{
-    switch (kind) {
-    case LauncherKind::automatic:
-        return "auto";
-    case LauncherKind::openmpi:
-        return "openmpi";
-    case LauncherKind::hydra:
-        return "mpich";
-    case LauncherKind::srun:
-        return "srun";
-    }
-    return "?";
-}
-
 const char* to_string(NicBinding binding)
 {
     switch (binding) {

@@ -125,7 +125,6 @@ const char* to_string(probes::MemoryPolicy policy);
 const char* to_string(NcclCheckMode mode);
 const char* to_string(Profiler profiler);
 const char* to_string(EnforceMode mode);
-const char* to_string(LauncherKind kind); ///< the --launcher word: "auto", "openmpi", "mpich", "srun"
 const char* to_string(NicBinding binding);
 
 } // namespace launcher

@@ -261,18 +261,36 @@ bool root_allowed(bool flag, const char* allow, const char* confirm)
     return flag || (one(allow) && one(confirm));
 }
 
+const std::vector<Backend>& backends()
+{
+    static const std::vector<Backend> table = {
+        {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, openmpi_command},
+        {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false,
+            hydra_command},
+        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, srun_command},
+    };
+    return table;
+}
+
+const Backend& backend(LauncherKind kind)
+{
+    for (const auto& b : backends()) {
+        if (b.kind == kind) {
+            return b;
+        }
+    }
+    throw Error("the launcher is chosen only once it is found (--launcher auto)");
+}
+
+std::string launcher_title(const Launcher& launcher)
+{
+    const Backend& b = backend(launcher.kind);
+    return fmt::format(fmt::runtime(b.title), launcher.flavour.empty() ? b.default_flavour : launcher.flavour);
+}
+
 std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request)
 {
-    switch (launcher.kind) {
-    case LauncherKind::hydra:
-        return hydra_command(launcher, request);
-    case LauncherKind::srun:
-        return srun_command(launcher, request);
-    case LauncherKind::openmpi:
-    case LauncherKind::automatic:
-        break;
-    }
-    return openmpi_command(launcher, request);
+    return backend(launcher.kind).command(launcher, request);
 }
 
 } // namespace launcher

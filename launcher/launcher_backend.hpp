@@ -56,4 +56,26 @@ struct LaunchRequest {
 ///   every node, so unequal hosts are a probes::Error with the counts and what to change.
 std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request);
 
+/// One launcher gpurun drives: the row of the table that every launcher-specific choice reads.
+/// A new backend is a row here, its command builder and find_launcher's lookup.
+struct Backend {
+    LauncherKind kind;
+    const char* word; ///< --launcher WORD
+    const char* program; ///< what is looked for in PATH
+    const char* title; ///< for the plan report; "{}" is the MPI's flavour
+    const char* default_flavour; ///< the flavour said when it is not known
+    const char* nsys_mpi_impl; ///< nsys profile --mpi-impl for its ranks; nullptr: nsys's default (openmpi)
+    bool refuses_root; ///< runs as root only with --allow-run-as-root
+    std::vector<std::string> (*command)(const Launcher& launcher, const LaunchRequest& request);
+};
+
+/// The backends, in --launcher's order.
+const std::vector<Backend>& backends();
+
+/// The row of `kind`; `automatic` has none (probes::Error).
+const Backend& backend(LauncherKind kind);
+
+/// "Open MPI mpirun", "MPICH mpiexec (Hydra)", "Slurm srun".
+std::string launcher_title(const Launcher& launcher);
+
 } // namespace launcher

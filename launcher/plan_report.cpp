@@ -17,20 +17,6 @@ std::string numa_list(const std::vector<unsigned>& nodes)
     return nodes.empty() ? "-" : fmt::format("{}", fmt::join(nodes, ","));
 }
 
-std::string launcher_words(const Launcher& l)
-{
-    switch (l.kind) {
-    case LauncherKind::hydra:
-        return fmt::format("{} mpiexec (Hydra)", l.flavour.empty() ? "MPICH or Intel MPI" : l.flavour);
-    case LauncherKind::srun:
-        return "Slurm srun";
-    case LauncherKind::openmpi:
-    case LauncherKind::automatic:
-        break;
-    }
-    return "Open MPI mpirun";
-}
-
 } // namespace
 
 std::string shell_quote(const std::vector<std::string>& argv)
@@ -133,7 +119,7 @@ std::string render_text(const PlanReport& r)
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
-    out += fmt::format("launcher: {} ({})\n", launcher_words(r.launcher), r.launcher.reason);
+    out += fmt::format("launcher: {} ({})\n", launcher_title(r.launcher), r.launcher.reason);
     out += fmt::format("command: {}\n", shell_quote(r.command));
     return out;
 }
@@ -207,7 +193,7 @@ nlohmann::json render_json(const PlanReport& r)
     }
     return {{"ranks", ranks}, {"hosts", hosts}, {"hosts_left_out", left_out}, {"command", r.command},
         {"launcher",
-            {{"kind", to_string(r.launcher.kind)}, {"path", r.launcher.path},
+            {{"kind", backend(r.launcher.kind).word}, {"path", r.launcher.path},
                 {"flavour", r.launcher.flavour.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.launcher.flavour)},
                 {"reason", r.launcher.reason}}},
         {"nic_binding", to_string(r.options.nic_binding)}, {"notes", r.notes},

@@ -194,3 +194,23 @@ TEST(FindLauncher, SaysWhatIsMissingOrWrong)
         error_of([&] { launcher::find_launcher(LauncherKind::automatic, empty); }).find("mpirun not found in PATH"),
         std::string::npos);
 }
+
+TEST(Backends, OneRowPerLauncherEachWithItsWordProgramAndCommand)
+{
+    std::vector<std::string> words;
+    for (const auto& b : launcher::backends()) {
+        words.emplace_back(b.word);
+        EXPECT_EQ(&launcher::backend(b.kind), &b);
+        ASSERT_NE(b.command, nullptr) << b.word;
+    }
+    EXPECT_EQ(words, (std::vector<std::string>{"openmpi", "mpich", "srun"}));
+    EXPECT_TRUE(launcher::backend(LauncherKind::openmpi).refuses_root);
+    EXPECT_FALSE(launcher::backend(LauncherKind::srun).refuses_root);
+    EXPECT_STREQ(launcher::backend(LauncherKind::hydra).nsys_mpi_impl, "mpich");
+    EXPECT_THROW(launcher::backend(LauncherKind::automatic), probes::Error);
+    EXPECT_EQ(launcher::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "", ""}),
+        "MPICH or Intel MPI mpiexec (Hydra)");
+    EXPECT_EQ(launcher::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "Intel MPI", ""}),
+        "Intel MPI mpiexec (Hydra)");
+    EXPECT_EQ(launcher::launcher_title(Launcher{LauncherKind::srun, "srun", "Slurm", ""}), "Slurm srun");
+}

@@ -1,0 +1,313 @@
+#include "launcher/launch_plan.hpp"
+
+#include "launcher/global_batch.hpp"
+#include "launcher/job_dir.hpp"
+#include "launcher/nccl_check.hpp"
+#include "launcher/node_list.hpp"
+#include "launcher/node_monitor.hpp"
+#include "launcher/profile.hpp"
+#include "probes/error.hpp"
+#include "probes/process.hpp"
+#include "probes/sysroot.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace launcher {
+
+namespace {
+
+using probes::Error;
+
+bool is_local(const std::vector<HostSlots>& hosts, const std::string& local_host)
+{
+    return std::all_of(hosts.begin(), hosts.end(),
+        [&](const HostSlots& h) { return h.name == "localhost" || h.name == "127.0.0.1" || h.name == local_host; });
+}
+
+std::string mps_note(const probes::Sysroot& sysroot, const std::function<const char*(const char*)>& env)
+{
+    std::string dir = "/tmp/nvidia-mps";
+    if (const char* pipe = env("CUDA_MPS_PIPE_DIRECTORY"); pipe != nullptr && *pipe != '\0') {
+        dir = pipe;
+    }
+    if (sysroot.exists(dir + "/control")) {
+        return fmt::format("ranks share GPUs; MPS is running (control pipe {}/control), so their kernels run "
+                           "concurrently",
+            dir);
+    }
+    return "ranks share GPUs and MPS is not running: they take turns on each GPU; start MPS with "
+           "'nvidia-cuda-mps-control -d' for concurrent kernels";
+}
+
+// Each host's free GPUs, for --pack and the spread check: --free-gpus, else its slots, else what
+// its topology holds.
+std::vector<HostCapacity> capacities(const LaunchOptions& o, const std::function<HostSpec(const std::string&)>& spec_of)
+{
+    if (o.hosts.empty()) {
+        throw Error("--pack chooses among hosts: give them with -H or --hostfile, or run inside a Slurm allocation");
+    }
+    std::map<std::string, unsigned> free;
+    for (const auto& f : o.free_gpus) {
+        free[f.name] = f.slots.value_or(0);
+    }
+    std::vector<HostCapacity> list;
+    list.reserve(o.hosts.size());
+    for (const auto& h : o.hosts) {
+        auto it = free.find(h.name);
+        const unsigned n = it != free.end() ? it->second
+            : h.slots                       ? *h.slots
+                                            : node_capacity(*spec_of(h.name).spec, o.plan);
+        if (it != free.end()) {
+            free.erase(it);
+        }
+        list.push_back(HostCapacity{h.name, n});
+    }
+    if (!free.empty()) {
+        throw Error(fmt::format("--free-gpus: {} is not one of the hosts (-H, --hostfile)", free.begin()->first));
+    }
+    return list;
+}
+
+std::string pack_note(const PackChoice& choice, unsigned ranks)
+{
+    std::vector<std::string> chosen;
+    for (const auto& h : choice.chosen) {
+        chosen.push_back(h.name);
+    }
+    std::string out = fmt::format("--pack: {} rank{} on {} host{} ({})", ranks, ranks == 1 ? "" : "s", chosen.size(),
+        chosen.size() == 1 ? "" : "s", fmt::join(chosen, ", "));
+    if (choice.left_out.empty()) {
+        return out + "; every host is needed";
+    }
+    constexpr std::size_t shown = 8;
+    std::vector<std::string> left;
+    for (std::size_t i = 0; i < choice.left_out.size() && i < shown; ++i) {
+        left.push_back(fmt::format("{} ({})", choice.left_out[i].name, choice.left_out[i].reason));
+    }
+    if (choice.left_out.size() > shown) {
+        left.push_back(fmt::format("and {} more", choice.left_out.size() - shown));
+    }
+    return out + fmt::format("; left out: {}", fmt::join(left, ", "));
+}
+
+// What --nic-binding does for these ranks, said once.
+void nic_notes(const JobPlan& job, NicBinding binding, const std::function<const char*(const char*)>& getenv,
+    std::vector<std::string>& notes)
+{
+    const bool any_hca =
+        std::any_of(job.ranks.begin(), job.ranks.end(), [](const JobRank& r) { return !r.binding.hca.empty(); });
+    if (!any_hca || binding == NicBinding::none) {
+        return;
+    }
+    std::vector<std::string> set;
+    std::vector<std::string> kept;
+    for (const auto& [name, value] : nic_variables(binding, "HCA")) {
+        if (const char* user = getenv(name.c_str()); user != nullptr) {
+            kept.push_back(fmt::format("{}={}", name, user));
+        } else {
+            set.push_back(name);
+        }
+    }
+    if (!set.empty()) {
+        notes.push_back(fmt::format("each rank gets {} naming its NIC in the table, port 1 (--nic-binding {})",
+            fmt::join(set, " and "), to_string(binding)));
+    }
+    if (!kept.empty()) {
+        notes.push_back(fmt::format("{} set by you, kept for every rank", fmt::join(kept, " and ")));
+    }
+}
+
+} // namespace
+
+bool resolve_hosts(LaunchOptions& o, const std::function<const char*(const char*)>& env)
+{
+    bool hosts_given = !o.hosts.empty();
+    if (!hosts_given) {
+        // Inside a Slurm allocation, its nodes are the hosts.
+        if (const char* nodes = env("SLURM_JOB_NODELIST"); nodes != nullptr && *nodes != '\0') {
+            for (auto& name : expand_node_list(nodes)) {
+                o.hosts.push_back(HostSlots{std::move(name), std::nullopt});
+            }
+            hosts_given = true;
+        }
+    }
+    for (const auto& t : o.host_topologies) {
+        if (std::none_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) { return h.name == t.first; })) {
+            throw Error(fmt::format(
+                "--topology {}={}: {} is not one of the hosts (-H, --hostfile)", t.first, t.second, t.first));
+        }
+    }
+    return hosts_given;
+}
+
+LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ctx)
+{
+    const auto& env = ctx.env;
+    const probes::NodeLayout& layout = ctx.layout;
+    const probes::GpuInventory& inventory = ctx.inventory;
+    const bool from_file = !o.plan.topology_file.empty();
+    if (!o.plan.cpu_only) {
+        const bool default_used =
+            o.hosts.empty() || std::any_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) {
+                return std::none_of(o.host_topologies.begin(), o.host_topologies.end(),
+                    [&](const auto& t) { return t.first == h.name; });
+            });
+        if (inventory.pool.empty() && default_used) {
+            throw Error(fmt::format("no GPUs found on {}{}; pass --cpu-only to run ranks without GPUs",
+                layout.hostname.empty() ? "this node" : layout.hostname,
+                inventory.visible_devices_set ? " (CUDA_VISIBLE_DEVICES is empty)"
+                    : from_file               ? fmt::format(" in {}", o.plan.topology_file)
+                                              : fmt::format(" (NVML and the PCI devices hwloc sees)")));
+        }
+    }
+
+    LaunchPlan plan;
+    const std::string local_host = layout.hostname.empty() ? "localhost" : layout.hostname;
+    const NodeSpec this_node{layout, inventory.pool};
+    auto spec_of = [&](const std::string& host) {
+        auto it = ctx.host_specs.find(host);
+        return it == ctx.host_specs.end() ? HostSpec{&this_node, false} : HostSpec{&it->second, true};
+    };
+    std::vector<std::string> host_notes;
+    if (o.pack) {
+        PackChoice choice = pack_hosts(capacities(o, spec_of), *o.np);
+        o.hosts = choice.chosen;
+        plan.left_out = choice.left_out;
+        host_notes.push_back(pack_note(choice, *o.np));
+    }
+    plan.job = plan_job(spec_of, o.plan, o.np, o.hosts, local_host);
+    const JobPlan& job = plan.job;
+    const auto ranks = static_cast<unsigned>(job.ranks.size());
+    plan.this_node_only = is_local(o.hosts, local_host);
+    const bool this_node_only = plan.this_node_only;
+    if (!o.pack && job.hosts.size() > 1) {
+        const unsigned fewest = fewest_hosts(capacities(o, spec_of), ranks);
+        if (fewest != 0 && fewest < job.hosts.size()) {
+            host_notes.push_back(
+                fmt::format("the job spans {} hosts, but {} would hold its {} ranks; pass --pack to use "
+                            "the fewest",
+                    job.hosts.size(), fewest, job.ranks.size()));
+        }
+    }
+    if (o.batch.global_batch != 0) {
+        plan.batch = split_over_ranks(o.batch, ranks);
+    }
+
+    std::vector<std::string>& notes = plan.notes;
+    notes = ctx.launcher_notes;
+    notes.insert(notes.end(), inventory.notes.begin(), inventory.notes.end());
+    notes.insert(notes.end(), job.notes.begin(), job.notes.end());
+    notes.insert(notes.end(), host_notes.begin(), host_notes.end());
+    if (o.plan.ranks_per_gpu > 1 && !o.plan.cpu_only) {
+        notes.push_back(mps_note(probes::Sysroot(o.plan.sysroot), env));
+    }
+    if (from_file && !o.dry_run) {
+        notes.push_back(
+            fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
+    }
+
+    if (const char* impl = backend(ctx.launcher.kind).nsys_mpi_impl; impl != nullptr) {
+        o.profile.mpi_impl = impl; // nsys traces MPICH-ABI calls (Intel MPI too) with --mpi-impl=mpich
+    }
+    prepare_profile(o.profile, ranks, o.dry_run, !this_node_only, env("PATH"), notes);
+
+    if (!o.program.empty() && this_node_only && !probes::find_executable(o.program[0], env("PATH"))) {
+        std::string what = fmt::format("program not found: '{}' is not {}", o.program[0],
+            o.program[0].find('/') != std::string::npos ? "an executable file" : "an executable in PATH");
+        if (!o.dry_run) {
+            throw Error(what);
+        }
+        notes.push_back(what + " here");
+    }
+
+    HelperOptions& helper = plan.helper;
+    helper.plan = o.plan;
+    helper.report_bindings = o.report_bindings;
+    helper.batch = o.batch;
+    helper.profile = o.profile;
+    if (o.monitor.interval > 0) {
+        helper.monitor = monitor_for_helpers(o.monitor, !this_node_only, notes);
+        helper.monitor_job = o.dry_run ? monitor_job_shown : new_job_id();
+        o.monitor = helper.monitor; // as the report shows it: the file made absolute
+    }
+    helper.program = o.program.empty() ? std::vector<std::string>{"PROGRAM"} : o.program;
+    helper.nic_binding = o.nic_binding;
+    if (const char* env_addr = env("MASTER_ADDR");
+        !o.master_addr.empty() || (env_addr != nullptr && *env_addr != '\0')) {
+        helper.master_addr = !o.master_addr.empty() ? o.master_addr : env_addr;
+    } else {
+        const std::string& first = job.hosts.front().name;
+        MasterAddress chosen = choose_master_address(
+            first, o.hosts.empty() || is_local({job.hosts.front()}, local_host), job.hosts.size() == 1, ctx.lookup);
+        helper.master_addr = chosen.address;
+        if (!chosen.note.empty()) {
+            notes.push_back(chosen.note);
+        }
+    }
+    if (o.master_port) {
+        helper.master_port = *o.master_port;
+    } else if (const char* port = env("MASTER_PORT"); port != nullptr && *port != '\0') {
+        unsigned value = 0;
+        auto [ptr, ec] = std::from_chars(port, port + std::strlen(port), value);
+        if (ec != std::errc() || *ptr != '\0' || value == 0 || value > 65535) {
+            throw Error(fmt::format("MASTER_PORT={}: expected a port number from 1 to 65535; fix or unset it, or "
+                                    "pass --master-port",
+                port));
+        }
+        helper.master_port = value;
+    } else if (this_node_only) {
+        helper.master_port = ctx.free_port();
+    } else {
+        // A port free here says nothing about the first host.
+        helper.master_port = 29500;
+        notes.push_back("MASTER_PORT 29500 (torch's default) on " + helper.master_addr +
+            "; pass --master-port if it is taken there");
+    }
+    if (!this_node_only && env("CUDA_VISIBLE_DEVICES") != nullptr) {
+        notes.push_back("CUDA_VISIBLE_DEVICES is not passed to other hosts: each host's ranks use that host's "
+                        "own setting (pass -x CUDA_VISIBLE_DEVICES to force this one)");
+    }
+
+    std::vector<std::string> forwarded;
+    for (const char* name : {"PATH", "LD_LIBRARY_PATH"}) {
+        if (env(name) != nullptr) {
+            forwarded.emplace_back(name);
+        }
+    }
+    forwarded.insert(forwarded.end(), ctx.gpukit_variables.begin(), ctx.gpukit_variables.end());
+    if (o.nccl_check != NcclCheckMode::off) {
+        const std::string dir = ctx.nccl_dir(ranks);
+        NcclCheckEnv nccl_env = nccl_check_env(dir, env, o.exports);
+        forwarded.insert(forwarded.end(), nccl_env.exports.begin(), nccl_env.exports.end());
+        notes.insert(notes.end(), nccl_env.notes.begin(), nccl_env.notes.end());
+        if (!this_node_only) {
+            notes.push_back(fmt::format("--nccl-check reads the logs in {} on this node: ranks on other hosts write "
+                                        "theirs into the same path there when it is a directory of yours that not "
+                                        "every user can write to (else to their standard output), so only a "
+                                        "--nccl-log-dir on a shared file system brings them in",
+                dir));
+        }
+    }
+
+    nic_notes(job, o.nic_binding, env, notes);
+    LaunchRequest request;
+    request.hosts =
+        o.hosts.empty() ? std::vector<HostSlots>{HostSlots{"localhost", job.hosts.front().slots}} : job.hosts;
+    request.ranks = ranks;
+    request.hosts_given = hosts_given;
+    request.allow_root = ctx.allow_root;
+    request.env = forwarded;
+    request.env.insert(request.env.end(), o.exports.begin(), o.exports.end());
+    request.launcher_args = o.launcher_args;
+    request.env_program = ctx.env_program;
+    request.helper = ctx.helper_path;
+    request.helper_args = helper_arguments(helper);
+    plan.command = launcher_command(ctx.launcher, request);
+    return plan;
+}
+
+} // namespace launcher

@@ -1,0 +1,64 @@
+#pragma once
+
+// From gpurun's options and what it knows of the machines to the exact launch: the hosts, each
+// rank's binding, what every rank's helper is given, the launcher's argv and the notes. Pure but
+// for what PlanContext hands in, so tests plan any job without a machine of that shape.
+
+#include "launcher/binding_plan.hpp"
+#include "launcher/helper_args.hpp"
+#include "launcher/launch_options.hpp"
+#include "launcher/launcher_backend.hpp"
+#include "launcher/master_address.hpp"
+#include "launcher/pack.hpp"
+#include "probes/batch_split.hpp"
+#include "probes/gpu_inventory.hpp"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace launcher {
+
+/// What planning reads from outside gpurun's options. run_gpurun fills it from this machine.
+struct PlanContext {
+    std::function<const char*(const char*)> env; ///< the environment gpurun runs in
+    std::vector<std::string> gpukit_variables; ///< names of the GPUKIT_* variables set, forwarded to ranks
+    probes::NodeLayout layout; ///< this node's topology
+    probes::GpuInventory inventory; ///< this node's GPUs (none with --cpu-only)
+    std::map<std::string, NodeSpec> host_specs; ///< --topology HOST=FILE: those hosts' own
+    Launcher launcher; ///< what starts the ranks
+    std::vector<std::string> launcher_notes; ///< --dry-run without the launcher installed: why
+    bool allow_root = false; ///< Open MPI: pass --allow-run-as-root
+    AddressLookup lookup; ///< for MASTER_ADDR
+    std::function<unsigned()> free_port; ///< a port free on this node, for a job on this node alone
+    std::string helper_path; ///< the gpurun-rank program
+    std::string env_program = "/usr/bin/env";
+    /// --nccl-check: the directory the ranks' logs go to, made for a real run (given the job's
+    /// size), or where it would be for --dry-run.
+    std::function<std::string(unsigned ranks)> nccl_dir;
+};
+
+/// The launch, ready to run or to show.
+struct LaunchPlan {
+    JobPlan job;
+    std::optional<probes::BatchSplit> batch; ///< --global-batch: each rank's share
+    std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
+    HelperOptions helper; ///< what each rank's helper is given
+    std::vector<std::string> command; ///< the launcher's argv
+    std::vector<std::string> notes; ///< launcher, inventory, plan, host, profile and variable notes, in that order
+    bool this_node_only = true; ///< no hosts, or only names of this node
+};
+
+/// The hosts of the job: -H or --hostfile, else inside a Slurm allocation its nodes
+/// (SLURM_JOB_NODELIST); checks that each --topology HOST=FILE names one of them. Returns whether
+/// hosts were given (by the user or the allocation). Throws probes::Error.
+bool resolve_hosts(LaunchOptions& options, const std::function<const char*(const char*)>& env);
+
+/// The plan. `options` are completed as the report shows them (packed hosts, the monitor's file
+/// made absolute, nsys's MPI flavour). Throws probes::Error for a job that cannot be planned (no
+/// GPUs, a bad MASTER_PORT, a program that is not there for a real run, ...).
+LaunchPlan plan_launch(LaunchOptions& options, bool hosts_given, const PlanContext& context);
+
+} // namespace launcher

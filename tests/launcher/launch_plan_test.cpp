@@ -1,0 +1,169 @@
+// plan_launch: gpurun's options and a made-up machine (environment, topology, launcher) to the
+// exact launch, without running anything.
+#include "launcher/launch_plan.hpp"
+#include "probes/error.hpp"
+#include "tests/support/layouts.hpp"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+
+namespace {
+
+using launcher::LauncherKind;
+using launcher::LaunchOptions;
+using launcher::PlanContext;
+
+bool has(const std::vector<std::string>& items, const std::string& item)
+{
+    return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+bool any_contains(const std::vector<std::string>& items, const std::string& part)
+{
+    return std::any_of(
+        items.begin(), items.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
+}
+
+class LaunchPlan : public ::testing::Test {
+protected:
+    LaunchPlan()
+    {
+        m_ctx.env = [this](const char* name) -> const char* {
+            auto it = m_env.find(name);
+            return it == m_env.end() ? nullptr : it->second.c_str();
+        };
+        m_ctx.layout = test_support::load_layout(test_support::two_sockets_four_gpus_each(), m_dir);
+        m_ctx.inventory.pool = probes::gpus_from_topology(m_ctx.layout);
+        m_ctx.inventory.source = "topology";
+        m_ctx.launcher = launcher::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
+        m_ctx.lookup.resolve = [](const std::string& host) {
+            return std::vector<std::string>{"10.0.0." + host.substr(1)};
+        };
+        m_ctx.lookup.local_addresses = [] {
+            return std::vector<std::pair<std::string, std::string>>{{"10.0.0.1", "eth0"}};
+        };
+        m_ctx.free_port = [] { return 41234U; };
+        m_ctx.helper_path = "/opt/gpukit/bin/gpurun-rank";
+        m_ctx.nccl_dir = [this](unsigned ranks) {
+            m_nccl_ranks = ranks;
+            return std::string("/tmp/gpurun-nccl.test");
+        };
+        m_options.program = {"true"};
+    }
+
+    launcher::LaunchPlan plan()
+    {
+        const bool given = launcher::resolve_hosts(m_options, m_ctx.env);
+        return launcher::plan_launch(m_options, given, m_ctx);
+    }
+
+    std::string plan_error()
+    {
+        try {
+            plan();
+        } catch (const probes::Error& e) {
+            return e.what();
+        }
+        return "";
+    }
+
+    test_support::TempDir m_dir;
+    std::map<std::string, std::string> m_env = {{"PATH", "/usr/bin:/bin"}};
+    PlanContext m_ctx;
+    LaunchOptions m_options;
+    unsigned m_nccl_ranks = 0;
+};
+
+TEST_F(LaunchPlan, OneNodeEveryGpuAFreePortAndTheExactCommand)
+{
+    const auto p = plan();
+    EXPECT_TRUE(p.this_node_only);
+    ASSERT_EQ(p.job.ranks.size(), 8U);
+    EXPECT_EQ(p.helper.master_port, 41234U) << "a port free here, for a job on this node";
+    EXPECT_EQ(p.helper.program, std::vector<std::string>{"true"});
+    ASSERT_GE(p.command.size(), 3U);
+    EXPECT_EQ(p.command[0], "/usr/bin/mpirun");
+    EXPECT_TRUE(has(p.command, "-np"));
+    EXPECT_TRUE(has(p.command, "/opt/gpukit/bin/gpurun-rank"));
+    EXPECT_TRUE(has(p.command, "PATH")) << "PATH goes to every rank";
+    EXPECT_FALSE(has(p.command, "--allow-run-as-root"));
+    EXPECT_EQ(m_nccl_ranks, 0U) << "no --nccl-check: no directory";
+}
+
+TEST_F(LaunchPlan, SlurmsNodesAreTheHostsAndTheirPortIsTorchsDefault)
+{
+    m_env["SLURM_JOB_NODELIST"] = "n[01-02]";
+    m_env["CUDA_VISIBLE_DEVICES"] = "0,1";
+    const auto p = plan();
+    EXPECT_FALSE(p.this_node_only);
+    ASSERT_EQ(p.job.hosts.size(), 2U);
+    EXPECT_EQ(p.job.hosts[1].name, "n02");
+    EXPECT_EQ(p.job.ranks.size(), 16U);
+    EXPECT_EQ(p.helper.master_port, 29500U);
+    EXPECT_TRUE(any_contains(p.notes, "MASTER_PORT 29500 (torch's default)")) << p.notes.size();
+    EXPECT_TRUE(any_contains(p.notes, "CUDA_VISIBLE_DEVICES is not passed to other hosts"));
+    EXPECT_TRUE(has(p.command, "n01:8,n02:8")) << "Open MPI's -H with each host's ranks";
+}
+
+TEST_F(LaunchPlan, TheEnvironmentsMasterPortIsCheckedAndUsed)
+{
+    m_env["MASTER_PORT"] = "70000";
+    EXPECT_NE(plan_error().find("MASTER_PORT=70000: expected a port number from 1 to 65535"), std::string::npos);
+    m_env["MASTER_PORT"] = "12345";
+    m_env["MASTER_ADDR"] = "head";
+    const auto p = plan();
+    EXPECT_EQ(p.helper.master_port, 12345U);
+    EXPECT_EQ(p.helper.master_addr, "head");
+}
+
+TEST_F(LaunchPlan, NoGpusIsAnErrorUnlessCpuOnly)
+{
+    m_ctx.inventory.pool.clear();
+    EXPECT_EQ(plan_error(),
+        "no GPUs found on twosocket (NVML and the PCI devices hwloc sees); pass --cpu-only to run ranks without GPUs");
+    m_options.plan.cpu_only = true;
+    m_options.np = 4;
+    EXPECT_EQ(plan().job.ranks.size(), 4U);
+}
+
+TEST_F(LaunchPlan, GpukitVariablesAndTheNcclCheckReachTheRanks)
+{
+    m_ctx.gpukit_variables = {"GPUKIT_NVML_LIBRARY"};
+    m_options.nccl_check = launcher::NcclCheckMode::end;
+    const auto p = plan();
+    EXPECT_EQ(m_nccl_ranks, 8U) << "the check's directory is made for the job's size";
+    EXPECT_TRUE(has(p.command, "GPUKIT_NVML_LIBRARY"));
+    EXPECT_TRUE(any_contains(p.command, "NCCL_DEBUG_FILE=/tmp/gpurun-nccl.test/"));
+}
+
+TEST_F(LaunchPlan, TheBackendRowDecidesWhatDiffers)
+{
+    m_ctx.launcher = launcher::Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", "test"};
+    m_options.profile.profiler = launcher::Profiler::nsys;
+    m_options.dry_run = true;
+    auto p = plan();
+    EXPECT_EQ(p.command[0], "/usr/bin/mpiexec");
+    EXPECT_TRUE(has(p.command, "-ppn"));
+    EXPECT_EQ(m_options.profile.mpi_impl, "mpich") << "nsys is told Hydra's MPI";
+
+    m_ctx.allow_root = true;
+    m_ctx.launcher = launcher::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
+    EXPECT_TRUE(has(plan().command, "--allow-run-as-root"));
+}
+
+TEST_F(LaunchPlan, AProgramThatIsNotThereStopsARealRunAndIsANoteInADryRun)
+{
+    m_options.program = {"no-such-program-here"};
+    EXPECT_NE(plan_error().find("program not found: 'no-such-program-here'"), std::string::npos);
+    m_options.dry_run = true;
+    EXPECT_TRUE(any_contains(plan().notes, "program not found"));
+}
+
+TEST_F(LaunchPlan, ATopologyForAHostThatIsNotOneIsAnError)
+{
+    m_options.hosts = {{"n01", 8}};
+    m_options.host_topologies = {{"n09", "/x.xml"}};
+    EXPECT_EQ(plan_error(), "--topology n09=/x.xml: n09 is not one of the hosts (-H, --hostfile)");
+}
+
+} // namespace
