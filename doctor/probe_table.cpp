@@ -2,8 +2,8 @@
 #include "doctor/probe.hpp"
 #include "doctor/runner.hpp"
 #include "probes/error.hpp"
-#include "probes/nccl_log.hpp"
-#include "probes/nsys_profile.hpp"
+#include "probes/nccl/log.hpp"
+#include "probes/nsys/summary.hpp"
 #include "probes/spelling.hpp"
 
 #include <algorithm>

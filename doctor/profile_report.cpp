@@ -1,8 +1,8 @@
 #include "doctor/profile_report.hpp"
 
-#include "doctor/nsys_export.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/error.hpp"
+#include "probes/nsys/reader.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -270,8 +270,8 @@ int run_profile(const ProfileCommand& command)
                     "profile --help");
     }
     std::vector<nsys::Trace> traces;
-    for (const auto& file : nsys_export_files(command.files)) {
-        traces.push_back(read_nsys_export(file));
+    for (const auto& file : nsys::export_files(command.files)) {
+        traces.push_back(nsys::read_export(file));
     }
     nsys::Options options;
     options.gap_seconds = command.gap_seconds;

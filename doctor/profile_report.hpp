@@ -4,7 +4,7 @@
 // SQLite exports.
 
 #include "doctor/verdict.hpp"
-#include "probes/nsys_profile.hpp"
+#include "probes/nsys/summary.hpp"
 
 #include <nlohmann/json.hpp>
 #include <string>

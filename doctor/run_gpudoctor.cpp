@@ -12,7 +12,7 @@
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 #include "probes/library_versions.hpp"
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 #include "probes/spelling.hpp"
 #include "probes/sysroot.hpp"
 #include "probes/topology.hpp"

@@ -1,7 +1,7 @@
 #include "launcher/nccl_check.hpp"
 
 #include "probes/error.hpp"
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 
 #include <algorithm>
 #include <cctype>

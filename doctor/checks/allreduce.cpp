@@ -3,7 +3,7 @@
 #include "probes/error.hpp"
 #include "probes/gpu_bandwidth.hpp"
 #include "probes/nccl_allreduce.hpp"
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -3,7 +3,6 @@
 // crash, hang or leak; what it accepts must survive a round trip.
 #include "doctor/fit_catalog.hpp"
 #include "doctor/fit_search.hpp"
-#include "doctor/nsys_export.hpp"
 #include "doctor/policy.hpp"
 #include "doctor/profile_report.hpp"
 #include "launcher/helper_args.hpp"
@@ -16,8 +15,9 @@
 #include "probes/cpu_set.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
-#include "probes/nccl_line_scan.hpp"
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/line_scan.hpp"
+#include "probes/nccl/log.hpp"
+#include "probes/nsys/reader.hpp"
 #include "probes/pci_address.hpp"
 
 #include <algorithm>
@@ -295,7 +295,7 @@ void fuzz_one(const std::string& text)
         }
         std::fclose(f);
     }
-    const auto trace = doctor::read_nsys_export(path);
+    const auto trace = probes::nsys::read_export(path);
     const auto summary = probes::nsys::summarize({trace});
     for (const auto& gpu : summary.gpus) {
         if (!(gpu.busy_share() >= 0 && gpu.busy_share() <= 1 && gpu.busy_share_with_copies() <= 1)) {

@@ -1,6 +1,6 @@
 #include "launcher/nccl_check.hpp"
 #include "probes/error.hpp"
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <algorithm>

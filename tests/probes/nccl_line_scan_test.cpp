@@ -1,7 +1,7 @@
 // The line scanner against a plain line-by-line reading: every line holding "NCCL" (and the line
 // after one that ends in a record prefix) with its offset and number, at every position relative
 // to the 16-byte steps of the vector loop.
-#include "probes/nccl_line_scan.hpp"
+#include "probes/nccl/line_scan.hpp"
 
 #include <gtest/gtest.h>
 #include <string>

@@ -5,7 +5,7 @@
 // under tests/probes/golden/nccl/ (UPDATE_GOLDEN=1 rewrites them).
 
 #include "probes/error.hpp"
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 #include "tests/support/golden.hpp"
 #include "tests/support/temp_dir.hpp"
 

@@ -1,7 +1,7 @@
 // The per-line parsers of NCCL_DEBUG output, one kind of line at a time. The lines follow the
 // formats in NCCL's own sources (src/init.cc, src/transport/*.cc, src/graph/connect.cc,
 // src/misc/param.cc) and PyTorch's ProcessGroupNCCL.cpp, as they appear in logs users paste.
-#include "probes/nccl_record.hpp"
+#include "probes/nccl/record.hpp"
 
 #include <gtest/gtest.h>
 #include <string>

@@ -1,4 +1,4 @@
-#include "probes/nccl_record.hpp"
+#include "probes/nccl/record.hpp"
 
 #include <algorithm>
 #include <charconv>

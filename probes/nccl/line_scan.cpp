@@ -1,4 +1,4 @@
-#include "probes/nccl_line_scan.hpp"
+#include "probes/nccl/line_scan.hpp"
 
 #include <cstring>
 #include <string_view>

@@ -3,7 +3,7 @@
 // What the analyzer keeps while it reads: one LinkTally per communicator (and one per thread for
 // connection lines whose communicator is not known yet). Private to the probes library.
 
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 
 #include <cstdint>
 #include <unordered_map>

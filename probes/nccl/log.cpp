@@ -1,9 +1,9 @@
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 
 #include "probes/error.hpp"
-#include "probes/nccl_line_scan.hpp"
-#include "probes/nccl_log_model.hpp"
-#include "probes/nccl_record.hpp"
+#include "probes/nccl/line_scan.hpp"
+#include "probes/nccl/model.hpp"
+#include "probes/nccl/record.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "doctor/nsys_export.hpp"
+#include "probes/nsys/reader.hpp"
 
 #include "probes/error.hpp"
 
@@ -14,12 +14,11 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
-namespace doctor {
+namespace probes::nsys {
 
 namespace {
 
 using probes::Error;
-namespace nsys = probes::nsys;
 
 constexpr const char* kernel_table = "CUPTI_ACTIVITY_KIND_KERNEL";
 constexpr const char* memcpy_table = "CUPTI_ACTIVITY_KIND_MEMCPY";
@@ -201,7 +200,7 @@ void check_is_export(const Database& db, const Schema& schema)
     }
 }
 
-void read_metadata(const Database& db, Schema& schema, nsys::Trace& trace)
+void read_metadata(const Database& db, Schema& schema, Trace& trace)
 {
     if (schema.has("META_DATA_EXPORT", "name") && schema.has("META_DATA_EXPORT", "value")) {
         Statement s(db,
@@ -249,9 +248,9 @@ void read_metadata(const Database& db, Schema& schema, nsys::Trace& trace)
 }
 
 // copyKind number -> CopyKind, from ENUM_CUDA_MEMCPY_OPER when the export has it.
-std::map<std::int64_t, nsys::CopyKind> copy_kinds(const Database& db, Schema& schema, nsys::Trace& trace)
+std::map<std::int64_t, CopyKind> copy_kinds(const Database& db, Schema& schema, Trace& trace)
 {
-    std::map<std::int64_t, nsys::CopyKind> kinds;
+    std::map<std::int64_t, CopyKind> kinds;
     const std::string table = "ENUM_CUDA_MEMCPY_OPER";
     if (schema.has(table, "id") && (schema.has(table, "name") || schema.has(table, "label"))) {
         Statement s(db,
@@ -259,7 +258,7 @@ std::map<std::int64_t, nsys::CopyKind> copy_kinds(const Database& db, Schema& sc
                 schema.column_or_null(table, "label"), table),
             "ENUM_CUDA_MEMCPY_OPER");
         while (s.step()) {
-            kinds[s.integer(0)] = nsys::copy_kind_from_enum(s.text(1), s.text(2));
+            kinds[s.integer(0)] = copy_kind_from_enum(s.text(1), s.text(2));
         }
     } else if (schema.has(memcpy_table)) {
         trace.notes.emplace_back("no ENUM_CUDA_MEMCPY_OPER table: copy kinds from CUPTI's copyKind numbers");
@@ -287,7 +286,7 @@ std::set<std::int64_t> pageable_kinds(const Database& db, Schema& schema)
     return ids;
 }
 
-void read_kernels(const Database& db, Schema& schema, nsys::Trace& trace)
+void read_kernels(const Database& db, Schema& schema, Trace& trace)
 {
     if (!schema.has(kernel_table)) {
         return;
@@ -317,7 +316,7 @@ void read_kernels(const Database& db, Schema& schema, nsys::Trace& trace)
     // Kernel names by (demangledName, shortName) id pair: looked up once each.
     std::map<std::pair<std::int64_t, std::int64_t>, std::uint32_t> names;
     while (s.step()) {
-        nsys::Kernel k;
+        Kernel k;
         k.start = s.integer(0);
         k.end = s.integer(1);
         k.device = static_cast<std::uint32_t>(s.integer(2));
@@ -340,7 +339,7 @@ void read_kernels(const Database& db, Schema& schema, nsys::Trace& trace)
     }
 }
 
-void read_copies(const Database& db, Schema& schema, nsys::Trace& trace)
+void read_copies(const Database& db, Schema& schema, Trace& trace)
 {
     if (!schema.has(memcpy_table)) {
         return;
@@ -355,20 +354,20 @@ void read_copies(const Database& db, Schema& schema, nsys::Trace& trace)
             schema.column_or_null(memcpy_table, "copyCount"), memcpy_table),
         memcpy_table);
     while (s.step()) {
-        nsys::Copy c;
+        Copy c;
         c.start = s.integer(0);
         c.end = s.integer(1);
         c.device = static_cast<std::uint32_t>(s.integer(2));
         c.bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.integer(3)));
         const std::int64_t kind = s.integer(4);
         if (kinds.empty()) {
-            c.kind = nsys::copy_kind_from_number(kind);
+            c.kind = copy_kind_from_number(kind);
         } else {
             auto it = kinds.find(kind);
-            c.kind = it != kinds.end() ? it->second : nsys::CopyKind::other;
+            c.kind = it != kinds.end() ? it->second : CopyKind::other;
         }
         // The host side of a copy: the source of HtoD, the destination of DtoH.
-        const int host_side = c.kind == nsys::CopyKind::htod ? 5 : c.kind == nsys::CopyKind::dtoh ? 6 : -1;
+        const int host_side = c.kind == CopyKind::htod ? 5 : c.kind == CopyKind::dtoh ? 6 : -1;
         c.pageable = host_side > 0 && !s.null(host_side) && pageable.count(s.integer(host_side)) > 0;
         c.src_device = s.null(7) ? -1 : s.integer(7);
         c.dst_device = s.null(8) ? -1 : s.integer(8);
@@ -377,7 +376,7 @@ void read_copies(const Database& db, Schema& schema, nsys::Trace& trace)
     }
 }
 
-void read_memsets(const Database& db, Schema& schema, nsys::Trace& trace)
+void read_memsets(const Database& db, Schema& schema, Trace& trace)
 {
     if (!schema.has(memset_table)) {
         return;
@@ -388,7 +387,7 @@ void read_memsets(const Database& db, Schema& schema, nsys::Trace& trace)
             "SELECT start, \"end\", deviceId, {} FROM {}", schema.column_or_null(memset_table, "bytes"), memset_table),
         memset_table);
     while (s.step()) {
-        nsys::Memset m;
+        Memset m;
         m.start = s.integer(0);
         m.end = s.integer(1);
         m.device = static_cast<std::uint32_t>(s.integer(2));
@@ -438,7 +437,7 @@ bool natural_less(const std::string& a, const std::string& b)
 
 } // namespace
 
-probes::nsys::Trace read_nsys_export(const std::string& path)
+Trace read_export(const std::string& path)
 {
     struct stat st { };
     if (stat(path.c_str(), &st) != 0) {
@@ -455,7 +454,7 @@ probes::nsys::Trace read_nsys_export(const std::string& path)
     Database db(path);
     Schema schema(db);
     check_is_export(db, schema);
-    nsys::Trace trace;
+    Trace trace;
     trace.file = path;
     read_metadata(db, schema, trace);
     read_kernels(db, schema, trace);
@@ -464,7 +463,7 @@ probes::nsys::Trace read_nsys_export(const std::string& path)
     return trace;
 }
 
-std::vector<std::string> nsys_export_files(const std::vector<std::string>& arguments)
+std::vector<std::string> export_files(const std::vector<std::string>& arguments)
 {
     std::vector<std::string> files;
     for (const auto& argument : arguments) {
@@ -493,4 +492,4 @@ std::vector<std::string> nsys_export_files(const std::vector<std::string>& argum
     return files;
 }
 
-} // namespace doctor
+} // namespace probes::nsys

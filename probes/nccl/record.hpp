@@ -4,7 +4,7 @@
 // Nothing here allocates per call except the output vectors the caller owns; every string_view
 // points into the line the caller passed.
 
-#include "probes/nccl_log.hpp"
+#include "probes/nccl/log.hpp"
 
 #include <optional>
 #include <string>

@@ -1,4 +1,4 @@
-#include "probes/nsys_profile.hpp"
+#include "probes/nsys/summary.hpp"
 
 #include "probes/byte_size.hpp"
 

@@ -2,7 +2,7 @@
 
 // What an Nsight Systems trace says about each GPU: how much of the trace it was busy (the union
 // of kernel intervals, never a sum of durations), its top kernels, copies by direction, idle gaps,
-// kernels per stream, and findings. Pure: events in, summary out. doctor/nsys_export.hpp reads the
+// kernels per stream, and findings. Pure: events in, summary out. probes/nsys/reader.hpp reads the
 // events from nsys's SQLite export.
 
 #include "probes/finding.hpp"

@@ -1,5 +1,5 @@
-#include "probes/nccl_log.hpp"
-#include "probes/nccl_log_model.hpp"
+#include "probes/nccl/log.hpp"
+#include "probes/nccl/model.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

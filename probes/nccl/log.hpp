@@ -101,7 +101,7 @@ public:
     /// The report so far; the analyzer can go on reading afterwards.
     Analysis analysis() const;
 
-    struct State; ///< what the analyzer keeps; defined in nccl_log.cpp
+    struct State; ///< what the analyzer keeps; defined in log.cpp
 
 private:
     std::unique_ptr<State> m_state;
