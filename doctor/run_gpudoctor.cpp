@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
@@ -115,30 +114,9 @@ int run_nccl_log(const NcclLogOptions& options)
         throw Error("stdin (-) named more than once; name it once");
     }
     nccl::Analyzer analyzer;
-    for (const auto& file : files) {
-        std::error_code ec;
-        if (file != "-" && std::filesystem::is_directory(file, ec)) {
-            // A directory of per-rank logs (NCCL_DEBUG_FILE, gpurun --nccl-log-dir): its files, sorted.
-            std::vector<std::string> inside;
-            for (const auto& entry : std::filesystem::directory_iterator(file, ec)) {
-                if (entry.is_regular_file(ec)) {
-                    inside.push_back(entry.path().string());
-                }
-            }
-            if (ec) {
-                throw Error(fmt::format("cannot list {}: {}", file, ec.message()));
-            }
-            if (inside.empty()) {
-                throw Error(fmt::format("{}: the directory holds no files (logs in its subdirectories are not read); "
-                                        "name the log files or their own directory",
-                    file));
-            }
-            std::sort(inside.begin(), inside.end());
-            for (const auto& f : inside) {
-                analyzer.read_file(f);
-            }
-            continue;
-        }
+    // A directory holds per-rank logs (NCCL_DEBUG_FILE, gpurun --nccl-log-dir): its files are read.
+    for (const auto& file : probes::input_files(files, "",
+             "holds no files (logs in its subdirectories are not read); name the log files or their own directory")) {
         analyzer.read_file(file);
     }
     const nccl::Analysis analysis = analyzer.analysis();

@@ -2,9 +2,11 @@
 
 #include "probes/error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,6 +58,72 @@ std::string read_input_file(const std::string& path, const std::string& what, st
         close(fd);
         throw;
     }
+}
+
+bool natural_less(const std::string& a, const std::string& b)
+{
+    std::size_t i = 0;
+    std::size_t j = 0;
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    while (i < a.size() && j < b.size()) {
+        if (digit(a[i]) && digit(b[j])) {
+            std::size_t i2 = i;
+            std::size_t j2 = j;
+            while (i2 < a.size() && digit(a[i2])) {
+                ++i2;
+            }
+            while (j2 < b.size() && digit(b[j2])) {
+                ++j2;
+            }
+            std::string x = a.substr(i, i2 - i);
+            std::string y = b.substr(j, j2 - j);
+            x.erase(0, std::min(x.find_first_not_of('0'), x.size() - 1));
+            y.erase(0, std::min(y.find_first_not_of('0'), y.size() - 1));
+            if (x.size() != y.size()) {
+                return x.size() < y.size();
+            }
+            if (x != y) {
+                return x < y;
+            }
+            i = i2;
+            j = j2;
+            continue;
+        }
+        if (a[i] != b[j]) {
+            return a[i] < b[j];
+        }
+        ++i;
+        ++j;
+    }
+    return a.size() - i < b.size() - j || (a.size() - i == b.size() - j && a < b);
+}
+
+std::vector<std::string> input_files(
+    const std::vector<std::string>& arguments, std::string_view extension, std::string_view none_found)
+{
+    std::vector<std::string> files;
+    for (const auto& argument : arguments) {
+        std::error_code ec;
+        if (argument == "-" || !std::filesystem::is_directory(argument, ec)) {
+            files.push_back(argument);
+            continue;
+        }
+        std::vector<std::string> inside;
+        for (const auto& entry : std::filesystem::directory_iterator(argument, ec)) {
+            if (entry.path().string().ends_with(extension) && entry.is_regular_file(ec)) {
+                inside.push_back(entry.path().string());
+            }
+        }
+        if (ec) {
+            throw Error(fmt::format("cannot list {}: {}", argument, ec.message()));
+        }
+        if (inside.empty()) {
+            throw Error(fmt::format("{} {}", argument, none_found));
+        }
+        std::sort(inside.begin(), inside.end(), natural_less);
+        files.insert(files.end(), inside.begin(), inside.end());
+    }
+    return files;
 }
 
 } // namespace probes

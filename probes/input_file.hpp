@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace probes {
 
@@ -22,5 +24,15 @@ std::string read_input_file(const std::string& path, const std::string& what, st
 /// The same for an open descriptor (standard input for "-"), named `shown` in errors.
 std::string read_input_fd(
     int fd, const std::string& shown, const std::string& what, std::size_t limit = input_file_limit);
+
+/// "rank2.sqlite" before "rank10.sqlite": runs of digits compare as numbers.
+bool natural_less(const std::string& a, const std::string& b);
+
+/// The inputs of a command line with each directory replaced by the regular files in it (those
+/// whose name ends in `extension`; every file when it is ""), in natural order; subdirectories
+/// are not read, and "-" (standard input) stays. A directory that cannot be listed, or that holds
+/// no such file, is a probes::Error: "DIR " followed by `none_found`.
+std::vector<std::string> input_files(
+    const std::vector<std::string>& arguments, std::string_view extension, std::string_view none_found);
 
 } // namespace probes

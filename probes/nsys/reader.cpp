@@ -1,12 +1,12 @@
 #include "probes/nsys/reader.hpp"
 
 #include "probes/error.hpp"
+#include "probes/input_file.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
@@ -396,45 +396,6 @@ void read_memsets(const Database& db, Schema& schema, Trace& trace)
     }
 }
 
-// "rank2.sqlite" before "rank10.sqlite": runs of digits compare as numbers.
-bool natural_less(const std::string& a, const std::string& b)
-{
-    std::size_t i = 0;
-    std::size_t j = 0;
-    auto digit = [](char c) { return c >= '0' && c <= '9'; };
-    while (i < a.size() && j < b.size()) {
-        if (digit(a[i]) && digit(b[j])) {
-            std::size_t i2 = i;
-            std::size_t j2 = j;
-            while (i2 < a.size() && digit(a[i2])) {
-                ++i2;
-            }
-            while (j2 < b.size() && digit(b[j2])) {
-                ++j2;
-            }
-            std::string x = a.substr(i, i2 - i);
-            std::string y = b.substr(j, j2 - j);
-            x.erase(0, std::min(x.find_first_not_of('0'), x.size() - 1));
-            y.erase(0, std::min(y.find_first_not_of('0'), y.size() - 1));
-            if (x.size() != y.size()) {
-                return x.size() < y.size();
-            }
-            if (x != y) {
-                return x < y;
-            }
-            i = i2;
-            j = j2;
-            continue;
-        }
-        if (a[i] != b[j]) {
-            return a[i] < b[j];
-        }
-        ++i;
-        ++j;
-    }
-    return a.size() - i < b.size() - j || (a.size() - i == b.size() - j && a < b);
-}
-
 } // namespace
 
 Trace read_export(const std::string& path)
@@ -465,31 +426,8 @@ Trace read_export(const std::string& path)
 
 std::vector<std::string> export_files(const std::vector<std::string>& arguments)
 {
-    std::vector<std::string> files;
-    for (const auto& argument : arguments) {
-        std::error_code ec;
-        if (!std::filesystem::is_directory(argument, ec)) {
-            files.push_back(argument);
-            continue;
-        }
-        std::vector<std::string> inside;
-        for (const auto& entry : std::filesystem::directory_iterator(argument, ec)) {
-            if (entry.path().extension() == ".sqlite" && entry.is_regular_file(ec)) {
-                inside.push_back(entry.path().string());
-            }
-        }
-        if (ec) {
-            throw Error(fmt::format("cannot list {}: {}", argument, ec.message()));
-        }
-        if (inside.empty()) {
-            throw Error(fmt::format("{} holds no .sqlite export; export a report with 'nsys export --type sqlite "
-                                    "REPORT.nsys-rep'",
-                argument));
-        }
-        std::sort(inside.begin(), inside.end(), natural_less);
-        files.insert(files.end(), inside.begin(), inside.end());
-    }
-    return files;
+    return input_files(arguments, ".sqlite",
+        "holds no .sqlite export; export a report with 'nsys export --type sqlite REPORT.nsys-rep'");
 }
 
 } // namespace probes::nsys

@@ -3,6 +3,7 @@
 #include "tests/support/temp_dir.hpp"
 
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -72,3 +73,26 @@ TEST(InputFile, AFifoIsReadAsAStream)
 }
 
 } // namespace
+
+TEST(InputFiles, DirectoriesBecomeTheirFilesInNaturalOrder)
+{
+    test_support::TempDir dir;
+    std::filesystem::create_directories(dir / "logs/sub");
+    for (const char* name : {"rank10.sqlite", "rank2.sqlite", "notes.txt", "sub/rank3.sqlite"}) {
+        std::ofstream(dir / "logs" / name) << "x";
+    }
+    const std::string logs = (dir / "logs").string();
+    EXPECT_EQ(probes::input_files({"-", logs, "a.sqlite"}, ".sqlite", "holds none"),
+        (std::vector<std::string>{"-", logs + "/rank2.sqlite", logs + "/rank10.sqlite", "a.sqlite"}));
+    EXPECT_EQ(probes::input_files({logs}, "", "holds none").size(), 3U) << "every file, no subdirectory";
+    std::filesystem::create_directories(dir / "empty");
+    try {
+        probes::input_files({(dir / "empty").string()}, "", "holds no files");
+        ADD_FAILURE() << "an empty directory is an error";
+    } catch (const probes::Error& e) {
+        EXPECT_EQ(std::string(e.what()), (dir / "empty").string() + " holds no files");
+    }
+    EXPECT_TRUE(probes::natural_less("rank2", "rank10"));
+    EXPECT_FALSE(probes::natural_less("rank10", "rank2"));
+    EXPECT_TRUE(probes::natural_less("a01", "a2"));
+}
