@@ -2,6 +2,7 @@
 #include "doctor/probe.hpp"
 #include "doctor/runner.hpp"
 #include "probes/error.hpp"
+#include "probes/gpu_monitor.hpp"
 #include "probes/nccl/log.hpp"
 #include "probes/nsys/summary.hpp"
 #include "probes/spelling.hpp"
@@ -85,6 +86,12 @@ std::vector<CodeInfo> all_codes()
         out.push_back({c.code, c.title,
             fmt::format(
                 "{} Reported by 'gpudoctor nccl-log' ({}).", c.explanation, probes::nccl::to_string(c.severity)),
+            c.remedy});
+    }
+    for (const auto& c : probes::monitor_codes()) {
+        out.push_back({c.code, c.title,
+            fmt::format("{} Reported by 'gpudoctor monitor' and 'gpurun --monitor' ({}).", c.explanation,
+                probes::to_string(c.severity)),
             c.remedy});
     }
     for (const auto& c : probes::nsys::finding_codes()) {

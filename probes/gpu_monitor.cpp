@@ -38,6 +38,23 @@ std::string seconds(double s)
     return fmt::format("{:.1f}s", s);
 }
 
+// A finding of the monitor about `gpu`, its severity and remedy from the code table.
+void judge(GpuSummary& s, const char* code, std::string message)
+{
+    for (const auto& c : monitor_codes()) {
+        if (std::string_view(c.code) == code) {
+            Finding f;
+            f.code = code;
+            f.severity = c.severity;
+            f.subject = fmt::format("gpu {}", s.gpu);
+            f.message = std::move(message);
+            f.remedy = c.remedy;
+            s.findings.push_back(std::move(f));
+            return;
+        }
+    }
+}
+
 // Judges one GPU's series.
 GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
 {
@@ -55,6 +72,7 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
     if (readings.empty()) {
         s.verdict = MonitorVerdict::no_data;
         s.verdict_text = "NVML gave no kernel-active reading for this GPU (not supported here, e.g. with MIG)";
+        judge(s, "monitor.no_data", s.verdict_text);
         return s;
     }
 
@@ -125,24 +143,34 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
         s.verdict_text = fmt::format("only {} sample{} to judge{}: too few; sample longer or more often", s.judged,
             s.judged == 1 ? "" : "s",
             s.judged < s.samples ? fmt::format(" ({} more at start-up or shutdown)", s.samples - s.judged) : "");
+        judge(s, "monitor.too_short",
+            fmt::format("only {} sample{} to judge: too few", s.judged, s.judged == 1 ? "" : "s"));
     } else if (idle) {
         s.verdict = MonitorVerdict::idle;
         s.verdict_text = fmt::format("the GPU was idle (kernel-active {:.1f}%): did the program use it?", s.mean);
+        judge(s, "monitor.idle", fmt::format("the GPU was idle (kernel-active {:.1f}%)", s.mean));
     } else if (s.mean >= limits::healthy_mean && s.dip_samples <= limits::rare_dips * s.judged) {
         s.verdict = MonitorVerdict::healthy;
         s.verdict_text = fmt::format("healthy: kernel-active {:.1f}% with rare dips ({})", s.mean, dips_told);
+        judge(s, "monitor.healthy", s.verdict_text);
     } else if (s.mean >= limits::healthy_mean) {
         s.verdict = MonitorVerdict::frequent_dips;
         s.verdict_text = fmt::format("kernel-active {:.1f}% on average, but the GPU often waits ({}, longest {}): "
                                      "look at data loading, checkpoints or communication between steps; run with "
                                      "gpurun --profile nsys and --nccl-check",
             s.mean, dips_told, seconds(s.longest_dip_s));
+        judge(s, "monitor.frequent_dips",
+            fmt::format("kernel-active {:.1f}% on average, but the GPU often waits ({}, longest {})", s.mean, dips_told,
+                seconds(s.longest_dip_s)));
     } else {
         s.verdict = MonitorVerdict::low;
         s.verdict_text = fmt::format("kernel-active time is low ({:.1f}%, below {:.0f}%): the GPU waits; look at the "
                                      "input pipeline (DataLoader workers, pinned memory) or communication: run with "
                                      "gpurun --profile nsys and --nccl-check",
             s.mean, limits::healthy_mean);
+        judge(s, "monitor.low",
+            fmt::format(
+                "kernel-active time is low ({:.1f}%, below {:.0f}%): the GPU waits", s.mean, limits::healthy_mean));
     }
 
     if (s.startup_s > 0 || s.shutdown_s > 0) {
@@ -154,6 +182,7 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
             parts.push_back(fmt::format("shutdown {}", seconds(s.shutdown_s)));
         }
         s.notes.push_back(fmt::format("left out, below {}%: {}", limits::startup_below, fmt::join(parts, " and ")));
+        judge(s, "monitor.startup_left_out", s.notes.back());
     }
     if (s.peak_memory && s.memory_total && *s.memory_total > 0 && !idle) {
         const double share = double(*s.peak_memory) / double(*s.memory_total);
@@ -161,19 +190,63 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
             s.notes.push_back(fmt::format("memory peaked at {} ({} of the card): a larger batch may fit; see "
                                           "gpudoctor fit",
                 format_bytes(*s.peak_memory), percent(share)));
+            judge(s, "monitor.memory_headroom",
+                fmt::format("memory peaked at {} ({} of the card): a larger batch may fit",
+                    format_bytes(*s.peak_memory), percent(share)));
         }
     }
     for (std::size_t e = 0; e < series.events.size(); ++e) {
         if (series.events[e] > 0 && (event_names[e].first & limits::slowdown_events) != 0) {
-            s.notes.push_back(fmt::format("clocks slowed by {} in {} of the samples: check cooling and power "
-                                          "(gpudoctor check)",
-                event_names[e].second, percent(double(series.events[e]) / double(series.samples))));
+            const std::string slowed = fmt::format("clocks slowed by {} in {} of the samples", event_names[e].second,
+                percent(double(series.events[e]) / double(series.samples)));
+            s.notes.push_back(slowed + ": check cooling and power (gpudoctor check)");
+            judge(s, "monitor.clocks_slowed", slowed);
         }
     }
     return s;
 }
 
 } // namespace
+
+const std::vector<CodeText>& monitor_codes()
+{
+    static const std::vector<CodeText> codes = {
+        {"monitor.healthy", Severity::pass, "the GPU ran kernels nearly all the time",
+            "Mean kernel-active time (the share of each sample period with a kernel running) at or above 90% "
+            "over the window judged, with rare dips below 25%.",
+            ""},
+        {"monitor.frequent_dips", Severity::warn, "busy on average, but the GPU often waits",
+            "Mean kernel-active time is at or above 90%, but more samples than rare dip below 25%: the GPU waits "
+            "between steps.",
+            "look at data loading, checkpoints or communication between steps; run with gpurun --profile nsys and "
+            "--nccl-check"},
+        {"monitor.low", Severity::warn, "kernel-active time is low",
+            "Mean kernel-active time below 90% over the window judged: the GPU waits for its input or for other "
+            "ranks for much of each step.",
+            "look at the input pipeline (DataLoader workers, pinned memory) or communication: run with gpurun "
+            "--profile nsys and --nccl-check"},
+        {"monitor.idle", Severity::warn, "the GPU was idle",
+            "Kernel-active time stayed near 0 for the whole run: the program did not use this GPU.",
+            "check which GPUs the program uses (CUDA_VISIBLE_DEVICES, LOCAL_RANK, the device it picks)"},
+        {"monitor.too_short", Severity::skip, "too few samples to judge",
+            "Fewer than 3 samples fell in the window judged (start-up and shutdown below 5% are left out).",
+            "sample longer (--duration) or more often (--interval)"},
+        {"monitor.no_data", Severity::skip, "NVML gave no kernel-active reading",
+            "NVML answered no utilisation query for this GPU (not supported, e.g. on a MIG instance).", ""},
+        {"monitor.startup_left_out", Severity::info, "start-up or shutdown left out of the verdict",
+            "Samples below 5% before the first busy sample and after the last one are left out (loading, NCCL "
+            "set-up, saving).",
+            ""},
+        {"monitor.memory_headroom", Severity::info, "memory far from full",
+            "Peak memory stayed below half of the GPU's: a larger batch may fit and use the GPU better.",
+            "see gpudoctor fit"},
+        {"monitor.clocks_slowed", Severity::warn, "clocks slowed by a fault",
+            "NVML's clock-event reasons show a hardware slowdown, thermal slowdown or power brake in some samples: "
+            "the GPU ran below its clocks.",
+            "check cooling and power (gpudoctor check)"},
+    };
+    return codes;
+}
 
 const char* to_string(MonitorVerdict verdict)
 {
@@ -298,11 +371,18 @@ std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std
         }
         out += line + "\n";
     }
+    std::vector<Finding> findings;
     for (const auto& s : summaries) {
-        out += fmt::format("GPU {}: {}\n", s.gpu, s.verdict_text);
-        for (const auto& note : s.notes) {
-            out += fmt::format("GPU {}: note: {}\n", s.gpu, note);
+        for (auto f : s.findings) {
+            f.subject = fmt::format("gpu {} ({})", s.gpu, bus_of(s.gpu));
+            findings.push_back(std::move(f));
         }
+    }
+    // A remedy said once for the GPUs that share a verdict's message.
+    for (const auto& group : group_findings(findings)) {
+        Finding f = *group.first;
+        f.subject = group.subject();
+        out += render_text(f, false, "");
     }
     return out;
 }
@@ -344,6 +424,10 @@ nlohmann::json to_json(const GpuSample& s)
 
 nlohmann::json to_json(const GpuSummary& s)
 {
+    nlohmann::json findings = nlohmann::json::array();
+    for (const auto& f : s.findings) {
+        findings.push_back(to_json(f));
+    }
     auto optional = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     nlohmann::json events = nlohmann::json::object();
     for (const auto& [name, share] : s.clock_events) {
@@ -355,7 +439,7 @@ nlohmann::json to_json(const GpuSummary& s)
         {"longest_dip_s", s.longest_dip_s}, {"peak_memory", optional(s.peak_memory)},
         {"memory_total", optional(s.memory_total)}, {"mean_power_w", optional(s.mean_power_w)},
         {"clock_events", events}, {"verdict", to_string(s.verdict)}, {"verdict_text", s.verdict_text},
-        {"notes", s.notes}};
+        {"notes", s.notes}, {"findings", findings}};
 }
 
 std::string format_ranges(std::vector<unsigned> numbers)

@@ -4,6 +4,7 @@
 // to read off nvidia-smi (utilisation above 90% with rare dips, memory near full), and a verdict.
 // Pure: samples in, summary out; gpurun --monitor and gpudoctor monitor both render it.
 
+#include "probes/finding.hpp"
 #include "probes/pci_address.hpp"
 
 #include <cstdint>
@@ -93,7 +94,13 @@ struct GpuSummary {
     MonitorVerdict verdict = MonitorVerdict::no_data;
     std::string verdict_text; ///< one sentence in the source's terms, with the advice
     std::vector<std::string> notes; ///< memory far from full, clocks slowed, start-up left out
+    /// The verdict and each note in the one finding model (codes monitor.*, subject "gpu N"), the
+    /// remedies from monitor_codes().
+    std::vector<Finding> findings;
 };
+
+/// The finding codes of the monitor's verdicts and notes, for explain and list --codes.
+const std::vector<CodeText>& monitor_codes();
 
 /// Collects samples as they come, in time order, keeping only what the summary needs (a byte and
 /// a float per reading), so a monitor can run for days.

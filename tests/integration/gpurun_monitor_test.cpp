@@ -100,11 +100,13 @@ TEST_F(GpurunMonitor, SummaryOfAHealthyJobReachesGpurunsOutput)
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string prefix = "gpurun: monitor: ";
     EXPECT_NE(r.err.find(prefix + m_host + ": 2 GPUs, "), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find(prefix + "GPU 0: healthy: kernel-active 96.0% with rare dips (0 of "), std::string::npos)
+    // The verdicts are findings of the one model: severity, subject, message, code.
+    EXPECT_NE(r.err.find(prefix + "PASS  gpu 0 ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("): healthy: kernel-active 96.0% with rare dips (0 of "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("): healthy: kernel-active 92.0% with rare dips (0 of "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(prefix + "INFO  gpu 1 ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("): left out, below 5%: start-up 0.1s  [monitor.startup_left_out]"), std::string::npos)
         << r.err;
-    EXPECT_NE(r.err.find(prefix + "GPU 1: healthy: kernel-active 92.0% with rare dips (0 of "), std::string::npos)
-        << r.err;
-    EXPECT_NE(r.err.find(prefix + "GPU 1: note: left out, below 5%: start-up 0.1s"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(prefix + "one rank per GPU: ranks 0-1 kept to their own GPUs\n"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("96%  100%   0         -        60 GiB (75%)  300 W\n"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("92%  100%   0         -        40 GiB (50%)  250 W\n"), std::string::npos) << r.err;

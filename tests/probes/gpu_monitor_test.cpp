@@ -211,8 +211,36 @@ TEST(GpuMonitor, SummaryTextForPeople)
     EXPECT_EQ(text,
         "GPU  BUS ID        SAMPLES  KERNEL-ACTIVE  P10  >=80%  DIPS<25%  LONGEST  PEAK MEMORY   POWER\n"
         "0    0000:07:00.0  5        78.0%          10%  80%    1         1.0s     70 GiB (88%)  300 W\n"
-        "GPU 0: kernel-active time is low (78.0%, below 90%): the GPU waits; look at the input pipeline (DataLoader "
-        "workers, pinned memory) or communication: run with gpurun --profile nsys and --nccl-check\n");
+        "WARN  gpu 0 (0000:07:00.0): kernel-active time is low (78.0%, below 90%): the GPU waits  [monitor.low]\n"
+        "      fix: look at the input pipeline (DataLoader workers, pinned memory) or communication: run with gpurun "
+        "--profile nsys and --nccl-check\n");
+}
+
+TEST(GpuMonitor, VerdictsAndNotesAreFindingsWithCodesOfTheTable)
+{
+    auto summaries = probes::summarise(series(0, {0, 0, 95, 95, 95, 95, 95}), 1.0);
+    ASSERT_EQ(summaries.size(), 1U);
+    const auto& findings = summaries[0].findings;
+    ASSERT_EQ(findings.size(), 2U);
+    EXPECT_EQ(findings[0].code, "monitor.healthy");
+    EXPECT_EQ(findings[0].severity, probes::Severity::pass);
+    EXPECT_EQ(findings[0].subject, "gpu 0");
+    EXPECT_EQ(findings[1].code, "monitor.startup_left_out");
+    EXPECT_EQ(findings[1].severity, probes::Severity::info);
+    for (const auto& c : probes::monitor_codes()) {
+        EXPECT_EQ(std::string(c.code).rfind("monitor.", 0), 0U) << c.code;
+        EXPECT_NE(std::string(c.explanation), "") << c.code;
+    }
+    // Two GPUs with the same verdict: one fix.
+    auto two = probes::summarise(series(0, {0, 0, 0, 0}), 1.0);
+    auto other = probes::summarise(series(1, {0, 0, 0, 0}), 1.0);
+    two.insert(two.end(), other.begin(), other.end());
+    std::vector<probes::MonitoredGpu> gpus = {{0, *probes::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
+        {1, *probes::PciAddress::parse("0000:0f:00.0"), "A100", "GPU-b"}};
+    const auto text = probes::render_summary_text(gpus, two);
+    EXPECT_NE(text.find("WARN  gpus 0-1: the GPU was idle (kernel-active 0.0%)  [monitor.idle]\n"), std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("fix: "), text.rfind("fix: ")) << "the fix once: " << text;
 }
 
 TEST(GpuMonitor, SampleRowsAndJson)
