@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
+#include <stdexcept>
 #include <string_view>
 #include <tuple>
 
@@ -177,6 +178,23 @@ std::string render_text(const Finding& finding, bool color, const std::string& i
         out += fmt::format("{}      fix: {}\n", indent, finding.remedy);
     }
     return out;
+}
+
+Finding finding_from(
+    const std::vector<CodeText>& table, std::string_view code, std::string subject, std::string message)
+{
+    for (const auto& c : table) {
+        if (code == c.code) {
+            Finding f;
+            f.code = c.code;
+            f.severity = c.severity;
+            f.subject = std::move(subject);
+            f.message = std::move(message);
+            f.remedy = c.remedy;
+            return f;
+        }
+    }
+    throw std::logic_error(fmt::format("finding code {} is not in its table", code));
 }
 
 } // namespace probes

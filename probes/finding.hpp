@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace probes {
@@ -93,5 +94,10 @@ struct CodeText {
     const char* explanation;
     const char* remedy;
 };
+
+/// A finding of `code` with the severity and remedy its row of `table` gives. A code the table
+/// lacks is a programming error (std::logic_error).
+Finding finding_from(
+    const std::vector<CodeText>& table, std::string_view code, std::string subject, std::string message);
 
 } // namespace probes

@@ -41,18 +41,7 @@ std::string seconds(double s)
 // A finding of the monitor about `gpu`, its severity and remedy from the code table.
 void judge(GpuSummary& s, const char* code, std::string message)
 {
-    for (const auto& c : monitor_codes()) {
-        if (std::string_view(c.code) == code) {
-            Finding f;
-            f.code = code;
-            f.severity = c.severity;
-            f.subject = fmt::format("gpu {}", s.gpu);
-            f.message = std::move(message);
-            f.remedy = c.remedy;
-            s.findings.push_back(std::move(f));
-            return;
-        }
-    }
+    s.findings.push_back(finding_from(monitor_codes(), code, fmt::format("gpu {}", s.gpu), std::move(message)));
 }
 
 // Judges one GPU's series.

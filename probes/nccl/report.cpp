@@ -106,18 +106,9 @@ const std::vector<CodeText>& finding_codes()
 Finding make_finding(
     const std::string& code, std::string subject, std::string message, Where where, std::uint64_t count)
 {
-    Finding f;
-    f.code = code;
-    f.subject = std::move(subject);
-    f.message = std::move(message);
+    Finding f = finding_from(finding_codes(), code, std::move(subject), std::move(message));
     f.where = std::move(where);
     f.count = count;
-    for (const auto& c : finding_codes()) {
-        if (code == c.code) {
-            f.severity = c.severity;
-            f.remedy = c.remedy;
-        }
-    }
     return f;
 }
 

@@ -79,27 +79,10 @@ std::string gpu_subject(const GpuSummary& g)
     return fmt::format("gpu {}{} in {}", g.device, g.name.empty() ? "" : " (" + g.name + ")", g.file);
 }
 
-const CodeText& code_text(const std::string& code)
-{
-    for (const auto& c : finding_codes()) {
-        if (code == c.code) {
-            return c;
-        }
-    }
-    static const CodeText none{"", Severity::info, "", "", ""};
-    return none;
-}
-
 Finding make_finding(const std::string& code, const GpuSummary* gpu, const std::string& file, std::string message)
 {
-    const CodeText& text = code_text(code);
-    Finding f;
-    f.code = code;
-    f.severity = text.severity;
+    Finding f = finding_from(finding_codes(), code, gpu != nullptr ? gpu_subject(*gpu) : file, std::move(message));
     f.facts = {{"file", file}, {"device_id", gpu != nullptr ? nlohmann::json(gpu->device) : nlohmann::json(nullptr)}};
-    f.subject = gpu != nullptr ? gpu_subject(*gpu) : file;
-    f.message = std::move(message);
-    f.remedy = text.remedy;
     return f;
 }
 
