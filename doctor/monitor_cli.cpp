@@ -40,6 +40,11 @@ struct MonitorArgs {
     std::vector<std::string> command;
 };
 
+// An NVML call that does not return (a wedged driver) ends the monitor after this long, with
+// exit status 3: gpudoctor could not run.
+constexpr unsigned nvml_deadline_s = 30;
+constexpr const char* nvml_stuck = "gpudoctor: monitor: an NVML call did not return in 30 s; the monitor stops\n";
+
 // Where the monitor writes: standard output, standard error when a command holds standard output
 // (as perf stat does), or --output FILE.
 class Output {
@@ -156,7 +161,12 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
             break;
         }
         std::string text;
-        for (const auto& s : sampler.sample(schedule.next_t())) {
+        std::vector<probes::GpuSample> taken;
+        {
+            const probes::CallDeadline deadline(nvml_deadline_s, nvml_stuck, 3);
+            taken = sampler.sample(schedule.next_t());
+        }
+        for (const auto& s : taken) {
             summariser.add(s);
             if (a.json) {
                 nlohmann::json line = probes::to_json(s);
@@ -261,6 +271,7 @@ int run_monitor(int argc, char** argv)
     std::optional<probes::Nvml> nvml;
     std::vector<probes::NvmlGpu> all;
     try {
+        const probes::CallDeadline deadline(nvml_deadline_s, nvml_stuck, 3);
         nvml.emplace(probes::Nvml::load());
         all = nvml->gpus();
     } catch (const Error& e) {

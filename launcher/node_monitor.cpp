@@ -121,15 +121,15 @@ private:
     std::string m_failed;
 };
 
-extern "C" void nvml_did_not_return(int)
+// The watchdog's cleanup: the half-written JSON file goes.
+void remove_json_temp()
 {
-    static const char message[] = "gpurun: monitor: an NVML call did not return in time; the monitor stops\n";
-    [[maybe_unused]] auto n = write(STDERR_FILENO, message, sizeof message - 1);
     if (g_json_dir >= 0) {
         unlinkat(g_json_dir, g_json_temp, 0);
     }
-    _exit(1);
 }
+
+constexpr const char* nvml_stuck = "gpurun: monitor: an NVML call did not return in time; the monitor stops\n";
 
 // The monitor of one node, from start to summary.
 class NodeMonitor {
@@ -145,7 +145,6 @@ public:
             sigaddset(&stop, s);
         }
         sigprocmask(SIG_BLOCK, &stop, nullptr);
-        signal(SIGALRM, nvml_did_not_return);
 
         open_nvml();
         probes::SampleSchedule schedule(m_o.monitor.interval);
@@ -157,9 +156,8 @@ public:
                 m_records = read_rank_records(m_o.job_dir);
             }
             if (m_sampler && now >= schedule.next_at()) {
-                alarm(nvml_watchdog_s);
+                const probes::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1, remove_json_temp);
                 take_sample(schedule.next_t());
-                alarm(0);
                 schedule.taken();
             }
             const bool all_recorded = m_records.size() >= m_o.local_ranks || now >= records_deadline;
@@ -197,6 +195,7 @@ private:
     void open_nvml()
     {
         try {
+            const probes::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1);
             m_nvml = std::make_unique<probes::Nvml>(probes::Nvml::load());
             const auto all = m_nvml->gpus();
             m_sampler = std::make_unique<probes::GpuSampler>(*m_nvml, probes::gpus_at(all, m_o.gpus));

@@ -2,10 +2,14 @@
 
 #include "probes/error.hpp"
 #include "probes/nvml.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <charconv>
+#include <csignal>
+#include <cstring>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace probes {
 
@@ -197,6 +201,55 @@ std::vector<Gpu> select_visible(const std::vector<Gpu>& all, std::string_view vi
     return out;
 }
 
+std::vector<NvmlGpu> nvml_gpus_guarded(const std::string& library, std::chrono::milliseconds timeout)
+{
+    std::vector<Child> children;
+    children.push_back(spawn_function(
+        [&] {
+            const Nvml nvml = library.empty() ? Nvml::load() : Nvml::load(library);
+            nlohmann::json list = nlohmann::json::array();
+            for (const auto& g : nvml.gpus()) {
+                list.push_back({{"index", g.index}, {"bus_id", g.bus_id.to_string()}, {"name", g.name},
+                    {"uuid", g.uuid}, {"memory_total", g.memory_total ? nlohmann::json(*g.memory_total) : nullptr},
+                    {"mig_uuids", g.mig_uuids}});
+            }
+            return list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        },
+        SpawnOptions{}));
+    const ChildOutcome outcome = wait_for_children(children, timeout).front();
+    if (outcome.timed_out) {
+        throw Error(fmt::format("NVML did not answer in {} s (a driver call hung)", timeout.count() / 1000.0));
+    }
+    if (outcome.signaled()) {
+        throw Error(fmt::format("NVML crashed ({})", strsignal(outcome.exit_code() - 128)));
+    }
+    if (!outcome.exited(0)) {
+        std::string why = outcome.output;
+        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) {
+            why.pop_back();
+        }
+        throw Error(why.empty() ? fmt::format("NVML failed (exit status {})", outcome.exit_code()) : why);
+    }
+    std::vector<NvmlGpu> out;
+    try {
+        for (const auto& g : nlohmann::json::parse(outcome.output)) {
+            NvmlGpu gpu;
+            gpu.index = g.at("index").get<unsigned>();
+            gpu.bus_id = PciAddress::parse(g.at("bus_id").get<std::string>()).value_or(PciAddress{});
+            gpu.name = g.at("name").get<std::string>();
+            gpu.uuid = g.at("uuid").get<std::string>();
+            if (g.at("memory_total").is_number()) {
+                gpu.memory_total = g.at("memory_total").get<std::uint64_t>();
+            }
+            gpu.mig_uuids = g.at("mig_uuids").get<std::vector<std::string>>();
+            out.push_back(std::move(gpu));
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt::format("NVML's answer could not be read ({})", e.what()));
+    }
+    return out;
+}
+
 GpuInventory discover_gpus(const NodeLayout& layout, const InventoryOptions& options)
 {
     GpuInventory inventory;
@@ -206,8 +259,7 @@ GpuInventory discover_gpus(const NodeLayout& layout, const InventoryOptions& opt
         inventory.source = "topology";
     } else {
         try {
-            Nvml nvml = options.nvml_library.empty() ? Nvml::load() : Nvml::load(options.nvml_library);
-            all = gpus_from_nvml(nvml.gpus(), layout, options.sysroot);
+            all = gpus_from_nvml(nvml_gpus_guarded(options.nvml_library, options.nvml_timeout), layout, options.sysroot);
             inventory.source = "nvml";
         } catch (const Error& e) {
             all = gpus_from_topology(layout);

@@ -5,6 +5,7 @@
 #include "probes/sysroot.hpp"
 
 #include <cstdint>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,7 +61,14 @@ struct InventoryOptions {
     Sysroot sysroot;
     std::optional<std::string> visible_devices; ///< CUDA_VISIBLE_DEVICES, when set
     std::string nvml_library; ///< "" for the default (GPUKIT_NVML_LIBRARY or soname)
+    /// How long NVML may take to list the GPUs. It is asked in a child process, so that an NVML
+    /// that hangs or crashes (a wedged driver) costs this long and a note, not the program.
+    std::chrono::milliseconds nvml_timeout{10000};
 };
+
+/// The GPUs NVML lists, asked in a child process with `timeout`. Throws probes::Error when NVML
+/// does not load, does not answer in time ("NVML did not answer in 10 s"), or crashes.
+std::vector<NvmlGpu> nvml_gpus_guarded(const std::string& library, std::chrono::milliseconds timeout);
 
 /// The pool: NVML when it loads, else the topology's PCI devices; then CUDA_VISIBLE_DEVICES.
 GpuInventory discover_gpus(const NodeLayout& layout, const InventoryOptions& options);

@@ -588,4 +588,47 @@ void Supervisor::kill_now() const
     m_child.signal(SIGKILL);
 }
 
+namespace {
+
+// What the deadline's handler says and does; set before alarm() and read only by the handler.
+const char* volatile g_deadline_message = nullptr;
+volatile int g_deadline_code = 1;
+void (*volatile g_deadline_cleanup)() = nullptr;
+
+extern "C" void call_deadline_passed(int /*signal*/)
+{
+    const char* message = g_deadline_message;
+    if (message != nullptr) {
+        [[maybe_unused]] auto n = write(STDERR_FILENO, message, std::strlen(message));
+    }
+    if (auto* cleanup = g_deadline_cleanup; cleanup != nullptr) {
+        cleanup();
+    }
+    _exit(g_deadline_code);
+}
+
+} // namespace
+
+CallDeadline::CallDeadline(unsigned seconds, const char* message, int exit_code, void (*cleanup)())
+{
+    g_deadline_message = message;
+    g_deadline_code = exit_code;
+    g_deadline_cleanup = cleanup;
+    struct sigaction action { };
+    action.sa_handler = call_deadline_passed;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGALRM, &action, &m_previous);
+    sigset_t alarm_only;
+    sigemptyset(&alarm_only);
+    sigaddset(&alarm_only, SIGALRM);
+    sigprocmask(SIG_UNBLOCK, &alarm_only, nullptr);
+    alarm(seconds);
+}
+
+CallDeadline::~CallDeadline()
+{
+    alarm(0);
+    sigaction(SIGALRM, &m_previous, nullptr);
+}
+
 } // namespace probes

@@ -189,4 +189,19 @@ std::optional<std::string> find_executable(const std::string& name, const char* 
 /// may be held, then _exit(127).
 [[noreturn]] void exit_after_failed_exec(const std::string& message, int err) noexcept;
 
+/// A deadline on a call into somebody else's library that has to run in this process (NVML
+/// sampling uses handles this process holds, so it cannot move to a child): when the scope is not
+/// left within `seconds`, SIGALRM writes `message` (a string literal) to standard error, runs
+/// `cleanup` (async-signal-safe; may be null) and ends the process with `exit_code`. One at a time.
+class CallDeadline {
+public:
+    CallDeadline(unsigned seconds, const char* message, int exit_code, void (*cleanup)() = nullptr);
+    ~CallDeadline();
+    CallDeadline(const CallDeadline&) = delete;
+    CallDeadline& operator=(const CallDeadline&) = delete;
+
+private:
+    struct sigaction m_previous { };
+};
+
 } // namespace probes

@@ -188,3 +188,40 @@ TEST(GpuInventory, MissingNvmlFallsBackToPciDevicesAndSaysWhy)
     EXPECT_NE(inventory.notes[0].find("NVML not used"), std::string::npos);
     EXPECT_NE(inventory.notes[0].find("no-such-libnvidia-ml"), std::string::npos);
 }
+
+// NVML is asked in a child: one that hangs or crashes in the driver costs a deadline and a note.
+TEST(GpuInventory, AnNvmlThatHangsOrCrashesIsANoteNotTheEnd)
+{
+    TempDir dir;
+    auto layout = test_support::load_layout(test_support::nps4_four_gpus(), dir);
+    probes::InventoryOptions options;
+    options.nvml_library = FAKE_NVML_PATH;
+    options.nvml_timeout = std::chrono::milliseconds(500);
+    {
+        test_support::FakeNvmlFixture fixture(dir, R"({"gpus": [{}], "hang_in": "nvmlDeviceGetCount_v2"})");
+        const auto start = std::chrono::steady_clock::now();
+        auto inventory = probes::discover_gpus(layout, options);
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+        EXPECT_EQ(inventory.source, "topology");
+        EXPECT_EQ(inventory.pool.size(), 4U);
+        ASSERT_FALSE(inventory.notes.empty());
+        EXPECT_NE(inventory.notes[0].find("NVML not used (NVML did not answer in 0.5 s"), std::string::npos)
+            << inventory.notes[0];
+    }
+    {
+        test_support::FakeNvmlFixture fixture(dir, R"({"gpus": [{}], "crash_in": "nvmlInit_v2"})");
+        auto inventory = probes::discover_gpus(layout, options);
+        EXPECT_EQ(inventory.source, "topology");
+        ASSERT_FALSE(inventory.notes.empty());
+        EXPECT_NE(inventory.notes[0].find("NVML crashed (Segmentation fault)"), std::string::npos)
+            << inventory.notes[0];
+    }
+    {
+        test_support::FakeNvmlFixture fixture(dir, test_support::two_gpu_fixture);
+        const auto gpus = probes::nvml_gpus_guarded(FAKE_NVML_PATH, std::chrono::seconds(10));
+        ASSERT_EQ(gpus.size(), 2U);
+        EXPECT_EQ(gpus[1].bus_id.to_string(), "0000:0f:00.0");
+        EXPECT_EQ(gpus[1].uuid, "GPU-bbbbbbbb-0000-0000-0000-000000000000");
+        EXPECT_EQ(gpus[1].name, "NVIDIA A100-SXM4-80GB");
+    }
+}

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <csignal>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -232,3 +234,40 @@ TEST(SpawnProgram, ADetachedProgramIsNobodysChildAndKeepsNoDescriptor)
 }
 
 } // namespace
+
+// A call that never returns (a wedged driver) ends the process at the deadline with its message,
+// its cleanup and its exit status; one that returns in time leaves nothing armed.
+TEST(CallDeadline, EndsAStuckCallWithItsMessageAndStatus)
+{
+    static int cleaned = -1;
+    test_support::TempDir dir;
+    const std::string log = (dir / "stderr").string();
+    std::vector<probes::Child> children;
+    children.push_back(probes::spawn_function(
+        [&log] {
+            const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            {
+                const probes::CallDeadline quick(5, "not this one\n", 4);
+            }
+            const probes::CallDeadline deadline(1, "an NVML call did not return\n", 3, [] {
+                cleaned = 1;
+                [[maybe_unused]] auto n = write(STDOUT_FILENO, "cleaned\n", 8);
+            });
+            while (true) {
+                pause();
+            }
+            return std::string();
+        },
+        probes::SpawnOptions{}));
+    const auto start = std::chrono::steady_clock::now();
+    const auto outcome = probes::wait_for_children(children, std::chrono::seconds(20)).front();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    EXPECT_FALSE(outcome.timed_out);
+    EXPECT_TRUE(outcome.exited(3)) << outcome.exit_code();
+    std::ifstream in(log);
+    const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(written, "an NVML call did not return\ncleaned\n");
+    EXPECT_EQ(cleaned, -1) << "the cleanup ran in the child only";
+}
