@@ -1,5 +1,6 @@
 #include "launcher/nccl_check.hpp"
 
+#include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 #include "probes/nccl/log.hpp"
 
@@ -237,25 +238,8 @@ NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep
         m_private = true;
         return;
     }
-    m_dir = keep_dir;
-    struct stat st { };
-    if (stat(m_dir.c_str(), &st) != 0) {
-        if (errno != ENOENT) {
-            throw Error(fmt::format("--nccl-log-dir {}: {}", m_dir, std::strerror(errno)));
-        }
-        std::error_code ec;
-        std::filesystem::create_directories(std::filesystem::path(m_dir).parent_path(), ec);
-        if (ec || mkdir(m_dir.c_str(), 0700) != 0 || chmod(m_dir.c_str(), 0700) != 0) {
-            throw Error(fmt::format("--nccl-log-dir {}: cannot create it: {}", m_dir,
-                ec ? ec.message() : std::string(std::strerror(errno))));
-        }
-    } else if (!S_ISDIR(st.st_mode)) {
-        throw Error(fmt::format("--nccl-log-dir {}: not a directory", m_dir));
-    } else if (const std::string why = nccl_log_dir_problem(m_dir); !why.empty()) {
-        throw Error(fmt::format("--nccl-log-dir {}: {}: another user could read NCCL's logs there or put links in "
-                                "their place; use a directory of your own",
-            m_dir, why));
-    }
+    // Ranks open their logs there by name: the path must be one that nobody else can redirect.
+    m_dir = probes::own_directory(keep_dir, "--nccl-log-dir");
     for (const auto& log : logs()) {
         std::error_code ec;
         m_before[log.filename().string()] = {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <fcntl.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <memory>
 #include <optional>
@@ -387,6 +388,38 @@ void write_file_atomically(
     AtomicFile file(path, what, mode);
     file.write(content);
     file.commit();
+}
+
+std::string own_directory(const std::string& path, const std::string& what)
+{
+    std::string trimmed = path;
+    while (trimmed.size() > 1 && trimmed.back() == '/') {
+        trimmed.pop_back();
+    }
+    if (const auto parent = std::filesystem::path(trimmed).parent_path(); !parent.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(parent, ec); // checked by the walk below
+    }
+    Resolved r = resolve(trimmed, what);
+    const std::string full = joined(r.shown_dir, r.name);
+    auto error = [&](const std::string& why) { return Error(fmt::format("{} {}: {}", what, path, why)); };
+    if (!r.existing && mkdirat(r.dir.get(), r.name.c_str(), 0700) != 0 && errno != EEXIST) {
+        throw error(fmt::format("cannot create it: {}", std::strerror(errno)));
+    }
+    Descriptor dir(openat(r.dir.get(), r.name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st { };
+    if (dir.get() < 0 || fstat(dir.get(), &st) != 0) {
+        throw error(errno == ENOTDIR ? std::string("not a directory") : std::strerror(errno));
+    }
+    if (st.st_uid != geteuid()) {
+        throw error(fmt::format("it belongs to uid {}, not {}: use a directory of your own", st.st_uid, geteuid()));
+    }
+    if ((st.st_mode & S_IWOTH) != 0) {
+        throw error(fmt::format("every user can write to it (mode {:04o}): another user could read or replace what "
+                                "is written there; use a directory of your own",
+            st.st_mode & 07777));
+    }
+    return full;
 }
 
 } // namespace probes

@@ -71,6 +71,14 @@ void write_file_atomically(const std::string& path, std::string_view content, co
 /// probes::Error naming `what`.
 int open_output_file(const std::string& path, const std::string& what, mode_t mode = 0666);
 
+/// A directory of the caller's at `path` for others to write files into by name (NCCL's logs):
+/// walked as AtomicFile walks (no other user's link followed, no directory on the way that every
+/// user can write to without the sticky bit), made with mode 0700 when missing (its missing
+/// parents too), and refused unless it is a directory that the caller owns and that not every user
+/// can write to. Returns its path with the links resolved, so that nobody can swap what it names
+/// afterwards. Throws probes::Error naming `what`.
+std::string own_directory(const std::string& path, const std::string& what);
+
 /// A file for write_files_atomically: `what` is the option that asked for it.
 struct OutputFile {
     std::string what;

@@ -307,8 +307,8 @@ TEST(NcclCheck, KeptDirectoryThatOthersCanWriteToIsAnError)
     } catch (const probes::Error& e) {
         EXPECT_EQ(std::string(e.what()),
             "--nccl-log-dir " + shared.string() +
-                ": every user can write to it (mode 1777): another user could read NCCL's logs there or put links in "
-                "their place; use a directory of your own");
+                ": every user can write to it (mode 1777): another user could read or replace what is written there; "
+                "use a directory of your own");
     }
     ASSERT_EQ(chmod(shared.c_str(), 0770), 0);
     EXPECT_NO_THROW(NcclCheck(NcclCheckMode::end, 2, shared.string(), "")) << "group write is allowed";

@@ -342,3 +342,41 @@ TEST_F(AtomicFileTest, ALiveOutputFileIsTruncatedAndADeviceOpenedAsItIs)
 }
 
 } // namespace
+
+// A directory that others write into by name (NCCL's logs): made, or the caller's own, and named
+// by a path that nobody else can redirect.
+TEST(OwnDirectory, MadeOrOwnedAndNamedWithoutOtherUsersLinks)
+{
+    test_support::TempDir dir;
+    const auto made = probes::own_directory((dir / "a/b/logs/").string(), "--nccl-log-dir");
+    EXPECT_EQ(made, (dir / "a/b/logs").string());
+    struct stat st { };
+    ASSERT_EQ(stat(made.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700U);
+    // The caller's own link is followed and resolved away.
+    std::filesystem::create_directory_symlink(dir / "a/b/logs", dir / "mine");
+    EXPECT_EQ(probes::own_directory((dir / "mine").string(), "--nccl-log-dir"), made);
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root, to give a link another user's uid";
+    }
+    std::filesystem::create_directory_symlink(dir / "a/b/logs", dir / "theirs");
+    ASSERT_EQ(lchown((dir / "theirs").c_str(), 65534, 65534), 0);
+    try {
+        probes::own_directory((dir / "theirs").string(), "--nccl-log-dir");
+        ADD_FAILURE() << "another user's link was followed";
+    } catch (const probes::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("is a symbolic link owned by another user (uid 65534)"), std::string::npos)
+            << e.what();
+    }
+    // A directory of another user's is refused even when reached without a link.
+    ASSERT_EQ(chown(made.c_str(), 65534, 65534), 0);
+    try {
+        probes::own_directory(made, "--nccl-log-dir");
+        ADD_FAILURE() << "another user's directory was taken";
+    } catch (const probes::Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+            "--nccl-log-dir " + made +
+                ": it belongs to uid 65534, not 0: use a directory "
+                "of your own");
+    }
+}
