@@ -259,7 +259,8 @@ GpuInventory discover_gpus(const NodeLayout& layout, const InventoryOptions& opt
         inventory.source = "topology";
     } else {
         try {
-            all = gpus_from_nvml(nvml_gpus_guarded(options.nvml_library, options.nvml_timeout), layout, options.sysroot);
+            all =
+                gpus_from_nvml(nvml_gpus_guarded(options.nvml_library, options.nvml_timeout), layout, options.sysroot);
             inventory.source = "nvml";
         } catch (const Error& e) {
             all = gpus_from_topology(layout);

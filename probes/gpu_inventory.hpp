@@ -4,8 +4,8 @@
 #include "probes/pci_address.hpp"
 #include "probes/sysroot.hpp"
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

@@ -2,8 +2,8 @@
 #include "doctor/checks/deep.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_bandwidth.hpp"
-#include "probes/nccl_allreduce.hpp"
 #include "probes/nccl/log.hpp"
+#include "probes/nccl_allreduce.hpp"
 
 #include <algorithm>
 #include <cerrno>
