@@ -94,17 +94,16 @@ bool names_local_gpu(const std::string& text)
 std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<std::string>& notes)
 {
     std::optional<probes::Nvml> nvml;
-    std::vector<probes::MonitoredGpu> chosen;
+    std::vector<probes::NvmlGpu> found;
     try {
         nvml.emplace(probes::Nvml::load());
-        const auto found = nvml->gpus();
+        found = nvml->gpus();
         if (found.empty()) {
             throw Error("NVML sees no GPU");
         }
         if (nvml->api().memory == nullptr) {
             throw Error("this NVML has no nvmlDeviceGetMemoryInfo");
         }
-        chosen = probes::select_gpus(found, {});
     } catch (const Error& e) {
         // NVML needed and missing: gpudoctor could not run (3), not a usage error.
         throw probes::Unavailable(
@@ -114,11 +113,10 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
                                   : "--gpus " + fmt::format("{}", fmt::join(selectors, ",")),
                 e.what()));
     }
-    if (!selectors.empty()) {
-        chosen = probes::select_gpus(nvml->gpus(), selectors, "--gpus"); // a GPU not here: a usage error
-    }
+    // Every GPU, or those named (a GPU not here: a usage error), in NVML's order.
+    const auto chosen = probes::select_gpus(found, selectors, "--gpus");
     std::vector<FitGpu> out;
-    for (const auto& g : nvml->gpus()) {
+    for (const auto& g : found) {
         if (std::none_of(
                 chosen.begin(), chosen.end(), [&](const probes::MonitoredGpu& c) { return c.index == g.index; })) {
             continue;

@@ -38,10 +38,13 @@ std::string seconds(double s)
     return fmt::format("{:.1f}s", s);
 }
 
-// A finding of the monitor about `gpu`, its severity and remedy from the code table.
-void judge(GpuSummary& s, const char* code, std::string message)
+// A finding of the monitor about `gpu`, its severity and remedy from the code table; returns the
+// sentence the summary's text fields keep: the message, then `joint` and the remedy.
+std::string judge(GpuSummary& s, const char* code, std::string message, const char* joint = "; ")
 {
     s.findings.push_back(finding_from(monitor_codes(), code, fmt::format("gpu {}", s.gpu), std::move(message)));
+    const Finding& f = s.findings.back();
+    return f.remedy.empty() ? f.message : f.message + joint + f.remedy;
 }
 
 // Judges one GPU's series.
@@ -60,8 +63,8 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
     s.samples = static_cast<unsigned>(readings.size());
     if (readings.empty()) {
         s.verdict = MonitorVerdict::no_data;
-        s.verdict_text = "NVML gave no kernel-active reading for this GPU (not supported here, e.g. with MIG)";
-        judge(s, "monitor.no_data", s.verdict_text);
+        s.verdict_text = judge(s, "monitor.no_data",
+            "NVML gave no kernel-active reading for this GPU (not supported here, e.g. with MIG)");
         return s;
     }
 
@@ -140,24 +143,17 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
         judge(s, "monitor.idle", fmt::format("the GPU was idle (kernel-active {:.1f}%)", s.mean));
     } else if (s.mean >= limits::healthy_mean && s.dip_samples <= limits::rare_dips * s.judged) {
         s.verdict = MonitorVerdict::healthy;
-        s.verdict_text = fmt::format("healthy: kernel-active {:.1f}% with rare dips ({})", s.mean, dips_told);
-        judge(s, "monitor.healthy", s.verdict_text);
+        s.verdict_text = judge(
+            s, "monitor.healthy", fmt::format("healthy: kernel-active {:.1f}% with rare dips ({})", s.mean, dips_told));
     } else if (s.mean >= limits::healthy_mean) {
         s.verdict = MonitorVerdict::frequent_dips;
-        s.verdict_text = fmt::format("kernel-active {:.1f}% on average, but the GPU often waits ({}, longest {}): "
-                                     "look at data loading, checkpoints or communication between steps; run with "
-                                     "gpurun --profile nsys and --nccl-check",
-            s.mean, dips_told, seconds(s.longest_dip_s));
-        judge(s, "monitor.frequent_dips",
+        s.verdict_text = judge(s, "monitor.frequent_dips",
             fmt::format("kernel-active {:.1f}% on average, but the GPU often waits ({}, longest {})", s.mean, dips_told,
-                seconds(s.longest_dip_s)));
+                seconds(s.longest_dip_s)),
+            ": ");
     } else {
         s.verdict = MonitorVerdict::low;
-        s.verdict_text = fmt::format("kernel-active time is low ({:.1f}%, below {:.0f}%): the GPU waits; look at the "
-                                     "input pipeline (DataLoader workers, pinned memory) or communication: run with "
-                                     "gpurun --profile nsys and --nccl-check",
-            s.mean, limits::healthy_mean);
-        judge(s, "monitor.low",
+        s.verdict_text = judge(s, "monitor.low",
             fmt::format(
                 "kernel-active time is low ({:.1f}%, below {:.0f}%): the GPU waits", s.mean, limits::healthy_mean));
     }
@@ -170,26 +166,23 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
         if (s.shutdown_s > 0) {
             parts.push_back(fmt::format("shutdown {}", seconds(s.shutdown_s)));
         }
-        s.notes.push_back(fmt::format("left out, below {}%: {}", limits::startup_below, fmt::join(parts, " and ")));
-        judge(s, "monitor.startup_left_out", s.notes.back());
+        s.notes.push_back(judge(s, "monitor.startup_left_out",
+            fmt::format("left out, below {}%: {}", limits::startup_below, fmt::join(parts, " and "))));
     }
     if (s.peak_memory && s.memory_total && *s.memory_total > 0 && !idle) {
         const double share = double(*s.peak_memory) / double(*s.memory_total);
         if (share < limits::memory_note) {
-            s.notes.push_back(fmt::format("memory peaked at {} ({} of the card): a larger batch may fit; see "
-                                          "gpudoctor fit",
-                format_bytes(*s.peak_memory), percent(share)));
-            judge(s, "monitor.memory_headroom",
+            s.notes.push_back(judge(s, "monitor.memory_headroom",
                 fmt::format("memory peaked at {} ({} of the card): a larger batch may fit",
-                    format_bytes(*s.peak_memory), percent(share)));
+                    format_bytes(*s.peak_memory), percent(share))));
         }
     }
     for (std::size_t e = 0; e < series.events.size(); ++e) {
         if (series.events[e] > 0 && (event_names[e].first & limits::slowdown_events) != 0) {
-            const std::string slowed = fmt::format("clocks slowed by {} in {} of the samples", event_names[e].second,
-                percent(double(series.events[e]) / double(series.samples)));
-            s.notes.push_back(slowed + ": check cooling and power (gpudoctor check)");
-            judge(s, "monitor.clocks_slowed", slowed);
+            s.notes.push_back(judge(s, "monitor.clocks_slowed",
+                fmt::format("clocks slowed by {} in {} of the samples", event_names[e].second,
+                    percent(double(series.events[e]) / double(series.samples))),
+                ": "));
         }
     }
     return s;
