@@ -1,12 +1,14 @@
-#include "doctor/fit_cli.hpp"
+#include "doctor/check/report.hpp"
+#include "doctor/check/runner.hpp"
+#include "doctor/check/verdict.hpp"
+#include "doctor/checks/checks.hpp"
+#include "doctor/checks/topo_matrix.hpp"
+#include "doctor/cli/subcommand_args.hpp"
+#include "doctor/codes.hpp"
+#include "doctor/fit/cli.hpp"
 #include "doctor/gpudoctor.hpp"
-#include "doctor/monitor_cli.hpp"
-#include "doctor/profile_report.hpp"
-#include "doctor/report.hpp"
-#include "doctor/runner.hpp"
-#include "doctor/subcommand_args.hpp"
-#include "doctor/topo_report.hpp"
-#include "doctor/verdict.hpp"
+#include "doctor/monitor/cli.hpp"
+#include "doctor/profile/report.hpp"
 #include "probes/atomic_file.hpp"
 #include "probes/cli_values.hpp"
 #include "probes/error.hpp"
@@ -42,9 +44,9 @@ namespace {
 
 using probes::Error;
 
-CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
+check::CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
 {
-    CollectContext ctx;
+    check::CollectContext ctx;
     ctx.sysroot = sysroot;
     ctx.topology_file = topology;
     ctx.timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
@@ -62,7 +64,7 @@ CollectContext make_context(const std::string& sysroot, const std::string& topol
 /// The "gpudoctor_snapshot" number: the layout of the facts that snapshot writes and check --from reads.
 constexpr unsigned snapshot_format = 1;
 
-Facts load_snapshot(const std::string& path)
+check::Facts load_snapshot(const std::string& path)
 {
     std::string text =
         path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : probes::read_input_file(path, "snapshot");
@@ -98,7 +100,7 @@ struct NcclLogOptions {
     bool json = false;
     bool no_color = false;
     std::string fail_on = "fail";
-    VerdictFiles files_out;
+    check::VerdictFiles files_out;
     bool quiet = false;
 };
 
@@ -120,12 +122,12 @@ int run_nccl_log(const NcclLogOptions& options)
         analyzer.read_file(file);
     }
     const nccl::Analysis analysis = analyzer.analysis();
-    const Verdict verdict = findings_verdict("nccl-log", analysis.findings, threshold);
-    write_verdict_files(options.files_out, verdict, nullptr);
+    const check::Verdict verdict = check::findings_verdict("nccl-log", analysis.findings, threshold);
+    check::write_verdict_files(options.files_out, verdict, nullptr);
     if (options.json) {
         std::cout << nccl::render_json(analysis).dump(2) << '\n';
     } else if (options.quiet) {
-        std::cout << render_problems(verdict, use_color(options.no_color));
+        std::cout << check::render_problems(verdict, use_color(options.no_color));
     } else {
         std::cout << nccl::render_text(analysis, use_color(options.no_color));
     }
@@ -148,8 +150,9 @@ constexpr Subcommand subcommands[] = {
     {"topo", "Print the GPU link matrix like nvidia-smi topo -m, with NUMA and NIC", nullptr},
     {"nccl-log", "Read NCCL_DEBUG=INFO logs: the transports NCCL used, and what is slow", nullptr},
     {"profile", "Read Nsight Systems SQLite exports: GPU busy share, top kernels, copies, idle gaps", nullptr},
-    {"fit", "The largest batch that fits, the learning rate, the split over unequal GPUs", run_fit},
-    {"monitor", "Sample GPU kernel-active time, memory and power like nvidia-smi dmon; judge them", run_monitor},
+    {"fit", "The largest batch that fits, the learning rate, the split over unequal GPUs", fit::run_fit},
+    {"monitor", "Sample GPU kernel-active time, memory and power like nvidia-smi dmon; judge them",
+        monitor::run_monitor},
 };
 
 /// The summary of a subcommand in the table.
@@ -206,7 +209,7 @@ int run(int argc, char** argv)
     };
 
     // The outputs of every subcommand that judges (check, nccl-log, profile).
-    auto add_judging_outputs = [](CLI::App* sub, VerdictFiles& files, bool& quiet) {
+    auto add_judging_outputs = [](CLI::App* sub, check::VerdictFiles& files, bool& quiet) {
         sub->add_flag("--quiet", quiet, "Print only problems and the summary");
         sub->add_option("--prometheus", files.prometheus,
                "Also write the result as node_exporter textfile metrics to FILE (atomically)")
@@ -230,7 +233,7 @@ int run(int argc, char** argv)
         ->type_name("LIST");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
-    VerdictFiles check_files;
+    check::VerdictFiles check_files;
     bool fail_summary = false;
     add_judging_outputs(check, check_files, c.quiet);
     check->add_flag("--fail-summary", fail_summary,
@@ -280,7 +283,7 @@ int run(int argc, char** argv)
         "--fail-on), 2 unreadable input or usage error.");
 
     auto* profile = app.add_subcommand("profile", summary_of("profile"));
-    ProfileCommand prof;
+    profile::ProfileCommand prof;
     bool prof_no_color = false;
     profile->add_option("files", prof.files, "SQLite exports (nsys --export sqlite), or directories of them")
         ->type_name("FILE");
@@ -311,10 +314,10 @@ int run(int argc, char** argv)
     const std::string name = argv[1];
     for (const CLI::App* sub : app.get_subcommands({})) {
         if (sub->get_name() == name) {
-            reject_unknown_options(*sub, split_at_dashes(argc - 1, argv + 1), name);
+            cli::reject_unknown_options(*sub, cli::split_at_dashes(argc - 1, argv + 1), name);
         }
     }
-    if (!parse_or_help(app, argc, argv, fmt::format("gpudoctor {} --help", name).c_str())) {
+    if (!cli::parse_or_help(app, argc, argv, fmt::format("gpudoctor {} --help", name).c_str())) {
         return 0;
     }
     if (version) {
@@ -327,7 +330,7 @@ int run(int argc, char** argv)
     }
     if (profile->parsed()) {
         prof.color = use_color(prof_no_color);
-        return run_profile(prof);
+        return profile::run_profile(prof);
     }
     if ((list->parsed() && list_codes) || (explain->parsed() && code.empty())) {
         nlohmann::json out = nlohmann::json::array();
@@ -343,7 +346,7 @@ int run(int argc, char** argv)
     if (list->parsed()) {
         nlohmann::json out = nlohmann::json::array();
         std::string text;
-        for (const auto& p : probe_table()) {
+        for (const auto& p : checks::probe_table()) {
             out.push_back({{"name", p.name}, {"summary", p.summary}, {"collectors", p.collectors}});
             text += fmt::format("{:<11} {}\n", p.name, p.summary);
         }
@@ -377,27 +380,27 @@ int run(int argc, char** argv)
     if (!(c.deep_timeout > 0 && c.deep_timeout <= 86400)) {
         throw Error(fmt::format("--deep-timeout {}: expected seconds, more than 0 and at most 86400", c.deep_timeout));
     }
-    std::vector<const Probe*> probes = select_probes(c.only, c.skip, c.deep);
+    std::vector<const check::Probe*> probes = checks::select_probes(c.only, c.skip, c.deep);
     if (!c.topology.empty() && c.from.empty()) {
         // An unreadable topology file is an input error, not a broken node.
         probes::Topology::load_xml(c.topology);
     }
-    Policy policy = Policy::defaults();
+    check::Policy policy = check::Policy::defaults();
     if (!c.policy_file.empty()) {
         policy.merge_toml(probes::read_input_file(c.policy_file, "policy"), c.policy_file);
     }
-    CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
+    check::CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
     ctx.deep_timeout = std::chrono::milliseconds(static_cast<long>(c.deep_timeout * 1000));
     ctx.policy = policy;
     ctx.progress = ctx.progress && !c.quiet;
     probes::require_sysroot_directory(c.sysroot);
     if (topo->parsed()) {
-        return run_topo(ctx, c.json);
+        return checks::run_topo(ctx, c.json);
     }
 
     if (snapshot->parsed()) {
         nlohmann::json doc = {{"gpudoctor_snapshot", snapshot_format}, {"version", GPUKIT_VERSION},
-            {"facts", collect(collectors_for(probes), ctx)}};
+            {"facts", check::collect(checks::collectors_for(probes), ctx)}};
         std::cout << doc.dump(2) << '\n';
         return 0;
     }
@@ -408,48 +411,33 @@ int run(int argc, char** argv)
         throw Error(fmt::format("--expect-gpus {}: expected a number of GPUs, 0 or more", c.expect_gpus));
     }
 
-    const Facts facts = c.from.empty() ? collect(collectors_for(probes), ctx) : load_snapshot(c.from);
-    auto results = judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
-    ReportOptions options;
-    options.scope = gpu_scope(facts, c.gpus, c.from.empty() ? &ctx.env : nullptr);
-    keep_in_scope(results, options.scope);
+    const check::Facts facts =
+        c.from.empty() ? check::collect(checks::collectors_for(probes), ctx) : load_snapshot(c.from);
+    auto results = check::judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
+    check::ReportOptions options;
+    options.scope = check::gpu_scope(facts, c.gpus, c.from.empty() ? &ctx.env : nullptr);
+    check::keep_in_scope(results, options.scope);
     options.strict = c.strict;
     options.quiet = c.quiet;
     options.color = use_color(c.no_color);
-    // The extra files first: one that cannot be written is exit 2, before any report is printed.
-    write_verdict_files(check_files, check_verdict(results, facts, c.strict), facts);
-    if (fail_summary) {
-        std::cout << render_fail_summary(results, options);
-    } else if (c.json) {
-        std::cout << render_json(results, facts, options).dump(2) << '\n';
-    } else {
-        std::cout << render_text(results, facts, options);
+    for (const auto& collector : checks::collector_table()) {
+        if (collector.deep) {
+            options.measured.push_back(collector.name);
+        }
     }
-    return exit_code(results, c.strict);
+    // The extra files first: one that cannot be written is exit 2, before any report is printed.
+    check::write_verdict_files(check_files, check::check_verdict(results, facts, c.strict), facts);
+    if (fail_summary) {
+        std::cout << check::render_fail_summary(results, options);
+    } else if (c.json) {
+        std::cout << check::render_json(results, facts, options).dump(2) << '\n';
+    } else {
+        std::cout << check::render_text(results, facts, options);
+    }
+    return check::exit_code(results, c.strict);
 }
 
 } // namespace
-
-bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
-{
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        std::cout << app.help();
-        return false;
-    } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0) {
-            std::cout << app.help();
-            return false;
-        }
-        throw probes::Error(fmt::format("{}; see {}", e.what(), see));
-    }
-    probes::refuse_empty_values(app);
-    for (const CLI::App* sub : app.get_subcommands()) {
-        probes::refuse_empty_values(*sub);
-    }
-    return true;
-}
 
 int run_gpudoctor(int argc, char** argv)
 {

@@ -1,9 +1,40 @@
 #pragma once
 
-#include "doctor/probe.hpp"
+#include "doctor/check/probe.hpp"
 
-/// Every collector and probe of gpudoctor; doctor/probe_table.cpp puts them in order.
+#include <string>
+#include <vector>
+
+/// Every collector and probe of gpudoctor check; table.cpp puts them in order.
 namespace doctor::checks {
+
+// The checks speak the check engine's vocabulary.
+using check::CodeInfo;
+using check::CollectContext;
+using check::Collector;
+using check::collector_error;
+using check::collector_facts;
+using check::compare_versions;
+using check::DeepFloor;
+using check::Facts;
+using check::Finding;
+using check::Policy;
+using check::Probe;
+using check::progress_line;
+using check::Severity;
+
+/// The one explicit table of probes, in display order.
+const std::vector<Probe>& probe_table();
+/// The one explicit table of collectors.
+const std::vector<Collector>& collector_table();
+
+/// The collectors the probes need, in table order, without repeats; "host" always.
+std::vector<const Collector*> collectors_for(const std::vector<const Probe*>& probes);
+
+/// Probes named by `--only` / `--skip` (names or name prefixes, comma-separated). Deep probes
+/// are left out unless `deep` is set or `--only` names them. Throws probes::Error with a
+/// did-you-mean for a word that matches no probe.
+std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip, bool deep = false);
 
 Collector host_collector(); // hostname, kernel, CPUs, /proc/cmdline
 Collector nvml_collector(); // driver files, NVML: GPUs, health, P2P, links

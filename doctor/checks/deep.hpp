@@ -2,8 +2,8 @@
 
 // What the deep tier's collectors and rules share: starting CUDA and writing rates.
 
+#include "doctor/check/probe.hpp"
 #include "doctor/checks/gpu_facts.hpp"
-#include "doctor/probe.hpp"
 #include "probes/cuda.hpp"
 
 #include <optional>

@@ -1,7 +1,6 @@
 #pragma once
 
-#include "doctor/facts.hpp"
-#include "doctor/finding.hpp"
+#include "doctor/checks/checks.hpp"
 
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/checks/gpu_facts.hpp"
-#include "doctor/topo_report.hpp"
+#include "doctor/checks/topo_matrix.hpp"
 
 #include <fmt/format.h>
 #include <map>

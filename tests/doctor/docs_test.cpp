@@ -1,5 +1,5 @@
 // The documentation lists what the code does: every finding code is in gpudoctor(1).
-#include "doctor/probe.hpp"
+#include "doctor/codes.hpp"
 
 #include <fstream>
 #include <gtest/gtest.h>

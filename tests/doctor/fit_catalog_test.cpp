@@ -1,12 +1,12 @@
 // The model presets and the GPU table: the built-in files, users' files, look-ups and their errors.
-#include "doctor/fit_catalog.hpp"
+#include "doctor/fit/catalog.hpp"
 #include "tests/support/error_of.hpp"
 
 #include "probes/error.hpp"
 
 #include <gtest/gtest.h>
 
-using namespace doctor;
+using namespace doctor::fit;
 
 namespace {
 

@@ -1,5 +1,5 @@
 // The analytic fit against hand-computed cases; the arithmetic is in the comments.
-#include "doctor/fit_model.hpp"
+#include "doctor/fit/model.hpp"
 
 #include "probes/error.hpp"
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <gtest/gtest.h>
 
-using namespace doctor;
+using namespace doctor::fit;
 
 namespace {
 

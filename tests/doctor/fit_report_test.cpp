@@ -1,12 +1,12 @@
 // gpudoctor fit's answer from resolved inputs: global batch, split over unequal GPUs, pipeline
 // split, learning rate, suggestions; and both renderers.
-#include "doctor/fit_report.hpp"
+#include "doctor/fit/report.hpp"
 
 #include "probes/error.hpp"
 
 #include <gtest/gtest.h>
 
-using namespace doctor;
+using namespace doctor::fit;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "doctor/fit_search.hpp"
+#include "doctor/fit/search.hpp"
 #include "probes/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-using doctor::Trial;
-using doctor::TrialVerdict;
+using doctor::fit::Trial;
+using doctor::fit::TrialVerdict;
 using test_support::TempDir;
 
 namespace fs = std::filesystem;
@@ -25,7 +25,7 @@ namespace {
 
 std::string verdict_name(TrialVerdict v)
 {
-    return doctor::to_string(v);
+    return doctor::fit::to_string(v);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ TEST(FitSearchClassify, EveryFrameworksGpuOomIsOomWhenTheProcessFails)
     for (const auto& m : gpu_oom_messages) {
         std::string output = std::string("epoch 1\nstep 1/100\n") + m.text;
         std::string evidence;
-        EXPECT_EQ(verdict_name(doctor::classify_trial(1, false, output, &evidence)), "oom") << m.source;
+        EXPECT_EQ(verdict_name(doctor::fit::classify_trial(1, false, output, &evidence)), "oom") << m.source;
         EXPECT_NE(evidence.find(m.decisive), std::string::npos) << m.source << ": " << evidence;
         EXPECT_EQ(evidence.find('\n'), std::string::npos) << m.source << ": one line: " << evidence;
     }
@@ -195,47 +195,48 @@ TEST(FitSearchClassify, EveryFrameworksGpuOomIsOomWhenTheProcessFails)
 TEST(FitSearchClassify, AbortAfterAnOomIsStillOom)
 {
     // MXNet's C++ exception ends in abort(): exit 134; a SIGKILL after the message is the same.
-    EXPECT_EQ(doctor::classify_trial(134, false, gpu_oom_messages.back().text), TrialVerdict::oom);
-    EXPECT_EQ(doctor::classify_trial(137, false, gpu_oom_messages[6].text), TrialVerdict::oom);
+    EXPECT_EQ(doctor::fit::classify_trial(134, false, gpu_oom_messages.back().text), TrialVerdict::oom);
+    EXPECT_EQ(doctor::fit::classify_trial(137, false, gpu_oom_messages[6].text), TrialVerdict::oom);
 }
 
 TEST(FitSearchClassify, ExitZeroFitsEvenWithAnOomMessageAndSaysSo)
 {
     for (const auto& m : gpu_oom_messages) {
         std::string evidence;
-        EXPECT_EQ(doctor::classify_trial(0, false, m.text, &evidence), TrialVerdict::fits) << m.source;
+        EXPECT_EQ(doctor::fit::classify_trial(0, false, m.text, &evidence), TrialVerdict::fits) << m.source;
         EXPECT_EQ(evidence.rfind("exited 0 but printed: ", 0), 0U) << m.source << ": " << evidence;
         EXPECT_NE(evidence.find(m.decisive), std::string::npos) << m.source << ": " << evidence;
     }
     std::string evidence = "stale";
-    EXPECT_EQ(doctor::classify_trial(0, false, "loss 0.1\n", &evidence), TrialVerdict::fits);
+    EXPECT_EQ(doctor::fit::classify_trial(0, false, "loss 0.1\n", &evidence), TrialVerdict::fits);
     EXPECT_EQ(evidence, "");
 }
 
 TEST(FitSearchClassify, TensorFlowsNotAFailureWarningIsNotAnOom)
 {
     std::string evidence = "stale";
-    EXPECT_EQ(doctor::classify_trial(0, false, std::string(tf_not_a_failure) + "Epoch 1/1 - loss: 0.3\n", &evidence),
+    EXPECT_EQ(
+        doctor::fit::classify_trial(0, false, std::string(tf_not_a_failure) + "Epoch 1/1 - loss: 0.3\n", &evidence),
         TrialVerdict::fits);
     EXPECT_EQ(evidence, "") << "nothing to report";
     // Failing for another reason after the warning: a failure, not "too big".
     std::string output = std::string(tf_not_a_failure) + "ValueError: Input 0 of layer dense is incompatible\n";
-    EXPECT_EQ(doctor::classify_trial(1, false, output, &evidence), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(1, false, output, &evidence), TrialVerdict::failed);
     EXPECT_NE(evidence.find("ValueError: Input 0 of layer dense"), std::string::npos) << evidence;
-    EXPECT_EQ(doctor::classify_trial(1, false, tf_not_a_failure), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(1, false, tf_not_a_failure), TrialVerdict::failed);
     // The warning before a real OOM: the real one decides.
     std::string real = std::string(tf_not_a_failure) + gpu_oom_messages[20].text;
-    EXPECT_EQ(doctor::classify_trial(1, false, real, &evidence), TrialVerdict::oom);
+    EXPECT_EQ(doctor::fit::classify_trial(1, false, real, &evidence), TrialVerdict::oom);
     EXPECT_NE(evidence.find("OOM when allocating tensor"), std::string::npos) << evidence;
 }
 
 TEST(FitSearchClassify, SigkillWithoutAGpuMessageIsAHostOom)
 {
     std::string evidence;
-    EXPECT_EQ(doctor::classify_trial(137, false, "epoch 1\nstep 3/100\n", &evidence), TrialVerdict::host_oom);
+    EXPECT_EQ(doctor::fit::classify_trial(137, false, "epoch 1\nstep 3/100\n", &evidence), TrialVerdict::host_oom);
     EXPECT_EQ(
         evidence, "killed by SIGKILL: the host ran out of memory (OOM killer) or something killed it; not a GPU limit");
-    EXPECT_EQ(doctor::classify_trial(128 + 9, false, ""), TrialVerdict::host_oom);
+    EXPECT_EQ(doctor::fit::classify_trial(128 + 9, false, ""), TrialVerdict::host_oom);
 }
 
 TEST(FitSearchClassify, HostMemoryMessagesAreHostOoms)
@@ -265,26 +266,27 @@ TEST(FitSearchClassify, HostMemoryMessagesAreHostOoms)
     };
     for (const auto& [output, decisive] : cases) {
         std::string evidence;
-        EXPECT_EQ(verdict_name(doctor::classify_trial(1, false, output, &evidence)), "host_oom") << output;
+        EXPECT_EQ(verdict_name(doctor::fit::classify_trial(1, false, output, &evidence)), "host_oom") << output;
         EXPECT_NE(evidence.find(decisive), std::string::npos) << output << " -> " << evidence;
     }
     // The host message explains a SIGKILL better than "killed by SIGKILL".
     std::string evidence;
-    EXPECT_EQ(doctor::classify_trial(137, false, cases[5].first, &evidence), TrialVerdict::host_oom);
+    EXPECT_EQ(doctor::fit::classify_trial(137, false, cases[5].first, &evidence), TrialVerdict::host_oom);
     EXPECT_NE(evidence.find("exited on signal 9"), std::string::npos) << evidence;
     // A GPU OOM is the answer even when host-side messages are around it.
-    EXPECT_EQ(
-        doctor::classify_trial(1, false, std::string(cases[0].first) + gpu_oom_messages[6].text), TrialVerdict::oom);
+    EXPECT_EQ(doctor::fit::classify_trial(1, false, std::string(cases[0].first) + gpu_oom_messages[6].text),
+        TrialVerdict::oom);
     // "MemoryError" inside a word or a sentence is no host OOM.
-    EXPECT_EQ(doctor::classify_trial(1, false, "ValueError: cannot wrap MemoryError here\n"), TrialVerdict::failed);
+    EXPECT_EQ(
+        doctor::fit::classify_trial(1, false, "ValueError: cannot wrap MemoryError here\n"), TrialVerdict::failed);
 }
 
 TEST(FitSearchClassify, TimeoutWinsOverTheKillThatEndedIt)
 {
     std::string evidence;
-    EXPECT_EQ(doctor::classify_trial(137, true, "step 1/100\nstep 2/100\n", &evidence), TrialVerdict::timeout);
+    EXPECT_EQ(doctor::fit::classify_trial(137, true, "step 1/100\nstep 2/100\n", &evidence), TrialVerdict::timeout);
     EXPECT_EQ(evidence, "step 2/100");
-    EXPECT_EQ(doctor::classify_trial(137, true, gpu_oom_messages[6].text), TrialVerdict::timeout);
+    EXPECT_EQ(doctor::fit::classify_trial(137, true, gpu_oom_messages[6].text), TrialVerdict::timeout);
 }
 
 TEST(FitSearchClassify, AnyOtherFailureKeepsTheLastLines)
@@ -292,7 +294,7 @@ TEST(FitSearchClassify, AnyOtherFailureKeepsTheLastLines)
     std::string output = "Traceback (most recent call last):\n  File \"train.py\", line 1, in <module>\n"
                          "    import torch\nModuleNotFoundError: No module named 'torch'\n\n";
     std::string evidence;
-    EXPECT_EQ(doctor::classify_trial(1, false, output, &evidence), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(1, false, output, &evidence), TrialVerdict::failed);
     EXPECT_EQ(evidence,
         "exit status 1\nTraceback (most recent call last):\nFile \"train.py\", line 1, in <module>\nimport torch\n"
         "ModuleNotFoundError: No module named 'torch'");
@@ -303,23 +305,23 @@ TEST(FitSearchClassify, AnyOtherFailureKeepsTheLastLines)
         many += fmt::format("line {}\n", i);
     }
     many += "step 1/9\rstep 2/9\rValueError: boom\r\n";
-    EXPECT_EQ(doctor::classify_trial(2, false, many, &evidence), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(2, false, many, &evidence), TrialVerdict::failed);
     EXPECT_EQ(evidence, "exit status 2\nline 19\nline 20\nstep 1/9\nstep 2/9\nValueError: boom");
 
-    EXPECT_EQ(doctor::classify_trial(139, false, "", &evidence), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(139, false, "", &evidence), TrialVerdict::failed);
     EXPECT_EQ(evidence, "killed by SIGSEGV (exit status 139), no output");
-    EXPECT_EQ(doctor::classify_trial(127, false, "", &evidence), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(127, false, "", &evidence), TrialVerdict::failed);
     EXPECT_NE(evidence.find("not found"), std::string::npos) << evidence;
 
     std::string long_line(2000, 'x');
-    EXPECT_EQ(doctor::classify_trial(1, false, long_line, &evidence), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(1, false, long_line, &evidence), TrialVerdict::failed);
     EXPECT_EQ(evidence, "exit status 1\n" + std::string(400, 'x') + "...");
 }
 
 TEST(FitSearchClassify, WithoutEvidencePointerStillClassifies)
 {
-    EXPECT_EQ(doctor::classify_trial(1, false, "CUDA out of memory"), TrialVerdict::oom);
-    EXPECT_EQ(doctor::classify_trial(3, false, "nothing"), TrialVerdict::failed);
+    EXPECT_EQ(doctor::fit::classify_trial(1, false, "CUDA out of memory"), TrialVerdict::oom);
+    EXPECT_EQ(doctor::fit::classify_trial(3, false, "nothing"), TrialVerdict::failed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -354,13 +356,13 @@ struct FakeGpu {
     }
 };
 
-doctor::SearchResult search(unsigned min, unsigned max, FakeGpu& gpu, double margin = 0, bool exact = false)
+doctor::fit::SearchResult search(unsigned min, unsigned max, FakeGpu& gpu, double margin = 0, bool exact = false)
 {
-    return doctor::search_batch(
+    return doctor::fit::search_batch(
         min, max, margin, [&](unsigned b) { return gpu(b); }, {}, exact);
 }
 
-doctor::SearchResult search_exact(unsigned min, unsigned max, FakeGpu& gpu)
+doctor::fit::SearchResult search_exact(unsigned min, unsigned max, FakeGpu& gpu)
 {
     return search(min, max, gpu, 0, true);
 }
@@ -368,7 +370,7 @@ doctor::SearchResult search_exact(unsigned min, unsigned max, FakeGpu& gpu)
 // Lightning 2.6's _run_binary_scaling with init_val = min and max_val = max (its _adjust_batch_size
 // caps every new size at max_val; an unchanged size ends the loop), max_trials large enough never to
 // stop it, for a GPU where batches up to `limit` fit. Written from its source, independently of
-// doctor::search_batch, to compare traces.
+// doctor::fit::search_batch, to compare traces.
 std::vector<unsigned> lightning_binsearch(unsigned init_val, unsigned max_val, unsigned limit)
 {
     std::vector<unsigned> trace;
@@ -458,7 +460,7 @@ TEST(FitSearch, ExactFollowsLightningsBinsearchTraces)
 // Every threshold from "nothing fits" to "everything fits" for one range: the first thing wrong, or "".
 std::string check_every_threshold(unsigned min, unsigned max)
 {
-    unsigned bound = doctor::search_trial_bound(min, max);
+    unsigned bound = doctor::fit::search_trial_bound(min, max);
     unsigned k = ceil_log2_ratio(max, min);
     if (bound > (k == 0 ? 1 : 2 * k + ceil_log2_ratio(min, 1))) {
         return fmt::format("bound {} above 2k + ceil(log2(min))", bound);
@@ -518,7 +520,7 @@ TEST(FitSearch, ExactMatchesLightningAndStaysWithinItsBoundForEveryThreshold)
 // when the bisection closes, and a true bracket [largest fit, first oom) when the budget runs out.
 std::string check_budget_for_every_threshold(unsigned min, unsigned max)
 {
-    const unsigned budget = doctor::search_trial_budget(min, max);
+    const unsigned budget = doctor::fit::search_trial_budget(min, max);
     if (budget != (max == min ? 1 : ceil_log2_ratio(max, min) + 2)) {
         return fmt::format("budget {} is not ceil(log2(max/min)) + 2", budget);
     }
@@ -584,12 +586,12 @@ TEST(FitSearch, DefaultIsExactWhenTheLimitIsFarBelowMaxAndBracketsItOtherwise)
     FakeGpu late_exact{3000};
     EXPECT_EQ(search_exact(1, 4096, late_exact).best, 3000U);
     EXPECT_EQ(late_exact.tried.size(), 24U);
-    EXPECT_EQ(doctor::search_trial_budget(1, 4096), 14U);
-    EXPECT_EQ(doctor::search_trial_bound(1, 4096), 24U);
-    EXPECT_EQ(doctor::search_trial_bound(1, 1), 1U);
-    EXPECT_EQ(doctor::search_trial_bound(8, 16), 5U);
-    EXPECT_EQ(doctor::search_trial_budget(8, 16), 3U);
-    EXPECT_EQ(doctor::search_trial_bound(1, 2), 2U);
+    EXPECT_EQ(doctor::fit::search_trial_budget(1, 4096), 14U);
+    EXPECT_EQ(doctor::fit::search_trial_bound(1, 4096), 24U);
+    EXPECT_EQ(doctor::fit::search_trial_bound(1, 1), 1U);
+    EXPECT_EQ(doctor::fit::search_trial_bound(8, 16), 5U);
+    EXPECT_EQ(doctor::fit::search_trial_budget(8, 16), 3U);
+    EXPECT_EQ(doctor::fit::search_trial_bound(1, 2), 2U);
 }
 
 TEST(FitSearch, NothingFitsWhenMinRunsOutOfMemory)
@@ -626,7 +628,7 @@ TEST(FitSearch, OtherVerdictsStopTheSearchWithTheirStory)
     auto result = search(1, 8, gpu);
     EXPECT_EQ(result.stopped.rfind("batch 1 ran out of host memory", 0), 0U) << result.stopped;
     // A failure without output names the exit status once.
-    auto silent = doctor::search_batch(1, 8, 0, [](unsigned b) {
+    auto silent = doctor::fit::search_batch(1, 8, 0, [](unsigned b) {
         return Trial{b, TrialVerdict::failed, 0.1, std::nullopt, "killed by SIGSEGV (exit status 139), no output"};
     });
     EXPECT_EQ(silent.stopped,
@@ -686,7 +688,7 @@ TEST(FitSearch, ReportsEachTrialAsItEnds)
         EXPECT_EQ(seen.size(), gpu.tried.size()) << "the previous trial was reported before this one ran";
         return gpu(b);
     };
-    auto result = doctor::search_batch(1, 64, 0, run, [&](const Trial& t) { seen.push_back(t.batch); });
+    auto result = doctor::fit::search_batch(1, 64, 0, run, [&](const Trial& t) { seen.push_back(t.batch); });
     EXPECT_EQ(seen, gpu.tried);
     EXPECT_EQ(seen.size(), result.trials.size());
 }
@@ -694,12 +696,12 @@ TEST(FitSearch, ReportsEachTrialAsItEnds)
 // ---------------------------------------------------------------------------------------------
 // Rendering
 
-doctor::SearchResult sample_result()
+doctor::fit::SearchResult sample_result()
 {
-    doctor::SearchResult r;
+    doctor::fit::SearchResult r;
     r.min = 1;
     r.max = 256;
-    r.trial_bound = doctor::search_trial_bound(1, 256);
+    r.trial_bound = doctor::fit::search_trial_bound(1, 256);
     r.best = 95;
     r.largest_fit = 100;
     r.margin = 0.05;
@@ -711,7 +713,7 @@ doctor::SearchResult sample_result()
 
 TEST(FitSearchRender, TextHasOneLinePerTrialThenTheResult)
 {
-    std::string text = doctor::render_search_text(sample_result());
+    std::string text = doctor::fit::render_search_text(sample_result());
     EXPECT_EQ(text,
         "batch     64  fits          2.2 s  peak   10240 MiB\n"
         "batch    128  oom           1.5 s  torch.OutOfMemoryError: CUDA out of memory.\n"
@@ -723,7 +725,7 @@ TEST(FitSearchRender, TextSaysWhyThereIsNoAnswer)
 {
     FakeGpu gpu(20, std::make_pair(32U, TrialVerdict::failed));
     auto result = search(1, 256, gpu);
-    std::string text = doctor::render_search_text(result);
+    std::string text = doctor::fit::render_search_text(result);
     EXPECT_NE(text.find("best batch: none\n"), std::string::npos) << text;
     EXPECT_NE(text.find("largest batch that fitted before the search stopped: 16\n"), std::string::npos) << text;
     EXPECT_NE(text.find("stopped: batch 32 failed"), std::string::npos) << text;
@@ -731,13 +733,13 @@ TEST(FitSearchRender, TextSaysWhyThereIsNoAnswer)
         << text;
 
     FakeGpu capped{1000};
-    std::string max_text = doctor::render_search_text(search(1, 64, capped));
+    std::string max_text = doctor::fit::render_search_text(search(1, 64, capped));
     EXPECT_NE(max_text.find("stopped: --max 64 fits; the limit may lie above it"), std::string::npos) << max_text;
 }
 
 TEST(FitSearchRender, JsonCarriesTheResultAndEveryTrial)
 {
-    auto j = doctor::render_search_json(sample_result());
+    auto j = doctor::fit::render_search_json(sample_result());
     EXPECT_EQ(j["best_batch"], 95);
     EXPECT_EQ(j["largest_fit"], 100);
     EXPECT_EQ(j["stopped"], "bisected");
@@ -754,7 +756,7 @@ TEST(FitSearchRender, JsonCarriesTheResultAndEveryTrial)
     EXPECT_EQ(j["trials"][1]["evidence"], "torch.OutOfMemoryError: CUDA out of memory.");
 
     FakeGpu gpu{0};
-    auto none = doctor::render_search_json(search(1, 8, gpu));
+    auto none = doctor::fit::render_search_json(search(1, 8, gpu));
     EXPECT_TRUE(none["best_batch"].is_null());
     EXPECT_TRUE(none["largest_fit"].is_null());
 }
@@ -804,7 +806,7 @@ protected:
 
     Trial trial(const std::string& path, unsigned batch, std::chrono::milliseconds timeout = std::chrono::seconds(20))
     {
-        return doctor::run_trial({"/bin/sh", path, "{batch}"}, batch, timeout);
+        return doctor::fit::run_trial({"/bin/sh", path, "{batch}"}, batch, timeout);
     }
 
     TempDir m_dir;
@@ -895,7 +897,7 @@ TEST_F(FitSearchRun, ScriptFailingForAnotherReasonIsAFailure)
     EXPECT_EQ(t.evidence.rfind("exit status 1\n", 0), 0U) << t.evidence;
     EXPECT_NE(t.evidence.find("ModuleNotFoundError: No module named 'torch'"), std::string::npos) << t.evidence;
 
-    Trial missing = doctor::run_trial({"/nonexistent/train", "{batch}"}, 1, std::chrono::seconds(5));
+    Trial missing = doctor::fit::run_trial({"/nonexistent/train", "{batch}"}, 1, std::chrono::seconds(5));
     EXPECT_EQ(missing.verdict, TrialVerdict::failed);
     EXPECT_NE(missing.evidence.find("exit status 127"), std::string::npos) << missing.evidence;
 }
@@ -916,7 +918,7 @@ TEST_F(FitSearchRun, ReplacesEveryPlaceholderAndNeedsOne)
     std::string out = (m_dir / "args.txt").string();
     std::string path = (m_dir / "args.sh").string();
     std::ofstream(path) << "#!/bin/sh\necho \"$@\" > '" << out << "'\n";
-    Trial t = doctor::run_trial(
+    Trial t = doctor::fit::run_trial(
         {"/bin/sh", path, "--batch-size={batch}", "{batch}{batch}", "--name", "run-{batch}-x", "{batch"}, 64,
         std::chrono::seconds(5));
     EXPECT_EQ(t.verdict, TrialVerdict::fits);
@@ -926,7 +928,7 @@ TEST_F(FitSearchRun, ReplacesEveryPlaceholderAndNeedsOne)
     EXPECT_EQ(line, "--batch-size=64 6464 --name run-64-x {batch");
 
     try {
-        doctor::run_trial({"/bin/sh", path, "--batch-size", "64"}, 64, std::chrono::seconds(5));
+        doctor::fit::run_trial({"/bin/sh", path, "--batch-size", "64"}, 64, std::chrono::seconds(5));
         ADD_FAILURE() << "no {batch}: refused";
     } catch (const probes::Error& e) {
         EXPECT_NE(std::string(e.what()).find("no argument of the command holds {batch}"), std::string::npos)
@@ -954,10 +956,11 @@ TEST_F(FitSearchRun, SamplesPeakGpuMemoryFromNvmlWhileTheTrialRuns)
     EXPECT_EQ(t.verdict, TrialVerdict::fits);
     ASSERT_TRUE(t.peak_gpu_mib);
     EXPECT_EQ(*t.peak_gpu_mib, 6144.0);
-    EXPECT_NE(doctor::render_trial_text(t).find("peak    6144 MiB"), std::string::npos) << doctor::render_trial_text(t);
-    doctor::SearchResult one;
+    EXPECT_NE(doctor::fit::render_trial_text(t).find("peak    6144 MiB"), std::string::npos)
+        << doctor::fit::render_trial_text(t);
+    doctor::fit::SearchResult one;
     one.trials = {t};
-    EXPECT_EQ(doctor::render_search_json(one)["trials"][0]["peak_gpu_mib"], 6144.0);
+    EXPECT_EQ(doctor::fit::render_search_json(one)["trials"][0]["peak_gpu_mib"], 6144.0);
 }
 
 TEST_F(FitSearchRun, EndToEndSearchFindsTheLimitOfAScript)
@@ -965,10 +968,10 @@ TEST_F(FitSearchRun, EndToEndSearchFindsTheLimitOfAScript)
     auto path = script("limit100.sh", 100, pytorch_oom);
     std::vector<unsigned> reported;
     // 1..4096: a budget of 14 trials, enough to close the bisection on a limit of 100.
-    auto result = doctor::search_batch(
+    auto result = doctor::fit::search_batch(
         1, 4096, 0.0,
         [&](unsigned b) {
-            return doctor::run_trial({"/bin/sh", path, "{batch}"}, b, std::chrono::seconds(20));
+            return doctor::fit::run_trial({"/bin/sh", path, "{batch}"}, b, std::chrono::seconds(20));
         },
         [&](const Trial& t) { reported.push_back(t.batch); });
     const std::vector<unsigned> expected = {1, 2, 4, 8, 16, 32, 64, 128, 96, 112, 104, 100, 102, 101};
@@ -984,7 +987,7 @@ TEST_F(FitSearchRun, EndToEndSearchFindsTheLimitOfAScript)
     EXPECT_EQ(result.best, 100U);
     EXPECT_EQ(result.stopped, "bisected");
     EXPECT_LE(result.trials.size(), result.trial_bound);
-    auto json = doctor::render_search_json(result);
+    auto json = doctor::fit::render_search_json(result);
     EXPECT_EQ(json["best_batch"], 100);
     EXPECT_EQ(json["trials"].size(), expected.size());
 }
@@ -993,8 +996,8 @@ TEST_F(FitSearchRun, EndToEndSearchStopsAtAHostOom)
 {
     std::string path = (m_dir / "host.sh").string();
     std::ofstream(path) << "#!/bin/sh\nif [ \"$1\" -gt 20 ]; then kill -9 $$; fi\necho ok\n";
-    auto result = doctor::search_batch(1, 256, 0.0, [&](unsigned b) {
-        return doctor::run_trial({"/bin/sh", path, "{batch}"}, b, std::chrono::seconds(20));
+    auto result = doctor::fit::search_batch(1, 256, 0.0, [&](unsigned b) {
+        return doctor::fit::run_trial({"/bin/sh", path, "{batch}"}, b, std::chrono::seconds(20));
     });
     ASSERT_EQ(result.trials.size(), 6U);
     EXPECT_EQ(result.trials.back().batch, 32U);
@@ -1008,9 +1011,9 @@ TEST_F(FitSearchRun, EndToEndSearchStopsAtAHostOom)
 
 TEST(ExpandBatch, EveryPlaceholderLeftToRightAndNoRescan)
 {
-    EXPECT_EQ(doctor::expand_batch({"python", "train.py", "--batch-size={batch}", "--log=b{batch}.{batch}"}, 64),
+    EXPECT_EQ(doctor::fit::expand_batch({"python", "train.py", "--batch-size={batch}", "--log=b{batch}.{batch}"}, 64),
         (std::vector<std::string>{"python", "train.py", "--batch-size=64", "--log=b64.64"}));
     // The value is not scanned again: "{{batch}batch}" holds one placeholder.
-    EXPECT_EQ(doctor::expand_batch({"{{batch}batch}"}, 7), std::vector<std::string>{"{7batch}"});
-    EXPECT_THROW(doctor::expand_batch({"python", "train.py", "--batch-size", "{Batch}"}, 8), probes::Error);
+    EXPECT_EQ(doctor::fit::expand_batch({"{{batch}batch}"}, 7), std::vector<std::string>{"{7batch}"});
+    EXPECT_THROW(doctor::fit::expand_batch({"python", "train.py", "--batch-size", "{Batch}"}, 8), probes::Error);
 }

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 
-using doctor::Severity;
+using doctor::check::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::judge_one;
@@ -61,12 +61,15 @@ protected:
     }
     nlohmann::json collect(std::chrono::milliseconds timeout = std::chrono::seconds(10))
     {
-        doctor::CollectContext ctx;
+        doctor::check::CollectContext ctx;
         ctx.env = {{"PATH", (m_dir / "bin").string()}, {"HOME", "/nonexistent"}};
         ctx.timeout = timeout;
         return test_support::collector_named("mpi").collect(ctx);
     }
-    std::vector<doctor::Finding> judge(const nlohmann::json& facts) { return judge_one("mpi", {{"mpi", facts}}); }
+    std::vector<doctor::check::Finding> judge(const nlohmann::json& facts)
+    {
+        return judge_one("mpi", {{"mpi", facts}});
+    }
 
     test_support::TempDir m_dir;
 };
@@ -141,7 +144,7 @@ TEST_F(MpiCollector, OmpiInfoNextToMpirunComesFirst)
     std::ofstream(ompi_info) << "#!/bin/sh\necho 'mca:mpi:base:param:mpi_built_with_cuda_support:value:true'\n";
     std::filesystem::permissions(ompi_info, std::filesystem::perms::owner_all);
     command("ompi_info", ompi_info_output("false", false)); // a different installation in PATH
-    doctor::CollectContext ctx;
+    doctor::check::CollectContext ctx;
     ctx.env = {{"PATH", (m_dir / "bin").string() + ":" + (other / "prefix/bin").string()}};
     auto facts = test_support::collector_named("mpi").collect(ctx);
     EXPECT_EQ(facts["ompi_info"]["path"], ompi_info.string());

@@ -1,12 +1,12 @@
-#include "doctor/report.hpp"
+#include "doctor/check/report.hpp"
 #include "tests/support/doctor_support.hpp"
 
 #include <gtest/gtest.h>
 
 namespace {
 
-using doctor::ProbeResult;
-using doctor::Severity;
+using doctor::check::ProbeResult;
+using doctor::check::Severity;
 using test_support::make_finding;
 using test_support::probe_named;
 
@@ -21,15 +21,16 @@ TEST(FailSummary, FirstFailingFindingInTableOrderWithTheCountOfOthers)
                 make_finding("gpus.throttled", Severity::fail, "gpu 3", "clocks held down")}},
         {&probe_named("mpi"), {make_finding("mpi.error", Severity::error, "host", "timed out\nafter 10 s")}},
     };
-    EXPECT_EQ(doctor::render_fail_summary(results, {}),
+    EXPECT_EQ(doctor::check::render_fail_summary(results, {}),
         "gpus.ecc_uncorrected: gpu 1 (0000:0f:00.0): 4 uncorrected ECC errors (+2 more)\n");
-    doctor::ReportOptions strict;
+    doctor::check::ReportOptions strict;
     strict.strict = true;
-    EXPECT_EQ(doctor::render_fail_summary(results, strict), "gpus.persistence_off: gpu 6: persistence off (+3 more)\n");
+    EXPECT_EQ(doctor::check::render_fail_summary(results, strict),
+        "gpus.persistence_off: gpu 6: persistence off (+3 more)\n");
     // One line, always.
     std::vector<ProbeResult> broken = {
         {&probe_named("mpi"), {make_finding("mpi.error", Severity::error, "host", "timed out\nafter 10 s")}}};
-    EXPECT_EQ(doctor::render_fail_summary(broken, {}), "mpi.error: host: timed out after 10 s\n");
+    EXPECT_EQ(doctor::check::render_fail_summary(broken, {}), "mpi.error: host: timed out after 10 s\n");
 }
 
 TEST(FailSummary, FitNodeGetsTheSummaryLine)
@@ -38,12 +39,12 @@ TEST(FailSummary, FitNodeGetsTheSummaryLine)
         {make_finding("gpus.ok", Severity::pass, "gpu 0", "fine"),
             make_finding("gpus.busy", Severity::warn, "gpu 0", "busy"),
             make_finding("gpus.x", Severity::skip, "host", "not checked")}}};
-    EXPECT_EQ(doctor::render_fail_summary(results, {}),
+    EXPECT_EQ(doctor::check::render_fail_summary(results, {}),
         "1 pass, 1 warn, 0 fail, 0 error, 1 skip: fit to train, with "
         "warnings\n");
-    EXPECT_FALSE(doctor::is_failing(results[0].findings[1], false));
-    EXPECT_TRUE(doctor::is_failing(results[0].findings[1], true));
-    EXPECT_FALSE(doctor::is_failing(results[0].findings[2], true));
+    EXPECT_FALSE(doctor::check::is_failing(results[0].findings[1], false));
+    EXPECT_TRUE(doctor::check::is_failing(results[0].findings[1], true));
+    EXPECT_FALSE(doctor::check::is_failing(results[0].findings[2], true));
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-#include "doctor/runner.hpp"
+#include "doctor/check/runner.hpp"
 #include "probes/error.hpp"
 #include "tests/support/doctor_support.hpp"
 
@@ -8,40 +8,40 @@
 #include <thread>
 #include <unistd.h>
 
-using doctor::Collector;
-using doctor::Severity;
+using doctor::check::Collector;
+using doctor::check::Severity;
 
 TEST(Runner, CollectorsRunInParallelAndAHangBecomesAnError)
 {
-    Collector fine{"fine", [](const doctor::CollectContext&) { return nlohmann::json{{"x", 1}}; }};
-    Collector hang{"hang", [](const doctor::CollectContext&) {
+    Collector fine{"fine", [](const doctor::check::CollectContext&) { return nlohmann::json{{"x", 1}}; }};
+    Collector hang{"hang", [](const doctor::check::CollectContext&) {
                        while (true) {
                            pause();
                        }
                        return nlohmann::json();
                    }};
-    Collector slow{"slow", [](const doctor::CollectContext&) {
+    Collector slow{"slow", [](const doctor::check::CollectContext&) {
                        std::this_thread::sleep_for(std::chrono::milliseconds(300));
                        return nlohmann::json{{"y", 2}};
                    }};
-    Collector crash{"crash", [](const doctor::CollectContext&) {
+    Collector crash{"crash", [](const doctor::check::CollectContext&) {
                         std::raise(SIGSEGV);
                         return nlohmann::json();
                     }};
-    Collector throws{"throws", [](const doctor::CollectContext&) -> nlohmann::json {
+    Collector throws{"throws", [](const doctor::check::CollectContext&) -> nlohmann::json {
                          throw probes::Error("cannot read /sys/foo: Permission denied");
                      }};
-    doctor::CollectContext ctx;
+    doctor::check::CollectContext ctx;
     ctx.timeout = std::chrono::milliseconds(1000);
     const auto start = std::chrono::steady_clock::now();
-    auto facts = doctor::collect({&fine, &hang, &slow, &crash, &throws}, ctx);
+    auto facts = doctor::check::collect({&fine, &hang, &slow, &crash, &throws}, ctx);
     const auto took = std::chrono::steady_clock::now() - start;
     EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the deadline holds for all collectors at once";
     EXPECT_EQ(facts["fine"]["x"], 1);
     EXPECT_EQ(facts["slow"]["y"], 2);
-    EXPECT_EQ(doctor::collector_error(facts, "hang"), "timed out after 1 s");
-    EXPECT_NE(doctor::collector_error(facts, "crash").find("crashed (Segmentation fault)"), std::string::npos);
-    EXPECT_EQ(doctor::collector_error(facts, "throws"), "cannot read /sys/foo: Permission denied");
+    EXPECT_EQ(doctor::check::collector_error(facts, "hang"), "timed out after 1 s");
+    EXPECT_NE(doctor::check::collector_error(facts, "crash").find("crashed (Segmentation fault)"), std::string::npos);
+    EXPECT_EQ(doctor::check::collector_error(facts, "throws"), "cannot read /sys/foo: Permission denied");
 }
 
 TEST(Runner, MissingOrBrokenFactsNeverPass)
@@ -58,27 +58,31 @@ TEST(Runner, MissingOrBrokenFactsNeverPass)
 
 TEST(Runner, ExitCodes)
 {
-    doctor::Probe p;
+    doctor::check::Probe p;
     p.name = "x";
-    auto finding = [](const char* code, Severity s) { return doctor::Finding{code, s, "host", "m", "", nullptr}; };
-    std::vector<doctor::ProbeResult> results{{&p, {finding("x.a", Severity::pass), finding("x.b", Severity::warn)}}};
-    EXPECT_EQ(doctor::exit_code(results, false), 0);
-    EXPECT_EQ(doctor::exit_code(results, true), 1);
+    auto finding = [](const char* code, Severity s) {
+        return doctor::check::Finding{code, s, "host", "m", "", nullptr};
+    };
+    std::vector<doctor::check::ProbeResult> results{
+        {&p, {finding("x.a", Severity::pass), finding("x.b", Severity::warn)}}};
+    EXPECT_EQ(doctor::check::exit_code(results, false), 0);
+    EXPECT_EQ(doctor::check::exit_code(results, true), 1);
     results[0].findings.push_back(finding("x.c", Severity::skip));
-    EXPECT_EQ(doctor::exit_code(results, false), 0);
+    EXPECT_EQ(doctor::check::exit_code(results, false), 0);
     results[0].findings.push_back(finding("x.d", Severity::error));
-    EXPECT_EQ(doctor::exit_code(results, false), 1);
+    EXPECT_EQ(doctor::check::exit_code(results, false), 1);
 }
 
 TEST(Runner, SelectionByNameAndPrefixWithDidYouMean)
 {
-    auto only = doctor::select_probes("gpu", "");
+    auto only = doctor::checks::select_probes("gpu", "");
     ASSERT_EQ(only.size(), 1U);
     EXPECT_EQ(only[0]->name, "gpus");
-    auto skip = doctor::select_probes("", "driver");
-    EXPECT_TRUE(std::none_of(skip.begin(), skip.end(), [](const doctor::Probe* p) { return p->name == "driver"; }));
+    auto skip = doctor::checks::select_probes("", "driver");
+    EXPECT_TRUE(
+        std::none_of(skip.begin(), skip.end(), [](const doctor::check::Probe* p) { return p->name == "driver"; }));
     try {
-        doctor::select_probes("drivr", "");
+        doctor::checks::select_probes("drivr", "");
         ADD_FAILURE();
     } catch (const probes::Error& e) {
         EXPECT_EQ(std::string(e.what()),
@@ -92,7 +96,7 @@ TEST(Runner, ASelectionOfNoProbeIsAnError)
     // Otherwise the check runs nothing and says "fit to train".
     auto error_of = [](const std::string& only, const std::string& skip) {
         try {
-            doctor::select_probes(only, skip);
+            doctor::checks::select_probes(only, skip);
         } catch (const probes::Error& e) {
             return std::string(e.what());
         }
@@ -101,7 +105,7 @@ TEST(Runner, ASelectionOfNoProbeIsAnError)
     EXPECT_EQ(error_of("driver", "driver"),
         "--skip driver leaves no probe to run of --only driver; 'gpudoctor list' shows them");
     std::string all;
-    for (const auto& p : doctor::probe_table()) {
+    for (const auto& p : doctor::checks::probe_table()) {
         all += (all.empty() ? "" : ",") + p.name;
     }
     EXPECT_EQ(error_of("", all), "--skip " + all + " leaves no probe to run; 'gpudoctor list' shows them");
@@ -110,7 +114,7 @@ TEST(Runner, ASelectionOfNoProbeIsAnError)
 
 TEST(Runner, EveryProbeDocumentsItsCodes)
 {
-    for (const auto& p : doctor::probe_table()) {
+    for (const auto& p : doctor::checks::probe_table()) {
         EXPECT_FALSE(p.codes.empty()) << p.name;
         for (const auto& c : p.codes) {
             EXPECT_EQ(c.code.rfind(p.name + ".", 0), 0U) << c.code << " belongs to " << p.name;

@@ -1,10 +1,10 @@
 // libFuzzer targets for every parser gpurun and gpudoctor feed with outside text. Built with -DGPUKIT_FUZZ=ON
 // (clang); FUZZ_TARGET selects the parser. A parser may reject input with probes::Error, never
 // crash, hang or leak; what it accepts must survive a round trip.
-#include "doctor/fit_catalog.hpp"
-#include "doctor/fit_search.hpp"
-#include "doctor/policy.hpp"
-#include "doctor/profile_report.hpp"
+#include "doctor/check/policy.hpp"
+#include "doctor/fit/catalog.hpp"
+#include "doctor/fit/search.hpp"
+#include "doctor/profile/report.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/node_list.hpp"
@@ -182,8 +182,8 @@ void fuzz_one(const std::string& text)
 #elif FUZZ_TARGET == 9
     // --policy FILE over the built-in policy: accepted or a probes::Error, and what is accepted is
     // in range (a floor lookup on any name works). The built-in policy is read once and copied.
-    static const doctor::Policy defaults = doctor::Policy::defaults();
-    doctor::Policy policy = defaults;
+    static const doctor::check::Policy defaults = doctor::check::Policy::defaults();
+    doctor::check::Policy policy = defaults;
     policy.merge_toml(text, "fuzz.toml");
     if (policy.pcie_fraction < 0 || policy.pcie_fraction > 1 || policy.copy_bytes == 0 || policy.copies == 0) {
         std::abort();
@@ -192,13 +192,13 @@ void fuzz_one(const std::string& text)
 #elif FUZZ_TARGET == 10
     // gpudoctor fit's data files: a user's --models file over the presets (read once, then copied),
     // and a GPU table.
-    static const doctor::ModelCatalog presets = doctor::ModelCatalog::builtin();
-    doctor::ModelCatalog models = presets;
+    static const doctor::fit::ModelCatalog presets = doctor::fit::ModelCatalog::builtin();
+    doctor::fit::ModelCatalog models = presets;
     try {
         models.merge_toml(text, "fuzz-models.toml");
     } catch (const probes::Error&) {
     }
-    doctor::GpuTable::from_toml(text, "fuzz-gpus.toml");
+    doctor::fit::GpuTable::from_toml(text, "fuzz-gpus.toml");
 #elif FUZZ_TARGET == 11
     // fit --search: the command template ({batch} in NUL-separated arguments) and the verdict read
     // from a trial's output. Each argument keeps its other text; no argument gains or loses one.
@@ -212,7 +212,7 @@ void fuzz_one(const std::string& text)
     }
     const unsigned batch = static_cast<unsigned>(text.size() * 7919U);
     try {
-        const auto args = doctor::expand_batch(argv, batch);
+        const auto args = doctor::fit::expand_batch(argv, batch);
         const std::size_t grow = std::to_string(batch).size();
         for (std::size_t i = 0; i < argv.size(); ++i) {
             std::size_t count = 0;
@@ -229,7 +229,7 @@ void fuzz_one(const std::string& text)
         }
     }
     std::string evidence;
-    doctor::classify_trial(static_cast<int>(text.size() % 3), text.size() % 5 == 0, text, &evidence);
+    doctor::fit::classify_trial(static_cast<int>(text.size() % 3), text.size() % 5 == 0, text, &evidence);
 #elif FUZZ_TARGET == 12
     // Slurm lists: a smaller limit than gpurun's keeps each run fast; what is over it must fail.
     constexpr std::size_t limit = 20000;
@@ -303,7 +303,7 @@ void fuzz_one(const std::string& text)
         }
     }
     // As gpudoctor profile --json prints it: text that is not UTF-8 becomes U+FFFD.
-    (void)doctor::render_profile_json(summary).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    (void)doctor::profile::render_profile_json(summary).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 #else
 #error "FUZZ_TARGET must be 1..14"
 #endif

@@ -1,7 +1,8 @@
 #pragma once
 
-#include "doctor/probe.hpp"
-#include "doctor/runner.hpp"
+#include "doctor/check/probe.hpp"
+#include "doctor/check/runner.hpp"
+#include "doctor/checks/checks.hpp"
 
 #include <algorithm>
 #include <string>
@@ -10,9 +11,9 @@
 namespace test_support {
 
 /// The probe called `name` from the table.
-inline const doctor::Probe& probe_named(const std::string& name)
+inline const doctor::check::Probe& probe_named(const std::string& name)
 {
-    for (const auto& p : doctor::probe_table()) {
+    for (const auto& p : doctor::checks::probe_table()) {
         if (p.name == name) {
             return p;
         }
@@ -21,9 +22,9 @@ inline const doctor::Probe& probe_named(const std::string& name)
 }
 
 /// The collector called `name` from the table.
-inline const doctor::Collector& collector_named(const std::string& name)
+inline const doctor::check::Collector& collector_named(const std::string& name)
 {
-    for (const auto& c : doctor::collector_table()) {
+    for (const auto& c : doctor::checks::collector_table()) {
         if (c.name == name) {
             return c;
         }
@@ -33,18 +34,18 @@ inline const doctor::Collector& collector_named(const std::string& name)
 
 /// The findings of one probe judged on `facts` (with the runner's handling of missing and
 /// broken collectors).
-inline std::vector<doctor::Finding> judge_one(
-    const std::string& probe, const doctor::Facts& facts, const doctor::Policy& policy = doctor::Policy::defaults())
+inline std::vector<doctor::check::Finding> judge_one(const std::string& probe, const doctor::check::Facts& facts,
+    const doctor::check::Policy& policy = doctor::check::Policy::defaults())
 {
-    auto results = doctor::judge({&probe_named(probe)}, facts, policy);
+    auto results = doctor::check::judge({&probe_named(probe)}, facts, policy);
     return results.front().findings;
 }
 
 /// A finding made up for a renderer's test.
-inline doctor::Finding make_finding(const std::string& code, doctor::Severity severity, const std::string& subject,
-    const std::string& message = "m", const std::string& remedy = "")
+inline doctor::check::Finding make_finding(const std::string& code, doctor::check::Severity severity,
+    const std::string& subject, const std::string& message = "m", const std::string& remedy = "")
 {
-    doctor::Finding f;
+    doctor::check::Finding f;
     f.code = code;
     f.severity = severity;
     f.subject = subject;
@@ -54,14 +55,17 @@ inline doctor::Finding make_finding(const std::string& code, doctor::Severity se
 }
 
 /// The first finding with this code, or nullptr.
-inline const doctor::Finding* find_code(const std::vector<doctor::Finding>& findings, const std::string& code)
+inline const doctor::check::Finding* find_code(
+    const std::vector<doctor::check::Finding>& findings, const std::string& code)
 {
-    auto it = std::find_if(findings.begin(), findings.end(), [&](const doctor::Finding& f) { return f.code == code; });
+    auto it =
+        std::find_if(findings.begin(), findings.end(), [&](const doctor::check::Finding& f) { return f.code == code; });
     return it == findings.end() ? nullptr : &*it;
 }
 
 /// Codes of the findings with this severity, in order.
-inline std::vector<std::string> codes_with(const std::vector<doctor::Finding>& findings, doctor::Severity s)
+inline std::vector<std::string> codes_with(
+    const std::vector<doctor::check::Finding>& findings, doctor::check::Severity s)
 {
     std::vector<std::string> out;
     for (const auto& f : findings) {

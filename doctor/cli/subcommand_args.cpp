@@ -1,0 +1,67 @@
+#include "doctor/cli/subcommand_args.hpp"
+
+#include "probes/cli_values.hpp"
+#include "probes/error.hpp"
+#include "probes/spelling.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <iostream>
+
+namespace doctor::cli {
+
+CommandLine split_at_dashes(int argc, char** argv)
+{
+    CommandLine line;
+    for (int i = 0; i < argc; ++i) {
+        if (line.dashes) {
+            line.command.emplace_back(argv[i]);
+        } else if (i > 0 && std::strcmp(argv[i], "--") == 0) {
+            line.dashes = true;
+        } else {
+            line.own.push_back(argv[i]);
+        }
+    }
+    return line;
+}
+
+void reject_unknown_options(const CLI::App& app, const CommandLine& line, const std::string& subcommand)
+{
+    std::vector<std::string> known = {"--help"};
+    for (const auto* option : app.get_options()) {
+        known.push_back(option->get_name());
+    }
+    for (std::size_t i = 1; i < line.own.size(); ++i) {
+        const std::string word = std::string(line.own[i]).substr(0, std::string(line.own[i]).find('='));
+        if (word.rfind("--", 0) == 0 && std::find(known.begin(), known.end(), word) == known.end()) {
+            const std::string hint = probes::closest_match(word, known);
+            throw probes::Error(fmt::format("{}: unknown option {}{}; see gpudoctor {} --help", subcommand, word,
+                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint), subcommand));
+        }
+    }
+}
+
+bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
+{
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return false;
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) {
+            std::cout << app.help();
+            return false;
+        }
+        throw probes::Error(fmt::format("{}; see {}", e.what(), see));
+    }
+    probes::refuse_empty_values(app);
+    for (const CLI::App* sub : app.get_subcommands()) {
+        probes::refuse_empty_values(*sub);
+    }
+    return true;
+}
+
+} // namespace doctor::cli

@@ -1,0 +1,34 @@
+#pragma once
+
+// Command-line helpers every gpudoctor subcommand shares: CLI11 parsing with gpudoctor's own
+// errors, and the command lines of subcommands that take a command of the user's after "--"
+// (fit --search, monitor), parsed by the subcommand itself before gpudoctor's main parser.
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace doctor::cli {
+
+/// Parses argv with `app`; prints the help and returns false when it was asked for. A parse error
+/// throws probes::Error "the error; see `see`" (e.g. "gpudoctor fit --help").
+bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see);
+
+/// A subcommand's argv, split at its first "--".
+struct CommandLine {
+    std::vector<char*> own; ///< the subcommand's name (argv[0]) and its options, for CLI11
+    std::vector<std::string> command; ///< the words after "--", untouched
+    bool dashes = false; ///< a "--" was given (with or without words after it)
+};
+
+CommandLine split_at_dashes(int argc, char** argv);
+
+/// Throws probes::Error "SUBCOMMAND: unknown option --x (did you mean --y?); see gpudoctor
+/// SUBCOMMAND --help" for the first word of `line.own` that starts with "--" and is no option of
+/// `app` (CLI11 alone would not suggest the closest one).
+void reject_unknown_options(const CLI::App& app, const CommandLine& line, const std::string& subcommand);
+
+} // namespace doctor::cli

@@ -1,0 +1,46 @@
+#include "doctor/codes.hpp"
+#include "doctor/checks/checks.hpp"
+#include "probes/gpu_monitor.hpp"
+#include "probes/nccl/log.hpp"
+#include "probes/nsys/summary.hpp"
+
+#include <fmt/format.h>
+
+namespace doctor {
+
+std::vector<check::CodeInfo> all_codes()
+{
+    std::vector<check::CodeInfo> out;
+    for (const auto& p : checks::probe_table()) {
+        out.insert(out.end(), p.codes.begin(), p.codes.end());
+        out.push_back({p.name + ".error", fmt::format("the {} probe could not run", p.name),
+            "Its collector timed out, crashed, or its rule broke. A GPU library call that hangs (a "
+            "wedged driver, a GPU that fell off the bus) shows up here; the other probes still ran.",
+            fmt::format("Look at dmesg (Xid errors), nvidia-smi, and run again with a longer {}.",
+                p.deep ? "--deep-timeout" : "--timeout")});
+        out.push_back({p.name + ".skip", fmt::format("the {} probe was not checked", p.name),
+            "The facts it needs were not collected (a snapshot taken with --only/--skip, or an older "
+            "snapshot). A skipped probe is never a pass.",
+            ""});
+    }
+    for (const auto& c : probes::nccl::finding_codes()) {
+        out.push_back({c.code, c.title,
+            fmt::format(
+                "{} Reported by 'gpudoctor nccl-log' ({}).", c.explanation, probes::nccl::to_string(c.severity)),
+            c.remedy});
+    }
+    for (const auto& c : probes::monitor_codes()) {
+        out.push_back({c.code, c.title,
+            fmt::format("{} Reported by 'gpudoctor monitor' and 'gpurun --monitor' ({}).", c.explanation,
+                probes::to_string(c.severity)),
+            c.remedy});
+    }
+    for (const auto& c : probes::nsys::finding_codes()) {
+        out.push_back({c.code, c.title,
+            fmt::format("{} Reported by 'gpudoctor profile' ({}).", c.explanation, probes::to_string(c.severity)),
+            c.remedy});
+    }
+    return out;
+}
+
+} // namespace doctor

@@ -1,0 +1,72 @@
+#pragma once
+
+// The data gpudoctor fit looks names up in: model presets (share/gpukit/models.toml) and the GPU
+// table (share/gpukit/gpus.toml), both compiled in; users add models with --models FILE.
+
+#include "doctor/fit/model.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace doctor::fit {
+
+/// Model presets by name. An entry is a TOML table:
+///   [name]
+///   description = "..."
+///   params = 335141888            # or "335M", "7B"
+///   # a transformer:
+///   layers = 24, hidden = 1024, heads = 16, seq = 512, vocab = 30522 (vocab optional)
+///   # or a CNN measured per sample (tensors saved for backward):
+///   activation_mib_fp32 = 81.9, activation_mib_16bit = 41.7, image_size = 224
+///   # or any model, peak activation bytes per sample as measured:
+///   activation_bytes_per_sample = 123456789
+class ModelCatalog {
+public:
+    /// The presets shipped in share/gpukit/models.toml.
+    static ModelCatalog builtin();
+    /// The built-in file's text.
+    static const char* builtin_toml();
+
+    /// Adds the entries of a TOML document; an entry with the name of an existing one replaces
+    /// it whole. Throws probes::Error naming `origin` (and line) for bad TOML, unknown keys (with
+    /// the closest known key), wrong types and entries that give no way to count activations.
+    void merge_toml(const std::string& text, const std::string& origin);
+
+    /// The model called `name` (case-insensitive). Throws probes::Error with the closest name.
+    const ModelSpec& find(const std::string& name) const;
+    const std::vector<ModelSpec>& models() const { return m_models; }
+
+private:
+    std::vector<ModelSpec> m_models;
+};
+
+/// One kind of GPU: its memory and its training speed relative to a V100.
+struct GpuSpec {
+    std::string name;
+    std::vector<std::string> aliases;
+    std::uint64_t memory = 0; ///< bytes, about what NVML reports as total
+    double speed = 1; ///< relative training throughput, V100 = 1; rough
+    std::string note; ///< e.g. that CUDA 12 dropped it
+};
+
+/// The GPU table (share/gpukit/gpus.toml), compiled in.
+class GpuTable {
+public:
+    static GpuTable builtin();
+    static const char* builtin_toml();
+    /// Reads a table in the same format. Throws probes::Error naming `origin`.
+    static GpuTable from_toml(const std::string& text, const std::string& origin);
+
+    /// Looks a name or alias up, ignoring case, spaces, '-' and '_', and a leading "NVIDIA" or
+    /// "Tesla" ("v100", "Tesla V100", "a100-80gb", "A100 80GB"); a family name (the part before
+    /// the first '-') that only one entry has is that entry. Throws probes::Error for an unknown
+    /// name, with the closest one, and for a family of several ("A100": A100-40GB or A100-80GB).
+    const GpuSpec& find(const std::string& name) const;
+    const std::vector<GpuSpec>& gpus() const { return m_gpus; }
+
+private:
+    std::vector<GpuSpec> m_gpus;
+};
+
+} // namespace doctor::fit

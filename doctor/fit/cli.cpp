@@ -1,0 +1,577 @@
+#include "doctor/fit/cli.hpp"
+#include "doctor/cli/subcommand_args.hpp"
+
+#include "doctor/fit/catalog.hpp"
+#include "doctor/fit/model.hpp"
+#include "doctor/fit/report.hpp"
+#include "doctor/fit/search.hpp"
+#include "probes/batch_split.hpp"
+#include "probes/byte_size.hpp"
+#include "probes/error.hpp"
+#include "probes/gpu_sampler.hpp"
+#include "probes/input_file.hpp"
+#include "probes/nvml.hpp"
+#include "probes/pci_address.hpp"
+#include "probes/process.hpp"
+#include "probes/spelling.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+
+namespace doctor::fit {
+
+namespace {
+
+using probes::Error;
+
+struct FitOptions {
+    std::string model;
+    std::string params;
+    unsigned layers = 0;
+    unsigned hidden = 0;
+    unsigned heads = 0;
+    unsigned seq = 0;
+    unsigned vocab = 0;
+    std::string activation_bytes;
+    std::string precision;
+    std::string optimizer;
+    unsigned zero = 0;
+    unsigned dp = 0;
+    std::string recompute = "none";
+    std::string gpu_mem;
+    std::string gpus; ///< this node's GPUs: NVML indexes, bus ids or UUIDs
+    std::string gpu_models; ///< names from the GPU table
+    unsigned gpu_count = 0;
+    std::string speeds;
+    unsigned global_batch = 0;
+    double base_lr = 0;
+    unsigned base_batch = 0;
+    std::string models_file;
+    bool json = false;
+    bool list = false;
+    bool search = false;
+    unsigned min = 1;
+    unsigned max = 4096;
+    double trial_timeout = 600;
+    double margin = 0;
+    bool exact = false;
+};
+
+template <typename T>
+T named(const std::string& option, const std::string& value, std::optional<T> (*lookup)(std::string_view),
+    const std::vector<std::string>& names)
+{
+    if (auto v = lookup(value)) {
+        return *v;
+    }
+    const std::string hint = probes::closest_match(value, names);
+    throw Error(fmt::format("{} {}: expected {}{}", option, value, fmt::join(names, ", "),
+        hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+}
+
+bool is_count(const std::string& text)
+{
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// How a GPU of this node is named: an NVML index, a UUID or a bus id; not a model name.
+bool names_local_gpu(const std::string& text)
+{
+    return is_count(text) || text.starts_with("GPU-") || text.starts_with("MIG-") || probes::PciAddress::parse(text);
+}
+
+// The GPUs NVML sees (those `selectors` name, or all), with their free memory.
+std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<std::string>& notes)
+{
+    std::optional<probes::Nvml> nvml;
+    std::vector<probes::NvmlGpu> found;
+    try {
+        nvml.emplace(probes::Nvml::load());
+        found = nvml->gpus();
+        if (found.empty()) {
+            throw Error("NVML sees no GPU");
+        }
+        if (nvml->api().memory == nullptr) {
+            throw Error("this NVML has no nvmlDeviceGetMemoryInfo");
+        }
+    } catch (const Error& e) {
+        // NVML needed and missing: gpudoctor could not run (3), not a usage error.
+        throw probes::Unavailable(
+            fmt::format("{}: cannot read free GPU memory from NVML ({}); give --gpu-mem SIZE (e.g. 16GiB, 80GB) or "
+                        "--gpu-model NAMES",
+                selectors.empty() ? std::string("--gpu-mem auto")
+                                  : "--gpus " + fmt::format("{}", fmt::join(selectors, ",")),
+                e.what()));
+    }
+    // Every GPU, or those named (a GPU not here: a usage error), in NVML's order.
+    const auto chosen = probes::select_gpus(found, selectors, "--gpus");
+    std::vector<FitGpu> out;
+    for (const auto& g : found) {
+        if (std::none_of(
+                chosen.begin(), chosen.end(), [&](const probes::MonitoredGpu& c) { return c.index == g.index; })) {
+            continue;
+        }
+        probes::nvml_abi::Memory memory{};
+        const auto rc = nvml->api().memory(nvml->handle(g.index), &memory);
+        if (rc != probes::nvml_abi::success) {
+            throw probes::Unavailable(
+                fmt::format("nvmlDeviceGetMemoryInfo of GPU {} failed: {}", g.index, nvml->describe(rc)));
+        }
+        if (memory.free == 0) {
+            throw probes::Unavailable(fmt::format("GPU {} has no free memory", g.index));
+        }
+        out.push_back({g.name.empty() ? "GPU" : g.name, memory.free,
+            selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0});
+        if (!g.mig_uuids.empty()) {
+            notes.push_back(fmt::format("GPU {} is split into MIG instances: a job on one has less memory than "
+                                        "the GPU's; give --gpu-mem with the instance's size",
+                g.index));
+        }
+    }
+    return out;
+}
+
+std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std::vector<std::string>& notes)
+{
+    const bool auto_memory = o.gpu_mem.empty() || o.gpu_mem == "auto";
+    std::optional<std::uint64_t> size;
+    if (!auto_memory) {
+        size = probes::parse_byte_size(o.gpu_mem, "--gpu-mem");
+    }
+    if ((o.gpus.empty() ? 0 : 1) + (o.gpu_models.empty() ? 0 : 1) + (o.gpu_count == 0 ? 0 : 1) > 1) {
+        throw Error("--gpus, --gpu-model and --gpu-count each say which GPUs to fit: give one of them");
+    }
+    std::vector<FitGpu> gpus;
+    if (!o.gpu_models.empty()) {
+        if (o.gpu_mem == "auto") {
+            throw Error("--gpu-mem auto with --gpu-model: the GPU table gives each GPU's memory; give --gpu-mem SIZE "
+                        "to override it, or --gpus LIST to fit this node's GPUs");
+        }
+        for (const auto& name : probes::split_commas(o.gpu_models)) {
+            if (name.empty()) {
+                throw Error(fmt::format(
+                    "--gpu-model {}: an empty name; give names from the GPU table, like K80,V100,V100", o.gpu_models));
+            }
+            const GpuSpec& spec = table.find(name);
+            gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed});
+            if (!spec.note.empty() && std::find(notes.begin(), notes.end(), spec.note) == notes.end()) {
+                notes.push_back(spec.note);
+            }
+        }
+    } else if (o.gpu_count > 0) {
+        if (o.gpu_count > 100000) {
+            throw Error(fmt::format("--gpu-count {}: expected a number of GPUs from 1 to 100000", o.gpu_count));
+        }
+        FitGpu each{"", size.value_or(0), "--gpu-mem", 1.0};
+        if (!size) {
+            const auto seen = nvml_gpus({}, notes);
+            each = *std::min_element(
+                seen.begin(), seen.end(), [](const FitGpu& a, const FitGpu& b) { return a.memory < b.memory; });
+            if (seen.size() != o.gpu_count || seen.size() > 1) {
+                each.memory_from = "nvml free, smallest";
+            }
+            if (seen.size() != o.gpu_count) {
+                notes.push_back(fmt::format("--gpu-count {} but NVML sees {} GPU{} here: each of the {} is taken to "
+                                            "have the least free memory seen here",
+                    o.gpu_count, seen.size(), seen.size() == 1 ? "" : "s", o.gpu_count));
+            }
+        }
+        gpus.assign(o.gpu_count, each);
+    } else if (!o.gpus.empty()) {
+        const auto selectors = probes::split_commas(o.gpus);
+        for (const auto& s : selectors) {
+            if (!names_local_gpu(s)) {
+                throw Error(fmt::format("--gpus {}: '{}' is not a GPU of this node (an NVML index, bus id or UUID); "
+                                        "GPU models go to --gpu-model, a number of GPUs to --gpu-count",
+                    o.gpus, s));
+            }
+        }
+        gpus = nvml_gpus(selectors, notes);
+        if (size) {
+            for (auto& g : gpus) {
+                g.memory = *size;
+                g.memory_from = "--gpu-mem";
+            }
+        }
+    } else if (size) {
+        gpus.push_back({"", *size, "--gpu-mem", 1.0});
+    } else {
+        gpus = nvml_gpus({}, notes);
+    }
+    if (o.gpu_models.empty() && o.speeds.empty()) {
+        for (std::size_t i = 1; i < gpus.size(); ++i) {
+            if (gpus[i].name != gpus.front().name) {
+                notes.push_back("this node's GPUs differ and are taken to be equally fast; give --speeds");
+                break;
+            }
+        }
+    }
+    if (!o.speeds.empty()) {
+        const auto speeds = probes::parse_speeds(o.speeds, "--speeds");
+        if (speeds.size() != gpus.size()) {
+            throw Error(fmt::format("--speeds {}: {} speed{} for {} GPU{}; give one per GPU", o.speeds, speeds.size(),
+                speeds.size() == 1 ? "" : "s", gpus.size(), gpus.size() == 1 ? "" : "s"));
+        }
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+            gpus[i].speed = speeds[i];
+        }
+    }
+    return gpus;
+}
+
+ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCatalog& catalog)
+{
+    auto given = [&](const char* option) { return app.count(option) > 0; };
+    for (const char* option : {"--layers", "--hidden", "--heads", "--seq", "--vocab"}) {
+        if (given(option) && app.get_option(option)->as<unsigned>() == 0) {
+            throw Error(fmt::format("{} 0: expected 1 or more", option));
+        }
+    }
+    ModelSpec m;
+    m.description = "from the command line";
+    if (!o.model.empty()) {
+        m = catalog.find(o.model);
+    }
+    if (!o.params.empty()) {
+        m.params = parse_param_count(o.params, "--params");
+    }
+    if (given("--layers")) {
+        m.layers = o.layers;
+    }
+    // A custom model's --layers starts a transformer shape too, unless its activations are given.
+    const bool shape = given("--hidden") || given("--heads") || given("--seq") ||
+        (o.model.empty() && given("--layers") && o.activation_bytes.empty());
+    if (shape && !m.transformer) {
+        if (!o.model.empty()) {
+            throw Error(fmt::format("--model {} is not a transformer: --hidden, --heads and --seq do not apply; give "
+                                    "--activation-bytes-per-sample to override its activations",
+                m.name));
+        }
+        std::vector<std::string> missing;
+        for (const char* option : {"--layers", "--hidden", "--heads", "--seq"}) {
+            if (!given(option)) {
+                missing.push_back(option);
+            }
+        }
+        if (!missing.empty()) {
+            throw Error(fmt::format("a transformer shape needs --layers, --hidden, --heads and --seq together; add {}",
+                fmt::join(missing, ", ")));
+        }
+        m.transformer = TransformerShape{};
+    }
+    if (m.transformer) {
+        if (given("--hidden")) {
+            m.transformer->hidden = o.hidden;
+        }
+        if (given("--heads")) {
+            m.transformer->heads = o.heads;
+        }
+        if (given("--seq")) {
+            m.transformer->seq = o.seq;
+        }
+        if (given("--vocab")) {
+            m.transformer->vocab = o.vocab;
+        }
+    } else if (given("--vocab")) {
+        throw Error("--vocab needs a transformer shape (--layers, --hidden, --heads, --seq, or a transformer --model)");
+    }
+    if (!o.activation_bytes.empty()) {
+        m.activation_bytes = probes::parse_byte_size(o.activation_bytes, "--activation-bytes-per-sample");
+    }
+    if (o.model.empty() && !m.transformer && !m.activation_bytes) {
+        throw Error("--params alone says nothing of the activations: give the transformer shape (--layers, --hidden, "
+                    "--heads, --seq) or --activation-bytes-per-sample");
+    }
+    return m;
+}
+
+void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
+{
+    if (json) {
+        nlohmann::json doc = {{"models", nlohmann::json::array()}, {"gpus", nlohmann::json::array()}};
+        for (const auto& m : models.models()) {
+            nlohmann::json j = {{"name", m.name}, {"description", m.description}, {"params", m.params}};
+            if (m.layers > 0) {
+                j["layers"] = m.layers;
+            }
+            if (m.transformer) {
+                j["hidden"] = m.transformer->hidden;
+                j["heads"] = m.transformer->heads;
+                j["seq"] = m.transformer->seq;
+                j["vocab"] = m.transformer->vocab;
+            }
+            if (m.measured_fp32) {
+                j["activation_bytes_fp32"] = *m.measured_fp32;
+            }
+            if (m.measured_16bit) {
+                j["activation_bytes_16bit"] = *m.measured_16bit;
+            }
+            if (m.activation_bytes) {
+                j["activation_bytes_per_sample"] = *m.activation_bytes;
+            }
+            doc["models"].push_back(j);
+        }
+        for (const auto& g : gpus.gpus()) {
+            doc["gpus"].push_back({{"name", g.name}, {"aliases", g.aliases}, {"memory_bytes", g.memory},
+                {"speed", g.speed}, {"note", g.note}});
+        }
+        std::cout << doc.dump(2) << '\n';
+        return;
+    }
+    std::cout << "Model presets (--model NAME; --models FILE adds yours):\n";
+    for (const auto& m : models.models()) {
+        std::string shape = fmt::format("{} parameters", format_param_count(m.params));
+        if (m.transformer) {
+            shape += fmt::format(", {} layers, hidden {}, {} heads, seq {}", m.layers, m.transformer->hidden,
+                m.transformer->heads, m.transformer->seq);
+        } else if (m.measured_fp32) {
+            shape += fmt::format(", {} per image fp32", probes::format_bytes(*m.measured_fp32));
+        } else if (m.activation_bytes) {
+            shape += fmt::format(", {} per sample", probes::format_bytes(*m.activation_bytes));
+        }
+        std::cout << fmt::format("  {:<22} {}\n  {:<22} {}\n", m.name, m.description, "", shape);
+    }
+    std::cout << "\nGPU table (--gpu-model NAME,...; speed relative to a V100, rough; --speeds overrides):\n";
+    for (const auto& g : gpus.gpus()) {
+        std::string line = fmt::format("  {:<10} {:>10}  speed {:<4} {}", g.name, probes::format_bytes(g.memory),
+            fmt::format("{:g}", g.speed), fmt::join(g.aliases, ", "));
+        line.erase(line.find_last_not_of(' ') + 1);
+        std::cout << line << '\n';
+    }
+}
+
+int run_search(const FitOptions& o, const std::vector<std::string>& command, std::optional<FitReport> report)
+{
+    if (!(o.trial_timeout > 0 && o.trial_timeout <= 86400)) {
+        throw Error(
+            fmt::format("--trial-timeout {}: expected seconds, more than 0 and at most 86400", o.trial_timeout));
+    }
+    if (std::none_of(command.begin(), command.end(),
+            [](const std::string& a) { return a.find("{batch}") != std::string::npos; })) {
+        throw Error("--search: no argument of the command holds {batch}; put it where the command takes its batch "
+                    "size, e.g. -- python train.py --batch-size {batch}");
+    }
+    const auto timeout = std::chrono::milliseconds(static_cast<long long>(o.trial_timeout * 1000));
+    const bool progress = isatty(STDERR_FILENO) != 0 && !o.json;
+    auto run = [&](unsigned batch) {
+        if (progress) {
+            fmt::print(stderr, "batch {:>6}  running...", batch);
+            std::fflush(stderr);
+        }
+        return run_trial(command, batch, timeout);
+    };
+    auto on_trial = [&](const Trial& trial) {
+        if (progress) {
+            fmt::print(stderr, "\r\x1b[K{}\n", render_trial_text(trial));
+        }
+    };
+    if (report && !o.json) {
+        std::cout << render_fit_text(*report) << '\n';
+        std::cout.flush();
+    }
+    const SearchResult result = search_batch(o.min, o.max, o.margin, run, on_trial, o.exact);
+    if (o.json) {
+        nlohmann::json doc = report ? render_fit_json(*report) : nlohmann::json::object();
+        const nlohmann::json search = render_search_json(result);
+        for (const auto& [key, value] : search.items()) {
+            doc[key] = value;
+        }
+        std::cout << doc.dump(2) << '\n';
+    } else {
+        std::cout << "Search by trial: " << fmt::format("{}", fmt::join(command, " ")) << '\n'
+                  << render_search_text(result);
+    }
+    const bool cut_short = !result.trials.empty() && result.trials.back().verdict != TrialVerdict::fits &&
+        result.trials.back().verdict != TrialVerdict::oom;
+    return cut_short ? 1 : 0;
+}
+
+} // namespace
+
+int run_fit(int argc, char** argv)
+{
+    // Everything after the first "--" is the command to search with.
+    cli::CommandLine line = cli::split_at_dashes(argc, argv);
+    const std::vector<std::string>& command = line.command;
+    const bool after = line.dashes;
+
+    CLI::App app("The largest per-GPU batch that fits, by formula or by trial; the learning rate for the global "
+                 "batch; the split over unequal GPUs.",
+        "gpudoctor fit");
+    FitOptions o;
+    app.add_option("--model", o.model, "A preset (see --list)")->type_name("NAME");
+    app.add_option("--params", o.params, "Parameter count: 7B, 350M, 1.5e9 (overrides the preset's)")->type_name("N");
+    app.add_option("--layers", o.layers, "Transformer layers (and pipeline stages' layers)")->type_name("L");
+    app.add_option("--hidden", o.hidden, "Hidden size")->type_name("H");
+    app.add_option("--heads", o.heads, "Attention heads")->type_name("A");
+    app.add_option("--seq", o.seq, "Tokens per sample")->type_name("S");
+    app.add_option("--vocab", o.vocab, "Vocabulary size (counts the output layer and loss)")->type_name("V");
+    app.add_option("--activation-bytes-per-sample", o.activation_bytes,
+           "Peak activation memory per sample as measured (e.g. 950MiB); used as given")
+        ->type_name("B");
+    app.add_option("--precision", o.precision, "fp32, fp16, bf16 (16-bit weights) or amp (autocast)")->type_name("P");
+    app.add_option("--optimizer", o.optimizer, "sgd, momentum, adam or adamw")->type_name("O");
+    app.add_option("--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3")->type_name("N");
+    app.add_option("--dp", o.dp, "Data-parallel GPUs ZeRO shards over (default: the number of GPUs)")->type_name("N");
+    app.add_option("--recompute", o.recompute, "Activation recomputation: none (default), selective, full")
+        ->type_name("R");
+    app.add_option("--gpu-mem", o.gpu_mem,
+           "Memory per GPU (16GiB, 80GB, 40000MiB) or auto: free memory from NVML "
+           "(the default without GPU names)")
+        ->type_name("SIZE|auto");
+    app.add_option(
+           "--gpus", o.gpus, "This node's GPUs: NVML indexes, bus ids or UUIDs (default: all, with --gpu-mem auto)")
+        ->type_name("LIST");
+    app.add_option("--gpu-model", o.gpu_models, "GPUs by model, from the GPU table: K80,V100,V100")->type_name("LIST");
+    app.add_option("--gpu-count", o.gpu_count, "A number of GPUs like this node's (or of --gpu-mem SIZE each)")
+        ->type_name("N");
+    app.add_option("--speeds", o.speeds, "Relative speeds, one per GPU: 1,2,2 (over the table's)")->type_name("LIST");
+    app.add_option("--global-batch", o.global_batch, "Split this global batch over the GPUs")->type_name("B");
+    app.add_option("--base-lr", o.base_lr, "The learning rate tuned for --base-batch")->type_name("X");
+    app.add_option("--base-batch", o.base_batch, "The global batch --base-lr was tuned for")->type_name("B");
+    app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
+    app.add_flag("--json", o.json, "Print the answer as JSON");
+    bool no_color = false; // accepted as by every subcommand: this text has no colour to leave out
+    app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
+    app.add_flag("--list", o.list, "List the model presets and the GPU table");
+    app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
+    app.add_option("--min", o.min, "Search: first batch tried (default 1)")->type_name("N");
+    app.add_option("--max", o.max, "Search: largest batch tried (default 4096)")->type_name("N");
+    app.add_option("--trial-timeout", o.trial_timeout, "Search: seconds each trial may run (default 600)")
+        ->type_name("S");
+    app.add_option("--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)")->type_name("F");
+    app.add_flag("--exact", o.exact,
+        "Search: bisect to the last batch that fits, beyond the ceil(log2(max/min)) + 2 trial budget");
+    app.footer("Usage: gpudoctor fit --model NAME --precision P --optimizer O [--gpu-mem SIZE] [--gpus "
+               "LIST|--gpu-model LIST|--gpu-count N]\n"
+               "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
+               "Exit status: 0 an answer (also \"nothing fits\"), 1 the search stopped on a failed trial, 2 usage or "
+               "input error. See gpudoctor(1).");
+    cli::reject_unknown_options(app, line, "fit");
+    if (!cli::parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor fit --help")) {
+        return 0;
+    }
+    if (app.count("--gpu-count") > 0 && o.gpu_count == 0) {
+        throw Error("--gpu-count 0: expected a number of GPUs from 1 to 100000");
+    }
+
+    ModelCatalog catalog = ModelCatalog::builtin();
+    if (!o.models_file.empty()) {
+        catalog.merge_toml(probes::read_input_file(o.models_file, "--models"), o.models_file);
+    }
+    const GpuTable table = GpuTable::builtin();
+    if (o.list) {
+        print_list(catalog, table, o.json);
+        return 0;
+    }
+
+    const bool analytic = !o.model.empty() || !o.params.empty();
+    if (after && !o.search) {
+        throw Error("fit: a command after -- is run only with --search; add --search");
+    }
+    if (o.search && command.empty()) {
+        throw Error("fit --search: no command; give it after --, with {batch} where the batch size goes: gpudoctor "
+                    "fit --search -- python train.py --batch-size {batch}");
+    }
+    if (o.search && command.front().find("{batch}") == std::string::npos) {
+        // A program that is not there fails every trial the same way: say so before the first.
+        const char* path = std::getenv("PATH");
+        if (!probes::find_executable(command.front(), path)) {
+            throw Error(fmt::format("fit --search: program not found: '{}' is not {}", command.front(),
+                command.front().find('/') != std::string::npos ? "an executable file" : "an executable in PATH"));
+        }
+    }
+    if (!analytic && !o.search) {
+        throw Error("fit: name the model (--model NAME, or --params N and its shape) or search by trial (--search -- "
+                    "CMD ARGS...); see gpudoctor fit --help");
+    }
+    if (!o.search) {
+        for (const char* option : {"--min", "--max", "--trial-timeout", "--margin", "--exact"}) {
+            if (app.count(option) > 0) {
+                throw Error(fmt::format("{} is for the search by trial: add --search -- CMD ARGS...", option));
+            }
+        }
+    }
+
+    std::optional<FitReport> report;
+    if (analytic) {
+        if (o.precision.empty() || o.optimizer.empty()) {
+            throw Error(fmt::format("fit: give {}; the memory per parameter depends on them",
+                o.precision.empty() && o.optimizer.empty()
+                    ? "--precision (fp32, fp16, bf16, amp) and --optimizer (sgd, momentum, adam, adamw)"
+                    : o.precision.empty() ? "--precision (fp32, fp16, bf16 or amp)"
+                                          : "--optimizer (sgd, momentum, adam or adamw)"));
+        }
+        FitRequest q;
+        q.model = resolve_model(o, app, catalog);
+        q.layers_given = app.count("--layers") > 0;
+        q.setup.precision =
+            named<Precision>("--precision", o.precision, precision_named, {"fp32", "fp16", "bf16", "amp"});
+        q.setup.optimizer =
+            named<Optimizer>("--optimizer", o.optimizer, optimizer_named, {"sgd", "momentum", "adam", "adamw"});
+        q.setup.recompute =
+            named<Recompute>("--recompute", o.recompute, recompute_named, {"none", "selective", "full"});
+        if (o.zero > 3) {
+            throw Error(fmt::format("--zero {}: expected a ZeRO stage, 0 to 3", o.zero));
+        }
+        q.setup.zero = o.zero;
+        if (app.count("--dp") > 0 && o.dp == 0) {
+            throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
+        }
+        q.gpus = resolve_gpus(o, table, q.notes);
+        q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
+        if (app.count("--global-batch") > 0) {
+            if (o.global_batch == 0) {
+                throw Error("--global-batch 0: expected 1 or more samples");
+            }
+            q.global_batch = o.global_batch;
+        }
+        if (app.count("--base-lr") > 0) {
+            // At most 1e6: scaled by up to 2^32 (the global batch over 1) it stays a finite number.
+            if (!(o.base_lr > 0 && o.base_lr <= 1e6)) {
+                throw Error(fmt::format("--base-lr {}: expected a learning rate above 0 and at most 1e6", o.base_lr));
+            }
+            if (app.count("--base-batch") == 0) {
+                throw Error("--base-lr needs --base-batch: the global batch that learning rate was tuned for");
+            }
+            q.base_lr = o.base_lr;
+        }
+        if (app.count("--base-batch") > 0) {
+            if (o.base_batch == 0) {
+                throw Error("--base-batch 0: expected the batch the base learning rate was tuned for, 1 or more");
+            }
+            q.base_batch = o.base_batch;
+        }
+        report = analyse_fit(q);
+    } else {
+        for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--gpu-model", "--gpu-count",
+                 "--speeds", "--global-batch", "--base-lr", "--base-batch", "--layers", "--hidden", "--heads", "--seq",
+                 "--vocab", "--zero", "--dp", "--recompute", "--activation-bytes-per-sample"}) {
+            if (app.count(option) > 0) {
+                throw Error(
+                    fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));
+            }
+        }
+    }
+
+    if (o.search) {
+        return run_search(o, command, report);
+    }
+    if (o.json) {
+        std::cout << render_fit_json(*report).dump(2) << '\n';
+    } else {
+        std::cout << render_fit_text(*report);
+    }
+    return 0;
+}
+
+} // namespace doctor::fit

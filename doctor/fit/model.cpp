@@ -1,0 +1,479 @@
+#include "doctor/fit/model.hpp"
+
+#include "probes/byte_size.hpp"
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace doctor::fit {
+
+namespace {
+
+using probes::Error;
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b)
+{
+    return a / b + (a % b != 0 ? 1 : 0);
+}
+
+bool sixteen_bit(Precision p)
+{
+    return p != Precision::fp32;
+}
+
+std::uint64_t scaled(std::uint64_t bytes, double fraction)
+{
+    return static_cast<std::uint64_t>(std::llround(static_cast<long double>(bytes) * fraction));
+}
+
+unsigned max_batch_of(
+    const ModelSpec& model, const TrainingSetup& setup, std::uint64_t memory, const Overheads& overheads)
+{
+    return fit_gpu(plan_memory(model, setup, overheads), memory, overheads).max_batch;
+}
+
+std::string change_text(const TrainingSetup& from, const TrainingSetup& to)
+{
+    std::string out;
+    auto add = [&](const std::string& option) { out += (out.empty() ? "" : " ") + option; };
+    if (to.zero != from.zero) {
+        add(fmt::format("--zero {}", to.zero));
+    }
+    if (to.dp != from.dp) {
+        add(fmt::format("--dp {}", to.dp));
+    }
+    if (to.recompute != from.recompute) {
+        add(fmt::format("--recompute {}", to_string(to.recompute)));
+    }
+    if (to.precision != from.precision) {
+        add(fmt::format("--precision {}", to_string(to.precision)));
+    }
+    return out;
+}
+
+} // namespace
+
+const char* to_string(Precision precision)
+{
+    switch (precision) {
+    case Precision::fp32:
+        return "fp32";
+    case Precision::fp16:
+        return "fp16";
+    case Precision::bf16:
+        return "bf16";
+    case Precision::amp:
+        return "amp";
+    }
+    return "?";
+}
+
+const char* to_string(Optimizer optimizer)
+{
+    switch (optimizer) {
+    case Optimizer::sgd:
+        return "sgd";
+    case Optimizer::momentum:
+        return "momentum";
+    case Optimizer::adam:
+        return "adam";
+    case Optimizer::adamw:
+        return "adamw";
+    }
+    return "?";
+}
+
+const char* to_string(Recompute recompute)
+{
+    switch (recompute) {
+    case Recompute::none:
+        return "none";
+    case Recompute::selective:
+        return "selective";
+    case Recompute::full:
+        return "full";
+    }
+    return "?";
+}
+
+std::optional<Precision> precision_named(std::string_view name)
+{
+    for (auto p : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::amp}) {
+        if (name == to_string(p)) {
+            return p;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<Optimizer> optimizer_named(std::string_view name)
+{
+    for (auto o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw}) {
+        if (name == to_string(o)) {
+            return o;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<Recompute> recompute_named(std::string_view name)
+{
+    for (auto r : {Recompute::none, Recompute::selective, Recompute::full}) {
+        if (name == to_string(r)) {
+            return r;
+        }
+    }
+    return std::nullopt;
+}
+
+StateBytes state_bytes(Precision precision, Optimizer optimizer)
+{
+    // Optimizer states in fp32: momentum keeps one (4 bytes), Adam and AdamW two (m and v, 8).
+    unsigned states = 0;
+    if (optimizer == Optimizer::momentum) {
+        states = 4;
+    } else if (optimizer == Optimizer::adam || optimizer == Optimizer::adamw) {
+        states = 8;
+    }
+    switch (precision) {
+    case Precision::fp32:
+        return {4, 4, states};
+    case Precision::fp16:
+    case Precision::bf16:
+        // 16-bit weights and gradients; the optimizer holds the fp32 master weights (4) too.
+        return {2, 2, 4 + states};
+    case Precision::amp:
+        // fp32 weights plus autocast's 16-bit copy, fp32 gradients.
+        return {6, 4, states};
+    }
+    return {};
+}
+
+std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute)
+{
+    const std::uint64_t s = shape.seq;
+    const std::uint64_t h = shape.hidden;
+    const std::uint64_t a = shape.heads;
+    const bool half = sixteen_bit(precision);
+    switch (recompute) {
+    case Recompute::none:
+        // 16-bit: attention 11·s·h + 5·a·s², MLP 19·s·h, two LayerNorms 4·s·h. In fp32 every 2-byte
+        // tensor doubles; the three dropout masks (s·h, s·h and a·s²) stay 1 byte.
+        return half ? 34 * s * h + 5 * a * s * s : 66 * s * h + 9 * a * s * s;
+    case Recompute::selective:
+        return half ? 34 * s * h : 66 * s * h;
+    case Recompute::full:
+        return half ? 2 * s * h : 4 * s * h;
+    }
+    return 0;
+}
+
+MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads)
+{
+    if (model.params == 0) {
+        throw Error(fmt::format("model {}: no parameter count; give --params (e.g. 350M or 7B)", model.name));
+    }
+    if (setup.zero > 3) {
+        throw Error(fmt::format("--zero {}: expected a ZeRO stage, 0 to 3", setup.zero));
+    }
+    if (setup.dp == 0) {
+        throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
+    }
+    MemoryPlan plan;
+    const std::uint64_t p = model.params;
+
+    // Model states; ZeRO stage 1 shards the optimizer states over the data-parallel GPUs, stage 2
+    // the gradients too, stage 3 the weights too (Rajbhandari et al., ZeRO: P_os, P_os+g, P_os+g+p).
+    StateMemory& st = plan.states;
+    st.per_param = state_bytes(setup.precision, setup.optimizer);
+    st.weights = st.per_param.weights * p;
+    st.gradients = st.per_param.gradients * p;
+    st.optimizer = st.per_param.optimizer * p;
+    if (setup.zero >= 1) {
+        st.optimizer = ceil_div(st.optimizer, setup.dp);
+    }
+    if (setup.zero >= 2) {
+        st.gradients = ceil_div(st.gradients, setup.dp);
+    }
+    if (setup.zero >= 3) {
+        st.weights = ceil_div(st.weights, setup.dp);
+        if (model.layers > 0) {
+            st.zero3_gather = ceil_div(2 * st.per_param.gradients * p, model.layers);
+        } else {
+            plan.notes.push_back("ZeRO-3 also gathers one layer's weights and gradients at a time; not counted "
+                                 "because the layer count is unknown (give --layers)");
+        }
+    }
+    if (setup.zero > 0 && setup.dp == 1) {
+        plan.notes.push_back(fmt::format("ZeRO-{} over 1 data-parallel GPU shards nothing; give --dp (or --gpus) the "
+                                         "number of GPUs it shards over",
+            setup.zero));
+    }
+
+    // Activations per sample.
+    ActivationBytes& act = plan.activations;
+    if (model.activation_bytes) {
+        act.per_sample = *model.activation_bytes;
+        act.source = "given";
+        act.formula = "as given (--activation-bytes-per-sample)";
+    } else if (model.transformer) {
+        const TransformerShape& shape = *model.transformer;
+        if (model.layers == 0 || shape.hidden == 0 || shape.heads == 0 || shape.seq == 0) {
+            throw Error(fmt::format("model {}: the transformer shape needs layers, hidden, heads and seq, each 1 or "
+                                    "more",
+                model.name));
+        }
+        const bool half = sixteen_bit(setup.precision);
+        act.per_layer = transformer_layer_bytes(shape, setup.precision, setup.recompute);
+        act.layers_total = act.per_layer * model.layers;
+        if (setup.recompute != Recompute::none) {
+            act.rebuilt_layer = transformer_layer_bytes(shape, setup.precision, Recompute::none) - act.per_layer;
+        }
+        if (shape.vocab > 0) {
+            const std::uint64_t s = shape.seq;
+            act.output_layer = (half ? 4 : 8) * s * (std::uint64_t{shape.hidden} + shape.vocab);
+        }
+        act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer;
+        act.source = "transformer formula";
+        switch (setup.recompute) {
+        case Recompute::none:
+            act.formula = half ? "s·h·(34 + 5·a·s/h)" : "s·h·(66 + 9·a·s/h)";
+            break;
+        case Recompute::selective:
+            act.formula = half ? "34·s·h" : "66·s·h";
+            break;
+        case Recompute::full:
+            act.formula = half ? "2·s·h" : "4·s·h";
+            break;
+        }
+        if (!half) {
+            plan.notes.push_back("fp32 activations: the 16-bit formula with every 2-byte tensor doubled (dropout "
+                                 "masks stay 1 byte)");
+        }
+    } else if (model.measured_fp32 || model.measured_16bit) {
+        if (setup.precision == Precision::fp32) {
+            act.measured = model.measured_fp32 ? *model.measured_fp32 : 2 * *model.measured_16bit;
+        } else {
+            act.measured = model.measured_16bit ? *model.measured_16bit : *model.measured_fp32 / 2;
+        }
+        act.transient = scaled(act.measured, overheads.cnn_transient);
+        act.per_sample = act.measured + act.transient;
+        act.source = "measured";
+        act.formula = fmt::format("tensors saved for backward{}, plus {:g} % for transient buffers",
+            model.image_size > 0 ? fmt::format(" at {0}×{0}", model.image_size) : "", overheads.cnn_transient * 100);
+        if (setup.recompute != Recompute::none) {
+            plan.notes.push_back(fmt::format("--recompute {} is not counted for {}: its activations were measured "
+                                             "without recomputation",
+                to_string(setup.recompute), model.name));
+        }
+    } else {
+        throw Error(fmt::format("model {}: no way to count its activations; give the transformer shape (--layers, "
+                                "--hidden, --heads, --seq) or --activation-bytes-per-sample",
+            model.name));
+    }
+    if (act.per_sample == 0) {
+        throw Error(
+            fmt::format("model {}: zero activation bytes per sample; give --activation-bytes-per-sample", model.name));
+    }
+    return plan;
+}
+
+GpuFit fit_gpu(const MemoryPlan& plan, std::uint64_t memory, const Overheads& overheads)
+{
+    GpuFit fit;
+    fit.memory = memory;
+    fit.cuda_context = overheads.cuda_context;
+    fit.workspace = overheads.workspace;
+    fit.margin = static_cast<std::uint64_t>(static_cast<long double>(memory) * overheads.margin_fraction);
+    fit.states = plan.states.total();
+    fit.available = static_cast<std::int64_t>(memory) - static_cast<std::int64_t>(fit.cuda_context) -
+        static_cast<std::int64_t>(fit.workspace) - static_cast<std::int64_t>(fit.margin) -
+        static_cast<std::int64_t>(fit.states);
+    if (fit.available > 0 && plan.activations.per_sample > 0) {
+        const std::uint64_t batch = static_cast<std::uint64_t>(fit.available) / plan.activations.per_sample;
+        fit.max_batch = static_cast<unsigned>(std::min<std::uint64_t>(batch, UINT_MAX));
+    }
+    return fit;
+}
+
+std::vector<Suggestion> suggest_changes(
+    const ModelSpec& model, const TrainingSetup& setup, std::uint64_t memory, const Overheads& overheads)
+{
+    const bool formula = model.transformer && !model.activation_bytes;
+    const bool lower_precision = setup.precision == Precision::fp32 || setup.precision == Precision::amp;
+
+    // Each change alone.
+    std::vector<TrainingSetup> singles;
+    if (formula && setup.recompute == Recompute::none) {
+        singles.push_back(setup);
+        singles.back().recompute = Recompute::selective;
+    }
+    if (formula && setup.recompute != Recompute::full) {
+        singles.push_back(setup);
+        singles.back().recompute = Recompute::full;
+    }
+    if (setup.dp > 1) {
+        for (unsigned stage = setup.zero + 1; stage <= 3; ++stage) {
+            singles.push_back(setup);
+            singles.back().zero = stage;
+        }
+    }
+    if (lower_precision) {
+        singles.push_back(setup);
+        singles.back().precision = Precision::bf16;
+    }
+    std::vector<Suggestion> out;
+    bool fits = false;
+    for (const auto& s : singles) {
+        out.push_back({change_text(setup, s), s, max_batch_of(model, s, memory, overheads)});
+        fits = fits || out.back().max_batch > 0;
+    }
+    if (fits) {
+        return out;
+    }
+
+    // All of them together.
+    TrainingSetup all = setup;
+    if (formula) {
+        all.recompute = Recompute::full;
+    }
+    if (setup.dp > 1) {
+        all.zero = 3;
+    }
+    if (lower_precision) {
+        all.precision = Precision::bf16;
+    }
+    const std::string together = change_text(setup, all);
+    if (std::none_of(out.begin(), out.end(), [&](const Suggestion& s) { return s.change == together; })) {
+        out.push_back({together, all, max_batch_of(model, all, memory, overheads)});
+        if (out.back().max_batch > 0) {
+            return out;
+        }
+    }
+
+    // ZeRO-3 over more GPUs: the fewest that fit batch 1, first alone, then with the other changes.
+    std::vector<TrainingSetup> sharded;
+    TrainingSetup zero3 = setup;
+    zero3.zero = 3;
+    sharded.push_back(zero3);
+    if (formula && setup.recompute != Recompute::full) {
+        zero3.recompute = Recompute::full;
+        sharded.push_back(zero3);
+    }
+    if (lower_precision) {
+        zero3.precision = Precision::bf16;
+        sharded.push_back(zero3);
+    }
+    constexpr unsigned most_gpus = 4096;
+    unsigned fewest = most_gpus + 1;
+    for (TrainingSetup s : sharded) {
+        for (unsigned dp = std::max(2u, setup.dp + 1); dp < fewest; ++dp) {
+            s.dp = dp;
+            const unsigned batch = max_batch_of(model, s, memory, overheads);
+            if (batch > 0) {
+                out.push_back({change_text(setup, s), s, batch});
+                fewest = dp;
+                break;
+            }
+        }
+    }
+    return out;
+}
+
+LrAdvice advise_lr(
+    Optimizer optimizer, unsigned global_batch, std::optional<double> base_lr, std::optional<unsigned> base_batch)
+{
+    LrAdvice advice;
+    advice.linear = optimizer == Optimizer::sgd || optimizer == Optimizer::momentum;
+    advice.global_batch = global_batch;
+    advice.base_lr = base_lr;
+    advice.base_batch = base_batch;
+    if (base_batch && *base_batch > 0) {
+        const double k = static_cast<double>(global_batch) / *base_batch;
+        advice.k = k;
+        if (base_lr) {
+            advice.lr = *base_lr * (advice.linear ? k : std::sqrt(k));
+        }
+    }
+    if (global_batch > 8192) {
+        advice.notes.push_back(advice.linear
+                ? "above a global batch of about 8k linear scaling stops holding (Goyal et al. went to 8k): "
+                  "consider LARS"
+                : "at this global batch consider LAMB (Adam with layer-wise trust ratios)");
+    }
+    return advice;
+}
+
+std::uint64_t parse_param_count(std::string_view text, const std::string& what)
+{
+    auto bad = [&](const std::string& why) {
+        return Error(fmt::format("{} {}: {}; write a count such as 7B, 350M, 125k or 1.5e9", what, text, why));
+    };
+    std::string_view number = text;
+    double multiplier = 1;
+    if (!number.empty()) {
+        switch (number.back()) {
+        case 'k':
+        case 'K':
+            multiplier = 1e3;
+            break;
+        case 'm':
+        case 'M':
+            multiplier = 1e6;
+            break;
+        case 'b':
+        case 'B':
+        case 'g':
+        case 'G':
+            multiplier = 1e9;
+            break;
+        case 't':
+        case 'T':
+            multiplier = 1e12;
+            break;
+        default:
+            break;
+        }
+        if (multiplier != 1) {
+            number.remove_suffix(1);
+        }
+    }
+    // Digits, an optional fraction, an optional exponent; no sign, no hex, no inf or nan.
+    if (number.empty() || number.find_first_not_of("0123456789.eE+-") != std::string_view::npos ||
+        number.front() == '+' || number.front() == '-' || number.front() == 'e' || number.front() == 'E') {
+        throw bad("not a parameter count");
+    }
+    double value = 0;
+    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (ec != std::errc() || end != number.data() + number.size()) {
+        throw bad("not a parameter count");
+    }
+    const double count = std::round(value * multiplier);
+    if (!std::isfinite(count) || count < 1) {
+        throw bad("fewer than 1 parameter");
+    }
+    if (count > 1e15) {
+        throw bad("more than 10^15 parameters");
+    }
+    return static_cast<std::uint64_t>(count);
+}
+
+std::string format_param_count(std::uint64_t params)
+{
+    static constexpr std::array<std::pair<double, const char*>, 4> units = {
+        {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "k"}}};
+    const auto p = static_cast<double>(params);
+    for (const auto& [unit, suffix] : units) {
+        if (p >= unit * 0.9995) {
+            return fmt::format("{:.3g}{}", p / unit, suffix);
+        }
+    }
+    return fmt::format("{}", params);
+}
+
+} // namespace doctor::fit

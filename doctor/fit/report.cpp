@@ -1,0 +1,509 @@
+#include "doctor/fit/report.hpp"
+
+#include "probes/byte_size.hpp"
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <numeric>
+
+namespace doctor::fit {
+
+namespace {
+
+using probes::format_bytes;
+
+bool all_equal(const std::vector<double>& values)
+{
+    return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
+}
+
+// Numbers as people read them: 0.1, 0.000283, 2.5, 1.333.
+std::string number(double value)
+{
+    return fmt::format("{:.4g}", value);
+}
+
+// Consecutive identical rows become one, led by the range of GPUs they stand for ("0-63").
+std::vector<std::vector<std::string>> grouped(const std::vector<std::vector<std::string>>& rows)
+{
+    std::vector<std::vector<std::string>> out;
+    for (std::size_t i = 0; i < rows.size();) {
+        std::size_t j = i + 1;
+        while (j < rows.size() && rows[j] == rows[i]) {
+            ++j;
+        }
+        out.push_back(rows[i]);
+        out.back().insert(out.back().begin(), j - i == 1 ? std::to_string(i) : fmt::format("{}-{}", i, j - 1));
+        i = j;
+    }
+    return out;
+}
+
+std::string gpu_label(const FitReport& r, std::size_t i)
+{
+    const auto& name = r.request.gpus[i].name;
+    return name.empty() ? fmt::format("GPU {}", i) : fmt::format("GPU {} ({})", i, name);
+}
+
+const char* weight_words(Precision p)
+{
+    switch (p) {
+    case Precision::fp32:
+        return "fp32";
+    case Precision::fp16:
+    case Precision::bf16:
+        return "16-bit";
+    case Precision::amp:
+        return "fp32 and autocast's 16-bit copy";
+    }
+    return "";
+}
+
+std::string optimizer_words(Precision p, Optimizer o)
+{
+    std::string states;
+    if (o == Optimizer::momentum) {
+        states = "momentum";
+    } else if (o == Optimizer::adam || o == Optimizer::adamw) {
+        states = "m and v";
+    }
+    if (p == Precision::fp16 || p == Precision::bf16) {
+        return states.empty() ? "fp32 master weights" : "fp32 master weights, " + states;
+    }
+    return states.empty() ? "no state" : states + ", fp32";
+}
+
+std::string left_text(const GpuFit& fit)
+{
+    if (fit.available >= 0) {
+        return format_bytes(static_cast<std::uint64_t>(fit.available));
+    }
+    return fmt::format("none (short {})", format_bytes(static_cast<std::uint64_t>(-fit.available)));
+}
+
+std::string shape_text(const ModelSpec& m)
+{
+    std::vector<std::string> parts{fmt::format("{} parameters", format_param_count(m.params))};
+    if (m.transformer) {
+        parts.push_back(fmt::format("{} layers, hidden {}, {} heads, sequence {}", m.layers, m.transformer->hidden,
+            m.transformer->heads, m.transformer->seq));
+        if (m.transformer->vocab > 0) {
+            parts.push_back(fmt::format("vocabulary {}", m.transformer->vocab));
+        }
+    } else if (m.layers > 0) {
+        parts.push_back(fmt::format("{} layers", m.layers));
+    }
+    if (m.image_size > 0 && !m.transformer) {
+        parts.push_back(fmt::format("images {0}×{0}", m.image_size));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string zero_text(const TrainingSetup& s)
+{
+    if (s.zero == 0) {
+        return "no ZeRO";
+    }
+    return fmt::format("ZeRO-{} over {} GPU{}", s.zero, s.dp, s.dp == 1 ? "" : "s");
+}
+
+void render_lr(const LrAdvice& lr, Optimizer optimizer, std::string& out)
+{
+    const char* rule = lr.linear ? "linear scaling with gradual warmup (Goyal et al. 2017)"
+                                 : "square-root scaling (Malladi et al. 2022)";
+    out += fmt::format("Learning rate for {}: {}\n", to_string(optimizer), rule);
+    if (lr.k) {
+        const std::string k = fmt::format("k = {} / {} = {}", lr.global_batch, *lr.base_batch, number(*lr.k));
+        if (lr.lr) {
+            out += fmt::format("  {}; lr = {} × {} = {}\n", k, number(*lr.base_lr),
+                lr.linear ? number(*lr.k) : fmt::format("√{}", number(*lr.k)), number(*lr.lr));
+        } else {
+            out += fmt::format("  {}; lr = base lr × {}\n", k,
+                lr.linear ? number(*lr.k) : fmt::format("√{} = {}", number(*lr.k), number(std::sqrt(*lr.k))));
+        }
+    } else {
+        out += fmt::format("  lr = base lr × {} with k = {} / base batch; give --base-lr and --base-batch (the batch "
+                           "that learning rate was tuned for) for the numbers\n",
+            lr.linear ? "k" : "√k", lr.global_batch);
+    }
+    if (lr.linear) {
+        if (lr.k && *lr.k <= 1) {
+            out += "  no warmup needed for k <= 1\n";
+        } else if (lr.lr) {
+            out += fmt::format("  warm up: start at {} and raise it linearly to {} over the first {} epochs\n",
+                number(*lr.base_lr), number(*lr.lr), lr.warmup_epochs);
+        } else {
+            out += fmt::format(
+                "  warm up: start at the base lr and raise it linearly to the scaled one over the first {} epochs\n",
+                lr.warmup_epochs);
+        }
+    } else {
+        out += "  a short linear warmup (a few % of the steps) helps too\n";
+    }
+    for (const auto& note : lr.notes) {
+        out += fmt::format("  {}\n", note);
+    }
+    out += fmt::format("  compare against a run with the learning rate unscaled{}: the rule is a starting point\n",
+        lr.base_lr ? fmt::format(" ({})", number(*lr.base_lr)) : "");
+}
+
+} // namespace
+
+FitReport analyse_fit(const FitRequest& request)
+{
+    if (request.gpus.empty()) {
+        throw probes::Error("fit: no GPU to fit on; give --gpu-mem SIZE or --gpus");
+    }
+    FitReport r;
+    r.request = request;
+    r.plan = plan_memory(request.model, request.setup, request.overheads);
+    r.notes = r.plan.notes;
+    for (const auto& note : request.notes) {
+        r.notes.push_back(note);
+    }
+
+    std::vector<unsigned> caps;
+    std::vector<double> speeds;
+    for (const auto& gpu : request.gpus) {
+        r.fits.push_back(fit_gpu(r.plan, gpu.memory, request.overheads));
+        caps.push_back(r.fits.back().max_batch);
+        speeds.push_back(gpu.speed);
+    }
+    r.max_batch_per_gpu = *std::min_element(caps.begin(), caps.end());
+    const std::uint64_t room = std::accumulate(caps.begin(), caps.end(), std::uint64_t{0});
+
+    if (r.max_batch_per_gpu == 0) {
+        // Suggestions for the GPU with the least memory among those where nothing fits.
+        std::size_t worst = 0;
+        for (std::size_t i = 0; i < caps.size(); ++i) {
+            if (caps[i] == 0 && (caps[worst] != 0 || request.gpus[i].memory < request.gpus[worst].memory)) {
+                worst = i;
+            }
+        }
+        r.failing_gpu = worst;
+        r.suggestions = suggest_changes(request.model, request.setup, request.gpus[worst].memory, request.overheads);
+        if (request.global_batch) {
+            r.global_batch = *request.global_batch;
+            r.global_batch_from = "--global-batch";
+        }
+    } else if (request.global_batch) {
+        r.global_batch = *request.global_batch;
+        r.global_batch_from = "--global-batch";
+        if (r.global_batch > room) {
+            r.notes.push_back(fmt::format("a global batch of {} is more than these GPUs hold in one step ({}): "
+                                          "accumulate gradients over {} steps, or lower it",
+                r.global_batch, room, (r.global_batch + room - 1) / room));
+        } else if (request.gpus.size() > 1) {
+            r.split = probes::split_batch(r.global_batch, speeds, caps);
+        }
+    } else if (request.gpus.size() == 1) {
+        r.global_batch = caps.front();
+        r.global_batch_from = "max batch";
+    } else {
+        // The largest global batch whose share by speed, B·s_i/Σs, is within every GPU's max batch.
+        const double total_speed = std::accumulate(speeds.begin(), speeds.end(), 0.0);
+        double balanced = static_cast<double>(room);
+        for (std::size_t i = 0; i < caps.size(); ++i) {
+            balanced = std::min(balanced, std::floor(caps[i] * total_speed / speeds[i] + 1e-9));
+        }
+        r.global_batch = static_cast<unsigned>(std::max(1.0, balanced));
+        r.global_batch_from = all_equal(speeds) && std::equal(caps.begin() + 1, caps.end(), caps.begin())
+            ? "max batch"
+            : "balanced by speed";
+        r.split = probes::split_batch(r.global_batch, speeds, caps);
+    }
+
+    if (request.gpus.size() > 1 && request.model.layers > 0 && (request.layers_given || !all_equal(speeds))) {
+        r.pipeline_layers = probes::split_layers(request.model.layers, speeds);
+    }
+    if (r.global_batch > 0) {
+        r.lr = advise_lr(request.setup.optimizer, r.global_batch, request.base_lr, request.base_batch);
+    }
+    return r;
+}
+
+std::string render_fit_text(const FitReport& r)
+{
+    const FitRequest& q = r.request;
+    const ModelSpec& m = q.model;
+    const TrainingSetup& s = q.setup;
+    const StateMemory& st = r.plan.states;
+    const ActivationBytes& act = r.plan.activations;
+    std::string out;
+
+    out += fmt::format("{}{}\n", m.name, m.description.empty() ? "" : ": " + m.description);
+    out += fmt::format("  {}\n", shape_text(m));
+    out += fmt::format("  {}, {}, {}, recompute {}\n\n", to_string(s.precision), to_string(s.optimizer), zero_text(s),
+        to_string(s.recompute));
+
+    // The breakdown, in the order memory is spent.
+    auto row = [&](const std::string& label, std::uint64_t bytes, const std::string& detail) {
+        out += fmt::format("  {:<14}{:>11}  {}\n", label, format_bytes(bytes), detail);
+    };
+    auto sharded = [&](unsigned from_stage) {
+        return s.zero >= from_stage && s.dp > 1 ? fmt::format(", ÷ {} (ZeRO-{})", s.dp, s.zero) : std::string();
+    };
+    out += fmt::format(
+        "Model states per GPU: {} ({} bytes per parameter)\n", format_bytes(st.total()), st.per_param.total());
+    row("weights", st.weights,
+        fmt::format("{} B/parameter, {}{}", st.per_param.weights, weight_words(s.precision), sharded(3)));
+    row("gradients", st.gradients,
+        fmt::format("{} B/parameter, {}{}", st.per_param.gradients,
+            s.precision == Precision::fp16 || s.precision == Precision::bf16 ? "16-bit" : "fp32", sharded(2)));
+    row("optimizer", st.optimizer,
+        fmt::format(
+            "{} B/parameter, {}{}", st.per_param.optimizer, optimizer_words(s.precision, s.optimizer), sharded(1)));
+    if (st.zero3_gather > 0) {
+        row("ZeRO-3 gather", st.zero3_gather, "one layer's weights and gradients, gathered");
+    }
+
+    out += fmt::format("Activations per sample: {} ({})\n", format_bytes(act.per_sample), act.source);
+    if (act.layers_total > 0) {
+        row("layers", act.layers_total, fmt::format("{} × {}, {}", m.layers, format_bytes(act.per_layer), act.formula));
+    }
+    if (act.rebuilt_layer > 0) {
+        row("recomputed", act.rebuilt_layer, "the rest of one layer, rebuilt during its backward");
+    }
+    if (act.output_layer > 0) {
+        row("output layer", act.output_layer, "logits and loss, 4·s·h + 4·s·V");
+    }
+    if (act.measured > 0) {
+        row("measured", act.measured,
+            fmt::format("{}{}", s.precision == Precision::fp32 ? "fp32" : "16-bit",
+                m.image_size > 0 ? fmt::format(", {0}×{0}, saved for backward", m.image_size) : ""));
+        row("transient", act.transient,
+            fmt::format("{:g} % more: gradient buffers, workspaces (a lower bound)", q.overheads.cnn_transient * 100));
+    }
+    if (act.source == "given") {
+        row("given", act.per_sample, "--activation-bytes-per-sample");
+    }
+    out += fmt::format("Overhead per GPU: CUDA context {}, workspaces {} (cuBLAS, cuDNN, NCCL); margin {:g} % of its "
+                       "memory, for fragmentation\n\n",
+        format_bytes(q.overheads.cuda_context), format_bytes(q.overheads.workspace), q.overheads.margin_fraction * 100);
+
+    // One row per GPU.
+    const bool several = q.gpus.size() > 1;
+    std::vector<std::vector<std::string>> rows = {
+        {"GPU", "name", "memory", "from", "margin", "left for activations", "max batch"}};
+    if (several) {
+        rows.front().insert(rows.front().begin() + 4, "speed");
+    }
+    std::vector<std::vector<std::string>> per_gpu;
+    for (std::size_t i = 0; i < q.gpus.size(); ++i) {
+        const auto& g = q.gpus[i];
+        const auto& f = r.fits[i];
+        per_gpu.push_back({g.name.empty() ? "-" : g.name, format_bytes(g.memory), g.memory_from, format_bytes(f.margin),
+            left_text(f), std::to_string(f.max_batch)});
+        if (several) {
+            per_gpu.back().insert(per_gpu.back().begin() + 3, number(g.speed));
+        }
+    }
+    for (auto& cells : grouped(per_gpu)) {
+        rows.push_back(std::move(cells));
+    }
+    std::vector<std::size_t> width(rows.front().size(), 0);
+    for (const auto& cells : rows) {
+        for (std::size_t c = 0; c < cells.size(); ++c) {
+            width[c] = std::max(width[c], cells[c].size());
+        }
+    }
+    for (const auto& cells : rows) {
+        std::string line = " ";
+        for (std::size_t c = 0; c < cells.size(); ++c) {
+            line += c + 1 == cells.size() ? " " + cells[c] : fmt::format(" {:<{}} ", cells[c], width[c]);
+        }
+        out += line + "\n";
+    }
+    out += "\n";
+
+    if (r.failing_gpu) {
+        const std::size_t w = *r.failing_gpu;
+        const GpuFit& f = r.fits[w];
+        out += fmt::format("Max batch per GPU: 0, nothing fits, not even batch 1, on {}: ", gpu_label(r, w));
+        if (f.available <= 0) {
+            out += fmt::format("the model states need {}, and {} are left after overhead and margin\n",
+                format_bytes(f.states),
+                format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.available + f.states))));
+        } else {
+            out += fmt::format("one sample's activations need {}, and {} are left after the model states\n",
+                format_bytes(act.per_sample), format_bytes(static_cast<std::uint64_t>(f.available)));
+        }
+        if (!r.suggestions.empty()) {
+            out += fmt::format("What would fit on {}:\n", gpu_label(r, w));
+            std::size_t longest = 0;
+            for (const auto& sg : r.suggestions) {
+                longest = std::max(longest, sg.change.size());
+            }
+            for (const auto& sg : r.suggestions) {
+                out += fmt::format("  {:<{}}  {}\n", sg.change, longest,
+                    sg.max_batch > 0 ? fmt::format("max batch {}", sg.max_batch) : "still nothing fits");
+            }
+        }
+        const bool any = std::any_of(
+            r.suggestions.begin(), r.suggestions.end(), [](const Suggestion& sg) { return sg.max_batch > 0; });
+        if (!any) {
+            out += "Nothing tried here fits: use GPUs with more memory, shorten the sequence or image, or split the "
+                   "model (tensor or pipeline parallelism)\n";
+        }
+    } else {
+        out += fmt::format("Max batch per GPU: {}{}\n", r.max_batch_per_gpu,
+            several &&
+                    std::any_of(r.fits.begin(), r.fits.end(),
+                        [&](const GpuFit& f) { return f.max_batch != r.max_batch_per_gpu; })
+                ? " (on the smallest GPU; each GPU's is in the table)"
+                : "");
+    }
+
+    if (r.global_batch > 0) {
+        std::string how;
+        if (r.global_batch_from == "--global-batch") {
+            how = "as given";
+        } else if (r.global_batch_from == "balanced by speed") {
+            how = "the largest whose shares by speed fit every GPU";
+        } else {
+            how = fmt::format("{} GPU{} × {}", q.gpus.size(), several ? "s" : "", r.max_batch_per_gpu);
+        }
+        out += fmt::format("Global batch: {} ({})\n", r.global_batch, how);
+    }
+    if (r.split) {
+        const auto& split = *r.split;
+        out += fmt::format("Split of {} over {} GPUs by speed, b_i = B·s_i/Σs capped by each GPU's max batch:\n",
+            r.global_batch, q.gpus.size());
+        std::size_t name_width = 1;
+        for (const auto& g : q.gpus) {
+            name_width = std::max(name_width, g.name.size());
+        }
+        std::vector<std::vector<std::string>> shares;
+        for (std::size_t i = 0; i < split.per_gpu.size(); ++i) {
+            shares.push_back({q.gpus[i].name.empty() ? "-" : q.gpus[i].name, number(q.gpus[i].speed),
+                std::to_string(split.per_gpu[i]), fmt::format("{:.3f}", split.loss_weight[i])});
+        }
+        const auto lines = grouped(shares);
+        std::size_t index_width = 3;
+        for (const auto& cells : lines) {
+            index_width = std::max(index_width, cells[0].size());
+        }
+        for (const auto& cells : lines) {
+            out += fmt::format("  GPU {:<{}} {:<{}}  speed {:<6} batch {:<6} loss weight {}\n", cells[0], index_width,
+                cells[1], name_width, cells[2], cells[3], cells[4]);
+        }
+        for (const auto& note : split.notes) {
+            out += fmt::format("  {}\n", note);
+        }
+        if (!std::all_of(
+                split.loss_weight.begin(), split.loss_weight.end(), [](double w) { return std::abs(w - 1) < 1e-12; })) {
+            out += "  each rank multiplies its mean loss by its weight, N·b_i/B, so that DDP's average over ranks "
+                   "is the average over all samples (gpurun --global-batch exports GPURUN_LOCAL_BATCH and "
+                   "GPURUN_LOSS_WEIGHT)\n";
+        }
+    }
+    if (!r.pipeline_layers.empty()) {
+        std::vector<std::vector<std::string>> layers;
+        for (unsigned count : r.pipeline_layers) {
+            layers.push_back({std::to_string(count)});
+        }
+        std::vector<std::string> parts;
+        for (const auto& cells : grouped(layers)) {
+            parts.push_back(fmt::format("GPU {} {}", cells[0], cells[1]));
+        }
+        out += fmt::format("Pipeline split of {} layers by speed: {}; contiguous stages, re-measure stage times and "
+                           "check each stage's memory\n",
+            m.layers, fmt::join(parts, ", "));
+    }
+    if (r.lr) {
+        out += "\n";
+        render_lr(*r.lr, s.optimizer, out);
+    }
+    if (!r.notes.empty()) {
+        out += "\nNotes:\n";
+        for (const auto& note : r.notes) {
+            out += fmt::format("  {}\n", note);
+        }
+    }
+    return out;
+}
+
+nlohmann::json render_fit_json(const FitReport& r)
+{
+    using nlohmann::json;
+    const FitRequest& q = r.request;
+    const ModelSpec& m = q.model;
+    const StateMemory& st = r.plan.states;
+    const ActivationBytes& act = r.plan.activations;
+
+    json model = {{"name", m.name}, {"description", m.description}, {"params", m.params},
+        {"layers", m.layers > 0 ? json(m.layers) : json(nullptr)}};
+    if (m.transformer) {
+        model["hidden"] = m.transformer->hidden;
+        model["heads"] = m.transformer->heads;
+        model["seq"] = m.transformer->seq;
+        model["vocab"] = m.transformer->vocab > 0 ? json(m.transformer->vocab) : json(nullptr);
+    }
+    if (m.image_size > 0) {
+        model["image_size"] = m.image_size;
+    }
+
+    json doc;
+    doc["model"] = model;
+    doc["training"] = {{"precision", to_string(q.setup.precision)}, {"optimizer", to_string(q.setup.optimizer)},
+        {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)}};
+    doc["breakdown"] = {{"states",
+                            {{"bytes", st.total()},
+                                {"bytes_per_param",
+                                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
+                                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
+                                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
+                                {"optimizer_bytes", st.optimizer}, {"zero3_gather_bytes", st.zero3_gather}}},
+        {"activations_per_sample",
+            {{"bytes", act.per_sample}, {"source", act.source}, {"formula", act.formula},
+                {"per_layer_bytes", act.per_layer}, {"layers_bytes", act.layers_total},
+                {"recomputed_bytes", act.rebuilt_layer}, {"output_layer_bytes", act.output_layer},
+                {"measured_bytes", act.measured}, {"transient_bytes", act.transient}}},
+        {"cuda_context_bytes", q.overheads.cuda_context}, {"workspace_bytes", q.overheads.workspace},
+        {"margin_fraction", q.overheads.margin_fraction}};
+    json gpus = json::array();
+    for (std::size_t i = 0; i < q.gpus.size(); ++i) {
+        const auto& g = q.gpus[i];
+        const auto& f = r.fits[i];
+        gpus.push_back({{"index", i}, {"name", g.name.empty() ? json(nullptr) : json(g.name)},
+            {"memory_bytes", g.memory}, {"memory_from", g.memory_from}, {"speed", g.speed}, {"margin_bytes", f.margin},
+            {"available_bytes", f.available}, {"max_batch", f.max_batch}});
+    }
+    doc["gpus"] = gpus;
+    doc["max_batch_per_gpu"] = r.max_batch_per_gpu;
+    doc["fits"] = r.max_batch_per_gpu > 0;
+    doc["global_batch"] = r.global_batch > 0 ? json(r.global_batch) : json(nullptr);
+    doc["global_batch_from"] = r.global_batch > 0 ? json(r.global_batch_from) : json(nullptr);
+    if (r.split) {
+        doc["per_gpu_batch"] = r.split->per_gpu;
+        doc["loss_weight"] = r.split->loss_weight;
+        doc["split_notes"] = r.split->notes;
+    }
+    if (!r.pipeline_layers.empty()) {
+        doc["pipeline_layers"] = r.pipeline_layers;
+    }
+    if (r.lr) {
+        const auto& lr = *r.lr;
+        auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+        doc["learning_rate"] = {{"rule", lr.linear ? "linear" : "sqrt"}, {"global_batch", lr.global_batch},
+            {"base_batch", opt(lr.base_batch)}, {"base_lr", opt(lr.base_lr)}, {"k", opt(lr.k)}, {"lr", opt(lr.lr)},
+            {"warmup_epochs", lr.linear ? json(lr.warmup_epochs) : json(nullptr)}, {"notes", lr.notes}};
+    } else {
+        doc["learning_rate"] = nullptr;
+    }
+    if (r.failing_gpu) {
+        json suggestions = json::array();
+        for (const auto& sg : r.suggestions) {
+            suggestions.push_back({{"change", sg.change}, {"precision", to_string(sg.setup.precision)},
+                {"zero", sg.setup.zero}, {"dp", sg.setup.dp}, {"recompute", to_string(sg.setup.recompute)},
+                {"max_batch_per_gpu", sg.max_batch}});
+        }
+        doc["suggestions"] = {{"gpu", *r.failing_gpu}, {"changes", suggestions}};
+    }
+    doc["notes"] = r.notes;
+    return doc;
+}
+
+} // namespace doctor::fit

@@ -1,0 +1,60 @@
+#pragma once
+
+// gpudoctor fit's answer: the model's fit on each GPU, the global batch and its split over the
+// GPUs, the learning rate, and what would fit when nothing does. One data model, two renderers.
+
+#include "doctor/fit/model.hpp"
+#include "probes/batch_split.hpp"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace doctor::fit {
+
+/// One GPU the job runs on.
+struct FitGpu {
+    std::string name; ///< from the GPU table, NVML, or "" for a size given with --gpu-mem
+    std::uint64_t memory = 0;
+    std::string memory_from; ///< "gpu table", "nvml free", "--gpu-mem"
+    double speed = 1; ///< relative training speed
+};
+
+/// What the user asked, resolved: the model, the setup and the GPUs.
+struct FitRequest {
+    ModelSpec model;
+    TrainingSetup setup;
+    Overheads overheads;
+    std::vector<FitGpu> gpus;
+    std::optional<unsigned> global_batch; ///< --global-batch
+    std::optional<double> base_lr;
+    std::optional<unsigned> base_batch;
+    bool layers_given = false; ///< --layers on the command line: show the pipeline split
+    std::vector<std::string> notes;
+};
+
+struct FitReport {
+    FitRequest request;
+    MemoryPlan plan;
+    std::vector<GpuFit> fits; ///< one per request.gpus
+    unsigned max_batch_per_gpu = 0; ///< the smallest over the GPUs; 0 when nothing fits on one
+    unsigned global_batch = 0; ///< 0 when nothing fits and none was given
+    std::string global_batch_from; ///< "--global-batch", "max batch", "balanced by speed"
+    std::optional<probes::BatchSplit> split; ///< with more than one GPU, when the batch fits in one step
+    std::vector<unsigned> pipeline_layers; ///< layers per GPU, when shown
+    std::optional<LrAdvice> lr;
+    std::optional<std::size_t> failing_gpu; ///< where nothing fits: the one with the least memory
+    std::vector<Suggestion> suggestions; ///< for failing_gpu
+    std::vector<std::string> notes;
+};
+
+/// Computes everything. Throws probes::Error for inputs the model refuses (see plan_memory) and
+/// when there is no GPU.
+FitReport analyse_fit(const FitRequest& request);
+
+std::string render_fit_text(const FitReport& report);
+/// The layout is in gpudoctor(1), OUTPUT.
+nlohmann::json render_fit_json(const FitReport& report);
+
+} // namespace doctor::fit

@@ -1,0 +1,41 @@
+#pragma once
+
+// gpudoctor profile: the text and JSON reports of probes::nsys::summarize over Nsight Systems
+// SQLite exports.
+
+#include "doctor/check/verdict.hpp"
+#include "probes/nsys/summary.hpp"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace doctor::profile {
+
+/// The human report: each export, then each GPU (busy share, top kernels, streams, copies by
+/// kind, peer copies, idle gaps), then the findings.
+std::string render_profile_text(const probes::nsys::Summary& summary, bool color = false);
+
+/// The JSON report: {"reports": [...], "gpus": [...], "findings": [...], "options": {...}}; times in
+/// seconds, shares as fractions, bandwidths in GB/s (1e9 bytes per second).
+nlohmann::json render_profile_json(const probes::nsys::Summary& summary);
+
+/// The command line of `gpudoctor profile`.
+struct ProfileCommand {
+    std::vector<std::string> files; ///< exports or directories of them
+    bool json = false;
+    bool color = false;
+    std::string fail_on = "fail"; ///< "warn" or "fail": the level that makes the exit status 1
+    double gap_seconds = 0.5;
+    unsigned top = 10;
+    double min_busy_percent = 50;
+    bool quiet = false; ///< only the problems and a count
+    check::VerdictFiles files_out; ///< --junit, --prometheus
+};
+
+/// Reads, summarises and prints; returns the exit status: 0 read (findings or not), 1 a finding at
+/// the --fail-on level. Throws probes::Error for usage and input errors (exit status 2), before
+/// anything is printed.
+int run_profile(const ProfileCommand& command);
+
+} // namespace doctor::profile
