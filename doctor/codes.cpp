@@ -1,6 +1,6 @@
 #include "doctor/codes.hpp"
 #include "doctor/checks/checks.hpp"
-#include "probes/gpu_monitor.hpp"
+#include "probes/monitor/summary.hpp"
 #include "probes/nccl/log.hpp"
 #include "probes/nsys/summary.hpp"
 
@@ -29,7 +29,7 @@ std::vector<check::CodeInfo> all_codes()
                 "{} Reported by 'gpudoctor nccl-log' ({}).", c.explanation, probes::nccl::to_string(c.severity)),
             c.remedy});
     }
-    for (const auto& c : probes::monitor_codes()) {
+    for (const auto& c : probes::monitor::monitor_codes()) {
         out.push_back({c.code, c.title,
             fmt::format("{} Reported by 'gpudoctor monitor' and 'gpurun --monitor' ({}).", c.explanation,
                 probes::to_string(c.severity)),

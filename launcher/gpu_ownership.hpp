@@ -3,7 +3,8 @@
 // One rank per GPU, checked while the job runs: what each rank's helper recorded (pid -> GPU)
 // against the processes NVML lists on each GPU.
 
-#include "probes/gpu_monitor.hpp"
+#include "probes/cpu_set.hpp"
+#include "probes/monitor/summary.hpp"
 #include "probes/pci_address.hpp"
 #include "probes/sysroot.hpp"
 
@@ -26,7 +27,7 @@ struct RankRecord {
 
 /// The compute processes NVML lists on one GPU of the node.
 struct GpuProcessList {
-    probes::MonitoredGpu gpu;
+    probes::monitor::MonitoredGpu gpu;
     bool job_gpu = false; ///< one of the GPUs the plan gave this node's ranks
     std::vector<unsigned> pids;
 };
@@ -57,7 +58,7 @@ enum class OwnershipIssueKind {
 
 struct OwnershipIssue {
     OwnershipIssueKind kind = OwnershipIssueKind::wrong_gpu;
-    probes::MonitoredGpu gpu;
+    probes::monitor::MonitoredGpu gpu;
     std::vector<unsigned> ranks; ///< wrong_gpu: every rank with a process on `gpu`
     std::vector<unsigned> pids; ///< foreign: theirs; crowded: all on `gpu`
     /// The job's own ranks break one rank per GPU: what --enforce=kill stops the job for. A foreign

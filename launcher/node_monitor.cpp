@@ -4,7 +4,7 @@
 #include "launcher/job_dir.hpp"
 #include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
-#include "probes/gpu_sampler.hpp"
+#include "probes/monitor/sampler.hpp"
 #include "probes/process.hpp"
 
 #include <algorithm>
@@ -87,13 +87,13 @@ public:
     JsonFile& operator=(const JsonFile&) = delete;
 
     /// A write that fails (a full disk) is reported by finish(); sampling goes on.
-    void add(const probes::GpuSample& sample)
+    void add(const probes::monitor::GpuSample& sample)
     {
         if (!m_failed.empty()) {
             return;
         }
         try {
-            m_file.write(fmt::format("{}\n{}", m_first ? "" : ",", probes::to_json(sample).dump()));
+            m_file.write(fmt::format("{}\n{}", m_first ? "" : ",", probes::monitor::to_json(sample).dump()));
         } catch (const Error& e) {
             m_failed = e.what();
         }
@@ -147,7 +147,7 @@ public:
         sigprocmask(SIG_BLOCK, &stop, nullptr);
 
         open_nvml();
-        probes::SampleSchedule schedule(m_o.monitor.interval);
+        probes::monitor::SampleSchedule schedule(m_o.monitor.interval);
         const auto records_deadline =
             Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(records_wait_s));
         while (true) {
@@ -198,8 +198,9 @@ private:
             const probes::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1);
             m_nvml = std::make_unique<probes::Nvml>(probes::Nvml::load());
             const auto all = m_nvml->gpus();
-            m_sampler = std::make_unique<probes::GpuSampler>(*m_nvml, probes::gpus_at(all, m_o.gpus));
-            m_everything = std::make_unique<probes::GpuSampler>(*m_nvml, probes::select_gpus(all, {}));
+            m_sampler = std::make_unique<probes::monitor::GpuSampler>(*m_nvml, probes::monitor::gpus_at(all, m_o.gpus));
+            m_everything =
+                std::make_unique<probes::monitor::GpuSampler>(*m_nvml, probes::monitor::select_gpus(all, {}));
         } catch (const std::exception& e) {
             m_sampler.reset();
             say(fmt::format("{}: cannot sample the GPUs: {}; the job runs unmonitored", m_host, e.what()));
@@ -210,7 +211,7 @@ private:
         }
         nlohmann::json gpus = nlohmann::json::array();
         for (const auto& g : m_sampler->gpus()) {
-            gpus.push_back(probes::to_json(g));
+            gpus.push_back(probes::monitor::to_json(g));
         }
         try {
             m_json = std::make_unique<JsonFile>(expand_host(m_o.monitor.json_file, m_host),
@@ -316,7 +317,7 @@ private:
                                 "sample with a kernel running, not how busy the SMs were\n",
                 m_host, m_sampler->gpus().size(), m_sampler->gpus().size() == 1 ? "" : "s", m_samples,
                 m_samples == 1 ? "" : "s", m_o.monitor.interval);
-            text += probes::render_summary_text(m_sampler->gpus(), summaries);
+            text += probes::monitor::render_summary_text(m_sampler->gpus(), summaries);
         }
         std::vector<std::string> ownership;
         if (m_sampler) {
@@ -337,7 +338,7 @@ private:
         if (m_json) {
             nlohmann::json list = nlohmann::json::array();
             for (const auto& s : summaries) {
-                list.push_back(probes::to_json(s));
+                list.push_back(probes::monitor::to_json(s));
             }
             nlohmann::json issues = nlohmann::json::array();
             for (const auto& [key, seen] : m_issues) {
@@ -395,10 +396,10 @@ private:
     std::string m_host;
     ProcessLookup m_lookup = proc_lookup(probes::Sysroot("/"));
     std::unique_ptr<probes::Nvml> m_nvml;
-    std::unique_ptr<probes::GpuSampler> m_sampler;
-    std::unique_ptr<probes::GpuSampler> m_everything; ///< every GPU of the node, for process lists
+    std::unique_ptr<probes::monitor::GpuSampler> m_sampler;
+    std::unique_ptr<probes::monitor::GpuSampler> m_everything; ///< every GPU of the node, for process lists
     std::unique_ptr<JsonFile> m_json;
-    probes::GpuSummariser m_summariser;
+    probes::monitor::GpuSummariser m_summariser;
     unsigned m_samples = 0;
     std::vector<RankRecord> m_records;
     bool m_check_processes = true;

@@ -138,4 +138,9 @@ bool CpuSet::includes(const CpuSet& other) const
     return std::includes(m_cpus.begin(), m_cpus.end(), other.m_cpus.begin(), other.m_cpus.end());
 }
 
+std::string format_ranges(std::vector<unsigned> numbers)
+{
+    return CpuSet(std::move(numbers)).to_list();
+}
+
 } // namespace probes

@@ -41,4 +41,7 @@ private:
     std::vector<unsigned> m_cpus;
 };
 
+/// "0-3,5,7": sorted numbers with runs as ranges (GPU indexes, ranks), a cpulist's notation.
+std::string format_ranges(std::vector<unsigned> numbers);
+
 } // namespace probes

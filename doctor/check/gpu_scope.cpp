@@ -1,7 +1,7 @@
 #include "doctor/check/gpu_scope.hpp"
 
 #include "probes/error.hpp"
-#include "probes/gpu_sampler.hpp"
+#include "probes/monitor/sampler.hpp"
 #include "probes/spelling.hpp"
 
 #include <algorithm>
@@ -35,7 +35,7 @@ std::vector<probes::NvmlGpu> facts_gpus(const Facts& facts)
     return out;
 }
 
-std::vector<unsigned> indexes_of(const std::vector<probes::MonitoredGpu>& chosen)
+std::vector<unsigned> indexes_of(const std::vector<probes::monitor::MonitoredGpu>& chosen)
 {
     std::vector<unsigned> out;
     for (const auto& g : chosen) {
@@ -66,7 +66,7 @@ GpuScope from_environment(const std::vector<probes::NvmlGpu>& all, const std::ma
             return scope;
         }
         try {
-            scope.gpus = indexes_of(probes::select_gpus(all, probes::split_commas(it->second), name));
+            scope.gpus = indexes_of(probes::monitor::select_gpus(all, probes::split_commas(it->second), name));
         } catch (const probes::Error&) {
             scope.note = fmt::format("{} names no GPU of this node as NVML lists them: every GPU judged", from);
             return scope;
@@ -95,7 +95,7 @@ GpuScope gpu_scope(const Facts& facts, const std::string& option, const std::map
             scope.note = fmt::format("--gpus {} not applied: the facts list no GPU", option);
             return scope;
         }
-        scope.gpus = indexes_of(probes::select_gpus(all, probes::split_commas(option), "--gpus"));
+        scope.gpus = indexes_of(probes::monitor::select_gpus(all, probes::split_commas(option), "--gpus"));
         scope.from = "--gpus " + option;
         return scope;
     }

@@ -8,8 +8,8 @@
 #include "probes/batch_split.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/error.hpp"
-#include "probes/gpu_sampler.hpp"
 #include "probes/input_file.hpp"
+#include "probes/monitor/sampler.hpp"
 #include "probes/nvml.hpp"
 #include "probes/pci_address.hpp"
 #include "probes/process.hpp"
@@ -113,11 +113,11 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
                 e.what()));
     }
     // Every GPU, or those named (a GPU not here: a usage error), in NVML's order.
-    const auto chosen = probes::select_gpus(found, selectors, "--gpus");
+    const auto chosen = probes::monitor::select_gpus(found, selectors, "--gpus");
     std::vector<FitGpu> out;
     for (const auto& g : found) {
-        if (std::none_of(
-                chosen.begin(), chosen.end(), [&](const probes::MonitoredGpu& c) { return c.index == g.index; })) {
+        if (std::none_of(chosen.begin(), chosen.end(),
+                [&](const probes::monitor::MonitoredGpu& c) { return c.index == g.index; })) {
             continue;
         }
         probes::nvml_abi::Memory memory{};

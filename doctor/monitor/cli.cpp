@@ -3,7 +3,7 @@
 #include "doctor/cli/subcommand_args.hpp"
 #include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
-#include "probes/gpu_sampler.hpp"
+#include "probes/monitor/sampler.hpp"
 #include "probes/process.hpp"
 #include "probes/spelling.hpp"
 
@@ -107,22 +107,22 @@ private:
 };
 
 // The running summary on a terminal: each GPU's mean so far, its busy share and dips.
-std::string running_line(const std::vector<probes::GpuSummary>& summaries)
+std::string running_line(const std::vector<probes::monitor::GpuSummary>& summaries)
 {
     std::vector<std::string> parts;
     for (const auto& s : summaries) {
         parts.push_back(s.samples == 0 ? fmt::format("GPU {} -", s.gpu)
                                        : fmt::format("GPU {} {:.0f}% (>={}% {:.0f}%, dips {})", s.gpu, s.mean,
-                                             probes::monitor_limits::busy, s.busy_share * 100, s.dips));
+                                             probes::monitor::limits::busy, s.busy_share * 100, s.dips));
     }
     return fmt::format("so far: {}", fmt::join(parts, " | "));
 }
 
-int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<probes::MonitoredGpu>& gpus)
+int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<probes::monitor::MonitoredGpu>& gpus)
 {
     Output out(a);
-    probes::GpuSampler sampler(nvml, gpus);
-    probes::GpuSummariser summariser;
+    probes::monitor::GpuSampler sampler(nvml, gpus);
+    probes::monitor::GpuSummariser summariser;
 
     probes::Supervisor command;
     if (!a.command.empty()) {
@@ -142,9 +142,9 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
     };
 
     if (!a.json) {
-        out.write(probes::render_sample_header());
+        out.write(probes::monitor::render_sample_header());
     }
-    probes::SampleSchedule schedule(a.interval);
+    probes::monitor::SampleSchedule schedule(a.interval);
     unsigned samples = 0;
     bool stop = false;
     while (!stop) {
@@ -160,7 +160,7 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
             break;
         }
         std::string text;
-        std::vector<probes::GpuSample> taken;
+        std::vector<probes::monitor::GpuSample> taken;
         {
             const probes::CallDeadline deadline(nvml_deadline_s, nvml_stuck, 3);
             taken = sampler.sample(schedule.next_t());
@@ -168,11 +168,11 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         for (const auto& s : taken) {
             summariser.add(s);
             if (a.json) {
-                nlohmann::json line = probes::to_json(s);
+                nlohmann::json line = probes::monitor::to_json(s);
                 line["type"] = "sample";
                 text += line.dump() + "\n";
             } else {
-                text += probes::render_sample_row(s);
+                text += probes::monitor::render_sample_row(s);
             }
         }
         ++samples;
@@ -190,11 +190,11 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
     if (a.json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& s : summaries) {
-            list.push_back(probes::to_json(s));
+            list.push_back(probes::monitor::to_json(s));
         }
         nlohmann::json listed = nlohmann::json::array();
         for (const auto& g : gpus) {
-            listed.push_back(probes::to_json(g));
+            listed.push_back(probes::monitor::to_json(g));
         }
         nlohmann::json end = {
             {"type", "summary"}, {"interval", a.interval}, {"samples", samples}, {"gpus", listed}, {"summary", list}};
@@ -210,7 +210,7 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         }
         out.write(fmt::format("{}; kernel-active time is the share of each sample with a kernel running, not how "
                               "busy the SMs were\n{}",
-            head, samples == 0 ? std::string("no samples\n") : probes::render_summary_text(gpus, summaries)));
+            head, samples == 0 ? std::string("no samples\n") : probes::monitor::render_summary_text(gpus, summaries)));
     }
     return command.started() ? child_status : 0;
 }
@@ -279,7 +279,7 @@ int run_monitor(int argc, char** argv)
     if (all.empty()) {
         throw probes::Unavailable("monitor: NVML lists no GPU on this node: nothing to sample");
     }
-    return sample(a, *nvml, probes::select_gpus(all, selectors));
+    return sample(a, *nvml, probes::monitor::select_gpus(all, selectors));
 }
 
 } // namespace doctor::monitor

@@ -7,7 +7,7 @@
 #include "probes/cuda.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_bandwidth.hpp"
-#include "probes/gpu_sampler.hpp"
+#include "probes/monitor/sampler.hpp"
 #include "probes/nccl_allreduce.hpp"
 #include "tests/support/process.hpp"
 
@@ -222,7 +222,7 @@ TEST(GpuMonitor, OwnContextIsInNvmlsProcessListAndTheGpusAreSampled)
     EXPECT_TRUE(size == 24 || size == 32) << size;
     EXPECT_TRUE(ours || unknown_pids) << "this process has a CUDA context but NVML does not list it";
 
-    probes::GpuSampler sampler(nvml, probes::select_gpus(nvml.gpus(), {}));
+    probes::monitor::GpuSampler sampler(nvml, probes::monitor::select_gpus(nvml.gpus(), {}));
     for (const auto& s : sampler.sample(0)) {
         if (s.kernel_active) {
             EXPECT_LE(*s.kernel_active, 100U);

@@ -1,9 +1,10 @@
-#include "probes/gpu_monitor.hpp"
+#include "probes/cpu_set.hpp"
+#include "probes/monitor/summary.hpp"
 
 #include <gtest/gtest.h>
 
-using probes::GpuSample;
-using probes::MonitorVerdict;
+using probes::monitor::GpuSample;
+using probes::monitor::MonitorVerdict;
 
 namespace {
 
@@ -27,9 +28,9 @@ std::vector<GpuSample> series(unsigned gpu, const std::vector<unsigned>& kernel_
     return out;
 }
 
-probes::GpuSummary one(const std::vector<GpuSample>& samples, double interval = 1.0)
+probes::monitor::GpuSummary one(const std::vector<GpuSample>& samples, double interval = 1.0)
 {
-    auto summaries = probes::summarise(samples, interval);
+    auto summaries = probes::monitor::summarise(samples, interval);
     EXPECT_EQ(summaries.size(), 1U);
     return summaries.at(0);
 }
@@ -197,7 +198,7 @@ TEST(GpuMonitor, SeveralGpusInOrderOfFirstSample)
         samples.push_back(a[i]);
         samples.push_back(b[i]);
     }
-    auto summaries = probes::summarise(samples, 1.0);
+    auto summaries = probes::monitor::summarise(samples, 1.0);
     ASSERT_EQ(summaries.size(), 2U);
     EXPECT_EQ(summaries[0].gpu, 5U);
     EXPECT_EQ(summaries[1].gpu, 2U);
@@ -206,8 +207,10 @@ TEST(GpuMonitor, SeveralGpusInOrderOfFirstSample)
 
 TEST(GpuMonitor, SummaryTextForPeople)
 {
-    std::vector<probes::MonitoredGpu> gpus = {{0, *probes::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"}};
-    auto text = probes::render_summary_text(gpus, probes::summarise(series(0, {95, 95, 10, 95, 95}), 1.0));
+    std::vector<probes::monitor::MonitoredGpu> gpus = {
+        {0, *probes::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"}};
+    auto text =
+        probes::monitor::render_summary_text(gpus, probes::monitor::summarise(series(0, {95, 95, 10, 95, 95}), 1.0));
     EXPECT_EQ(text,
         "GPU  BUS ID        SAMPLES  KERNEL-ACTIVE  P10  >=80%  DIPS<25%  LONGEST  PEAK MEMORY   POWER\n"
         "0    0000:07:00.0  5        78.0%          10%  80%    1         1.0s     70 GiB (88%)  300 W\n"
@@ -218,7 +221,7 @@ TEST(GpuMonitor, SummaryTextForPeople)
 
 TEST(GpuMonitor, VerdictsAndNotesAreFindingsWithCodesOfTheTable)
 {
-    auto summaries = probes::summarise(series(0, {0, 0, 95, 95, 95, 95, 95}), 1.0);
+    auto summaries = probes::monitor::summarise(series(0, {0, 0, 95, 95, 95, 95, 95}), 1.0);
     ASSERT_EQ(summaries.size(), 1U);
     const auto& findings = summaries[0].findings;
     ASSERT_EQ(findings.size(), 2U);
@@ -227,17 +230,17 @@ TEST(GpuMonitor, VerdictsAndNotesAreFindingsWithCodesOfTheTable)
     EXPECT_EQ(findings[0].subject, "gpu 0");
     EXPECT_EQ(findings[1].code, "monitor.startup_left_out");
     EXPECT_EQ(findings[1].severity, probes::Severity::info);
-    for (const auto& c : probes::monitor_codes()) {
+    for (const auto& c : probes::monitor::monitor_codes()) {
         EXPECT_EQ(std::string(c.code).rfind("monitor.", 0), 0U) << c.code;
         EXPECT_NE(std::string(c.explanation), "") << c.code;
     }
     // Two GPUs with the same verdict: one fix.
-    auto two = probes::summarise(series(0, {0, 0, 0, 0}), 1.0);
-    auto other = probes::summarise(series(1, {0, 0, 0, 0}), 1.0);
+    auto two = probes::monitor::summarise(series(0, {0, 0, 0, 0}), 1.0);
+    auto other = probes::monitor::summarise(series(1, {0, 0, 0, 0}), 1.0);
     two.insert(two.end(), other.begin(), other.end());
-    std::vector<probes::MonitoredGpu> gpus = {{0, *probes::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
+    std::vector<probes::monitor::MonitoredGpu> gpus = {{0, *probes::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
         {1, *probes::PciAddress::parse("0000:0f:00.0"), "A100", "GPU-b"}};
-    const auto text = probes::render_summary_text(gpus, two);
+    const auto text = probes::monitor::render_summary_text(gpus, two);
     EXPECT_NE(text.find("WARN  gpus 0-1: the GPU was idle (kernel-active 0.0%)  [monitor.idle]\n"), std::string::npos)
         << text;
     EXPECT_EQ(text.find("fix: "), text.rfind("fix: ")) << "the fix once: " << text;
@@ -253,13 +256,14 @@ TEST(GpuMonitor, SampleRowsAndJson)
     s.memory_total = 16 * gib;
     s.power_w = 212.4;
     s.clock_events = 0x4 | 0x1000;
-    EXPECT_EQ(probes::render_sample_row(s),
+    EXPECT_EQ(probes::monitor::render_sample_row(s),
         "    1.5s    1            93%         3 GiB / 16 GiB    212 W  sw_power_cap,0x1000\n");
-    EXPECT_EQ(probes::to_json(s).dump(),
+    EXPECT_EQ(probes::monitor::to_json(s).dump(),
         R"({"clock_events":["sw_power_cap","0x1000"],"gpu":1,"kernel_active":93,"memory_total":17179869184,)"
         R"("memory_used":3221225472,"power_w":212.4,"t":1.5})");
     GpuSample empty;
-    EXPECT_EQ(probes::render_sample_row(empty), "    0.0s    0              -                      -        -  -\n");
+    EXPECT_EQ(
+        probes::monitor::render_sample_row(empty), "    0.0s    0              -                      -        -  -\n");
 }
 
 TEST(GpuMonitor, RanksAsRanges)

@@ -1,5 +1,5 @@
 #include "probes/error.hpp"
-#include "probes/gpu_sampler.hpp"
+#include "probes/monitor/sampler.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 
@@ -24,8 +24,8 @@ TEST(GpuSampler, ReadsTheFakesSequencesSampleBySample)
     TempDir dir;
     FakeNvmlFixture fixture(dir, sequences);
     auto nvml = probes::Nvml::load(FAKE_NVML_PATH);
-    probes::GpuSampler sampler(nvml, probes::select_gpus(nvml.gpus(), {}));
-    std::vector<probes::GpuSample> got;
+    probes::monitor::GpuSampler sampler(nvml, probes::monitor::select_gpus(nvml.gpus(), {}));
+    std::vector<probes::monitor::GpuSample> got;
     for (int i = 0; i < 4; ++i) {
         for (const auto& s : sampler.sample(i * 0.5)) {
             if (s.gpu == 0) {
@@ -52,7 +52,7 @@ TEST(GpuSampler, MissingReadingsStayEmpty)
     TempDir dir;
     FakeNvmlFixture fixture(dir, sequences);
     auto nvml = probes::Nvml::load(FAKE_NVML_MINIMAL_PATH);
-    probes::GpuSampler sampler(nvml, probes::select_gpus(nvml.gpus(), {"1"}));
+    probes::monitor::GpuSampler sampler(nvml, probes::monitor::select_gpus(nvml.gpus(), {"1"}));
     auto samples = sampler.sample(0);
     ASSERT_EQ(samples.size(), 1U);
     EXPECT_EQ(samples[0].gpu, 1U);
@@ -68,19 +68,20 @@ TEST(GpuSampler, GpusAreChosenByIndexBusIdOrUuid)
     FakeNvmlFixture fixture(dir, sequences);
     auto nvml = probes::Nvml::load(FAKE_NVML_PATH);
     const auto all = nvml.gpus();
-    auto chosen = probes::select_gpus(all, {"0f:00.0", "GPU-aaaa"});
+    auto chosen = probes::monitor::select_gpus(all, {"0f:00.0", "GPU-aaaa"});
     ASSERT_EQ(chosen.size(), 2U);
     EXPECT_EQ(chosen[0].index, 1U);
     EXPECT_EQ(chosen[1].index, 0U);
-    EXPECT_EQ(probes::select_gpus(all, {"00000000:07:00.0"}).at(0).uuid, "GPU-aaaa");
-    EXPECT_EQ(test_support::error_of([&] { probes::select_gpus(all, {"2"}); }),
+    EXPECT_EQ(probes::monitor::select_gpus(all, {"00000000:07:00.0"}).at(0).uuid, "GPU-aaaa");
+    EXPECT_EQ(test_support::error_of([&] { probes::monitor::select_gpus(all, {"2"}); }),
         "--gpus 2: no such GPU; NVML lists 0 (0000:07:00.0), 1 (0000:0f:00.0) (an index, a bus id or a UUID)");
     EXPECT_EQ(test_support::error_of([&] {
-        probes::select_gpus(all, {"1", "0000:0f:00.0"});
+        probes::monitor::select_gpus(all, {"1", "0000:0f:00.0"});
     }),
         "--gpus 0000:0f:00.0: GPU 1 is named twice");
-    EXPECT_EQ(probes::gpus_at(all, {*probes::PciAddress::parse("0000:0f:00.0")}).at(0).index, 1U);
-    EXPECT_EQ(test_support::error_of([&] { probes::gpus_at(all, {*probes::PciAddress::parse("0000:99:00.0")}); }),
+    EXPECT_EQ(probes::monitor::gpus_at(all, {*probes::PciAddress::parse("0000:0f:00.0")}).at(0).index, 1U);
+    EXPECT_EQ(
+        test_support::error_of([&] { probes::monitor::gpus_at(all, {*probes::PciAddress::parse("0000:99:00.0")}); }),
         "NVML does not list the GPU at 0000:99:00.0; it lists 0 (0000:07:00.0), 1 (0000:0f:00.0)");
 }
 
@@ -88,7 +89,7 @@ TEST(GpuSampler, ScheduleKeepsItsGridAndSkipsLongStalls)
 {
     using namespace std::chrono;
     const auto start = steady_clock::now();
-    probes::SampleSchedule schedule(0.25, start);
+    probes::monitor::SampleSchedule schedule(0.25, start);
     EXPECT_DOUBLE_EQ(schedule.next_t(), 0.0);
     schedule.taken(start + milliseconds(40));
     EXPECT_DOUBLE_EQ(schedule.next_t(), 0.25) << "a late sample does not move the grid";

@@ -3,7 +3,7 @@
 // Reads the monitor's samples from NVML: kernel-active time, memory, power and clock-event reasons
 // of chosen GPUs, and the compute processes on them.
 
-#include "probes/gpu_monitor.hpp"
+#include "probes/monitor/summary.hpp"
 #include "probes/nvml.hpp"
 
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace probes {
+namespace probes::monitor {
 
 /// How a GPU is named on a monitor's command line: NVML's index, a PCI bus id in any spelling, or
 /// a UUID. Returns the GPUs of `all` named by `selectors`, in the order given; all of them when
@@ -65,4 +65,4 @@ private:
     unsigned long long m_next = 0;
 };
 
-} // namespace probes
+} // namespace probes::monitor

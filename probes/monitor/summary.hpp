@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-namespace probes {
+namespace probes::monitor {
 
 /// The verdict's thresholds. NVML's "utilization" is kernel-active time: the share of each sample
 /// period during which at least one kernel ran, not how busy the SMs were.
-namespace monitor_limits {
+namespace limits {
 /// Mean kernel-active time (%) of a healthy training GPU, as the source documents put it.
 inline constexpr double healthy_mean = 90.0;
 /// A sample at or above this (%) is busy; the summary gives the share of busy samples.
@@ -38,7 +38,7 @@ inline constexpr unsigned min_samples = 3;
 /// Clock-event reason bits that mean the GPU was slowed by a fault, not by policy or idleness:
 /// HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
 inline constexpr std::uint64_t slowdown_events = 0x8 | 0x20 | 0x40 | 0x80;
-} // namespace monitor_limits
+} // namespace limits
 
 /// A GPU being watched, named as people see it.
 struct MonitoredGpu {
@@ -144,7 +144,4 @@ nlohmann::json to_json(const MonitoredGpu& gpu);
 nlohmann::json to_json(const GpuSample& sample);
 nlohmann::json to_json(const GpuSummary& summary);
 
-/// "0-3,5,7": sorted numbers with runs as ranges.
-std::string format_ranges(std::vector<unsigned> numbers);
-
-} // namespace probes
+} // namespace probes::monitor

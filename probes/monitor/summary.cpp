@@ -1,4 +1,4 @@
-#include "probes/gpu_monitor.hpp"
+#include "probes/monitor/summary.hpp"
 
 #include "probes/byte_size.hpp"
 #include "probes/cpu_set.hpp"
@@ -9,11 +9,9 @@
 #include <fmt/format.h>
 #include <map>
 
-namespace probes {
+namespace probes::monitor {
 
 namespace {
-
-namespace limits = monitor_limits;
 
 // nvmlClocksEventReasons, by bit (nvml.h); idle (0x1) is left out of every list.
 constexpr std::pair<std::uint64_t, const char*> event_names[] = {
@@ -321,9 +319,8 @@ std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std
         }
         return std::string("?");
     };
-    std::vector<std::vector<std::string>> rows = {
-        {"GPU", "BUS ID", "SAMPLES", "KERNEL-ACTIVE", "P10", fmt::format(">={}%", monitor_limits::busy),
-            fmt::format("DIPS<{}%", monitor_limits::dip), "LONGEST", "PEAK MEMORY", "POWER"}};
+    std::vector<std::vector<std::string>> rows = {{"GPU", "BUS ID", "SAMPLES", "KERNEL-ACTIVE", "P10",
+        fmt::format(">={}%", limits::busy), fmt::format("DIPS<{}%", limits::dip), "LONGEST", "PEAK MEMORY", "POWER"}};
     for (const auto& s : summaries) {
         const bool read = s.samples > 0;
         std::string memory = "-";
@@ -424,10 +421,4 @@ nlohmann::json to_json(const GpuSummary& s)
         {"notes", s.notes}, {"findings", findings}};
 }
 
-std::string format_ranges(std::vector<unsigned> numbers)
-{
-    // A Linux cpulist is exactly this notation.
-    return CpuSet(std::move(numbers)).to_list();
-}
-
-} // namespace probes
+} // namespace probes::monitor

@@ -1,4 +1,4 @@
-#include "probes/gpu_sampler.hpp"
+#include "probes/monitor/sampler.hpp"
 
 #include "probes/error.hpp"
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-namespace probes {
+namespace probes::monitor {
 
 namespace {
 
@@ -140,4 +140,4 @@ void SampleSchedule::taken(Clock::time_point now)
     }
 }
 
-} // namespace probes
+} // namespace probes::monitor
