@@ -1,5 +1,6 @@
 #include "doctor/codes.hpp"
 #include "doctor/checks/checks.hpp"
+#include "doctor/fit/codes.hpp"
 #include "probes/monitor/summary.hpp"
 #include "probes/nccl/log.hpp"
 #include "probes/nsys/summary.hpp"
@@ -23,22 +24,23 @@ std::vector<check::CodeInfo> all_codes()
             "snapshot). A skipped probe is never a pass.",
             ""});
     }
-    for (const auto& c : probes::nccl::finding_codes()) {
-        out.push_back({c.code, c.title,
-            fmt::format(
-                "{} Reported by 'gpudoctor nccl-log' ({}).", c.explanation, probes::nccl::to_string(c.severity)),
-            c.remedy});
-    }
-    for (const auto& c : probes::monitor::monitor_codes()) {
-        out.push_back({c.code, c.title,
-            fmt::format("{} Reported by 'gpudoctor monitor' and 'gpurun --monitor' ({}).", c.explanation,
-                probes::to_string(c.severity)),
-            c.remedy});
-    }
-    for (const auto& c : probes::nsys::finding_codes()) {
-        out.push_back({c.code, c.title,
-            fmt::format("{} Reported by 'gpudoctor profile' ({}).", c.explanation, probes::to_string(c.severity)),
-            c.remedy});
+    // The other subcommands' code tables, and who reports them.
+    struct Source {
+        const std::vector<probes::CodeText>& (*codes)();
+        const char* reporters;
+    };
+    static const Source sources[] = {
+        {probes::nccl::finding_codes, "'gpudoctor nccl-log'"},
+        {probes::monitor::monitor_codes, "'gpudoctor monitor' and 'gpurun --monitor'"},
+        {probes::nsys::finding_codes, "'gpudoctor profile'"},
+        {fit::fit_codes, "'gpudoctor fit'"},
+    };
+    for (const auto& source : sources) {
+        for (const auto& c : source.codes()) {
+            out.push_back({c.code, c.title,
+                fmt::format("{} Reported by {} ({}).", c.explanation, source.reporters, probes::to_string(c.severity)),
+                c.remedy});
+        }
     }
     return out;
 }

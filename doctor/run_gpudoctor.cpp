@@ -89,26 +89,20 @@ check::Facts load_snapshot(const std::string& path)
     return doc["facts"];
 }
 
-bool use_color(bool no_color_flag)
-{
-    const char* no_color = std::getenv("NO_COLOR");
-    return !no_color_flag && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
-}
+using cli::use_color;
 
 struct NcclLogOptions {
     std::vector<std::string> files;
     bool json = false;
     bool no_color = false;
-    std::string fail_on = "fail";
-    check::VerdictFiles files_out;
-    bool quiet = false;
+    cli::JudgingOptions judging;
 };
 
 int run_nccl_log(const NcclLogOptions& options)
 {
     namespace nccl = probes::nccl;
     const auto& files = options.files;
-    const auto threshold = probes::parse_fail_on(options.fail_on);
+    const auto threshold = probes::parse_fail_on(options.judging.fail_on);
     if (files.empty()) {
         throw Error("nccl-log: name the log files to read (- for stdin); see gpudoctor nccl-log --help");
     }
@@ -123,10 +117,10 @@ int run_nccl_log(const NcclLogOptions& options)
     }
     const nccl::Analysis analysis = analyzer.analysis();
     const check::Verdict verdict = check::findings_verdict("nccl-log", analysis.findings, threshold);
-    check::write_verdict_files(options.files_out, verdict, nullptr);
+    check::write_verdict_files(options.judging.files, verdict, nullptr);
     if (options.json) {
         std::cout << nccl::render_json(analysis).dump(2) << '\n';
-    } else if (options.quiet) {
+    } else if (options.judging.quiet) {
         std::cout << check::render_problems(verdict, use_color(options.no_color));
     } else {
         std::cout << nccl::render_text(analysis, use_color(options.no_color));
@@ -178,7 +172,6 @@ int run(int argc, char** argv)
     // Options shared by the subcommands that collect.
     struct Common {
         bool json = false;
-        bool quiet = false;
         bool no_color = false;
         bool strict = false;
         std::string sysroot = "/";
@@ -208,16 +201,6 @@ int run(int argc, char** argv)
         sub->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
     };
 
-    // The outputs of every subcommand that judges (check, nccl-log, profile).
-    auto add_judging_outputs = [](CLI::App* sub, check::VerdictFiles& files, bool& quiet) {
-        sub->add_flag("--quiet", quiet, "Print only problems and the summary");
-        sub->add_option("--prometheus", files.prometheus,
-               "Also write the result as node_exporter textfile metrics to FILE (atomically)")
-            ->type_name("FILE");
-        sub->add_option("--junit", files.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
-            ->type_name("FILE");
-    };
-
     auto* check = app.add_subcommand("check", summary_of("check"));
     add_selection(check);
     check->add_flag("--json", c.json, "Print the report as JSON");
@@ -233,9 +216,9 @@ int run(int argc, char** argv)
         ->type_name("LIST");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
-    check::VerdictFiles check_files;
+    cli::JudgingOptions check_judging; // its --fail-on is spelled --strict
     bool fail_summary = false;
-    add_judging_outputs(check, check_files, c.quiet);
+    cli::add_judging_options(*check, check_judging, false);
     check->add_flag("--fail-summary", fail_summary,
         "Print one line instead of the report: the first failing finding (CODE: SUBJECT: MESSAGE), else the summary");
 
@@ -273,11 +256,7 @@ int run(int argc, char** argv)
         ->type_name("FILE");
     nccl_log->add_flag("--json", n.json, "Print the report as JSON");
     nccl_log->add_flag("--no-color", n.no_color, "No colour (also when NO_COLOR is set)");
-    add_judging_outputs(nccl_log, n.files_out, n.quiet);
-    nccl_log
-        ->add_option(
-            "--fail-on", n.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")
-        ->type_name("LEVEL");
+    cli::add_judging_options(*nccl_log, n.judging, true);
     nccl_log->footer(
         "Exit status: 0 no finding at the --fail-on level (warnings allowed), 1 a finding failed (or reached "
         "--fail-on), 2 unreadable input or usage error.");
@@ -289,11 +268,8 @@ int run(int argc, char** argv)
         ->type_name("FILE");
     profile->add_flag("--json", prof.json, "Print the report as JSON");
     profile->add_flag("--no-color", prof_no_color, "No colour (also when NO_COLOR is set)");
-    add_judging_outputs(profile, prof.files_out, prof.quiet);
-    profile
-        ->add_option(
-            "--fail-on", prof.fail_on, "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")
-        ->type_name("LEVEL");
+    cli::JudgingOptions prof_judging;
+    cli::add_judging_options(*profile, prof_judging, true);
     profile->add_option("--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)")->type_name("S");
     profile->add_option("--top", prof.top, "Kernels listed per GPU (default 10)")->type_name("N");
     profile->add_option("--min-busy", prof.min_busy_percent, "A busy share below this is a finding (default 50)")
@@ -330,6 +306,9 @@ int run(int argc, char** argv)
     }
     if (profile->parsed()) {
         prof.color = use_color(prof_no_color);
+        prof.quiet = prof_judging.quiet;
+        prof.fail_on = prof_judging.fail_on;
+        prof.files_out = prof_judging.files;
         return profile::run_profile(prof);
     }
     if ((list->parsed() && list_codes) || (explain->parsed() && code.empty())) {
@@ -392,7 +371,7 @@ int run(int argc, char** argv)
     check::CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
     ctx.deep_timeout = std::chrono::milliseconds(static_cast<long>(c.deep_timeout * 1000));
     ctx.policy = policy;
-    ctx.progress = ctx.progress && !c.quiet;
+    ctx.progress = ctx.progress && !check_judging.quiet;
     probes::require_sysroot_directory(c.sysroot);
     if (topo->parsed()) {
         return checks::run_topo(ctx, c.json);
@@ -418,7 +397,7 @@ int run(int argc, char** argv)
     options.scope = check::gpu_scope(facts, c.gpus, c.from.empty() ? &ctx.env : nullptr);
     check::keep_in_scope(results, options.scope);
     options.strict = c.strict;
-    options.quiet = c.quiet;
+    options.quiet = check_judging.quiet;
     options.color = use_color(c.no_color);
     for (const auto& collector : checks::collector_table()) {
         if (collector.deep) {
@@ -426,7 +405,7 @@ int run(int argc, char** argv)
         }
     }
     // The extra files first: one that cannot be written is exit 2, before any report is printed.
-    check::write_verdict_files(check_files, check::check_verdict(results, facts, c.strict), facts);
+    check::write_verdict_files(check_judging.files, check::check_verdict(results, facts, c.strict), facts);
     if (fail_summary) {
         std::cout << check::render_fail_summary(results, options);
     } else if (c.json) {

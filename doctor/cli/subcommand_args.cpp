@@ -6,9 +6,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <iostream>
+#include <unistd.h>
 
 namespace doctor::cli {
 
@@ -40,6 +42,27 @@ void reject_unknown_options(const CLI::App& app, const CommandLine& line, const 
             throw probes::Error(fmt::format("{}: unknown option {}{}; see gpudoctor {} --help", subcommand, word,
                 hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint), subcommand));
         }
+    }
+}
+
+bool use_color(bool no_color_flag)
+{
+    const char* no_color = std::getenv("NO_COLOR");
+    return !no_color_flag && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
+}
+
+void add_judging_options(CLI::App& sub, JudgingOptions& options, bool fail_on)
+{
+    sub.add_flag("--quiet", options.quiet, "Print only problems and the summary");
+    sub.add_option("--prometheus", options.files.prometheus,
+           "Also write the result as node_exporter textfile metrics to FILE (atomically)")
+        ->type_name("FILE");
+    sub.add_option("--junit", options.files.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
+        ->type_name("FILE");
+    if (fail_on) {
+        sub.add_option("--fail-on", options.fail_on,
+               "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")
+            ->type_name("LEVEL");
     }
 }
 

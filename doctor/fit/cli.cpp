@@ -2,6 +2,7 @@
 #include "doctor/cli/subcommand_args.hpp"
 
 #include "doctor/fit/catalog.hpp"
+#include "doctor/fit/codes.hpp"
 #include "doctor/fit/model.hpp"
 #include "doctor/fit/report.hpp"
 #include "doctor/fit/search.hpp"
@@ -90,7 +91,7 @@ bool names_local_gpu(const std::string& text)
 }
 
 // The GPUs NVML sees (those `selectors` name, or all), with their free memory.
-std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<std::string>& notes)
+std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<probes::Finding>& notes)
 {
     std::optional<probes::Nvml> nvml;
     std::vector<probes::NvmlGpu> found;
@@ -132,15 +133,15 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
         out.push_back({g.name.empty() ? "GPU" : g.name, memory.free,
             selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0});
         if (!g.mig_uuids.empty()) {
-            notes.push_back(fmt::format("GPU {} is split into MIG instances: a job on one has less memory than "
-                                        "the GPU's; give --gpu-mem with the instance's size",
-                g.index));
+            notes.push_back(fit_finding("fit.mig_instance", fmt::format("gpu {}", g.index),
+                fmt::format(
+                    "GPU {} is split into MIG instances: a job on one has less memory than the GPU's", g.index)));
         }
     }
     return out;
 }
 
-std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std::vector<std::string>& notes)
+std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std::vector<probes::Finding>& notes)
 {
     const bool auto_memory = o.gpu_mem.empty() || o.gpu_mem == "auto";
     std::optional<std::uint64_t> size;
@@ -163,8 +164,10 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
             }
             const GpuSpec& spec = table.find(name);
             gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed});
-            if (!spec.note.empty() && std::find(notes.begin(), notes.end(), spec.note) == notes.end()) {
-                notes.push_back(spec.note);
+            const bool said = std::any_of(
+                notes.begin(), notes.end(), [&](const probes::Finding& f) { return f.message == spec.note; });
+            if (!spec.note.empty() && !said) {
+                notes.push_back(fit_finding("fit.gpu_table_note", spec.name, spec.note));
             }
         }
     } else if (o.gpu_count > 0) {
@@ -180,9 +183,10 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
                 each.memory_from = "nvml free, smallest";
             }
             if (seen.size() != o.gpu_count) {
-                notes.push_back(fmt::format("--gpu-count {} but NVML sees {} GPU{} here: each of the {} is taken to "
-                                            "have the least free memory seen here",
-                    o.gpu_count, seen.size(), seen.size() == 1 ? "" : "s", o.gpu_count));
+                notes.push_back(fit_finding("fit.gpu_count_not_here", "gpus",
+                    fmt::format("--gpu-count {} but NVML sees {} GPU{} here: each of the {} is taken to have the "
+                                "least free memory seen here",
+                        o.gpu_count, seen.size(), seen.size() == 1 ? "" : "s", o.gpu_count)));
             }
         }
         gpus.assign(o.gpu_count, each);
@@ -210,7 +214,8 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
     if (o.gpu_models.empty() && o.speeds.empty()) {
         for (std::size_t i = 1; i < gpus.size(); ++i) {
             if (gpus[i].name != gpus.front().name) {
-                notes.push_back("this node's GPUs differ and are taken to be equally fast; give --speeds");
+                notes.push_back(
+                    fit_finding("fit.gpus_differ", "gpus", "this node's GPUs differ and are taken to be equally fast"));
                 break;
             }
         }
@@ -440,8 +445,10 @@ int run_fit(int argc, char** argv)
     app.add_option("--base-batch", o.base_batch, "The global batch --base-lr was tuned for")->type_name("B");
     app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
     app.add_flag("--json", o.json, "Print the answer as JSON");
-    bool no_color = false; // accepted as by every subcommand: this text has no colour to leave out
+    bool no_color = false;
     app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
+    cli::JudgingOptions judging;
+    cli::add_judging_options(app, judging, true);
     app.add_flag("--list", o.list, "List the model presets and the GPU table");
     app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
     app.add_option("--min", o.min, "Search: first batch tried (default 1)")->type_name("N");
@@ -454,8 +461,8 @@ int run_fit(int argc, char** argv)
     app.footer("Usage: gpudoctor fit --model NAME --precision P --optimizer O [--gpu-mem SIZE] [--gpus "
                "LIST|--gpu-model LIST|--gpu-count N]\n"
                "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
-               "Exit status: 0 an answer (also \"nothing fits\"), 1 the search stopped on a failed trial, 2 usage or "
-               "input error. See gpudoctor(1).");
+               "Exit status: 0 an answer, 1 nothing fits (a finding at the --fail-on level) or the search stopped on "
+               "a failed trial, 2 usage or input error. See gpudoctor(1).");
     cli::reject_unknown_options(app, line, "fit");
     if (!cli::parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor fit --help")) {
         return 0;
@@ -527,7 +534,7 @@ int run_fit(int argc, char** argv)
         if (app.count("--dp") > 0 && o.dp == 0) {
             throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
         }
-        q.gpus = resolve_gpus(o, table, q.notes);
+        q.gpus = resolve_gpus(o, table, q.findings);
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
         if (app.count("--global-batch") > 0) {
             if (o.global_batch == 0) {
@@ -554,8 +561,9 @@ int run_fit(int argc, char** argv)
         report = analyse_fit(q);
     } else {
         for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--gpu-model", "--gpu-count",
-                 "--speeds", "--global-batch", "--base-lr", "--base-batch", "--layers", "--hidden", "--heads", "--seq",
-                 "--vocab", "--zero", "--dp", "--recompute", "--activation-bytes-per-sample"}) {
+                 "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
+                 "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
+                 "--activation-bytes-per-sample"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));
@@ -564,14 +572,28 @@ int run_fit(int argc, char** argv)
     }
 
     if (o.search) {
+        for (const char* option : {"--fail-on", "--junit", "--prometheus", "--quiet"}) {
+            if (app.count(option) > 0) {
+                throw Error(fmt::format("{} judges the analytic fit; the search's answer is its trials: leave out "
+                                        "--search or {}",
+                    option, option));
+            }
+        }
         return run_search(o, command, report);
     }
+    // The extra files first: one that cannot be written is exit 2, before the report is printed.
+    const check::Verdict verdict =
+        check::findings_verdict("fit", report->findings, probes::parse_fail_on(judging.fail_on));
+    check::write_verdict_files(judging.files, verdict, nullptr);
+    const bool color = cli::use_color(no_color);
     if (o.json) {
         std::cout << render_fit_json(*report).dump(2) << '\n';
+    } else if (judging.quiet) {
+        std::cout << check::render_problems(verdict, color);
     } else {
-        std::cout << render_fit_text(*report);
+        std::cout << render_fit_text(*report, color);
     }
-    return 0;
+    return verdict.exit_code();
 }
 
 } // namespace doctor::fit

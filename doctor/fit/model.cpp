@@ -1,5 +1,6 @@
 #include "doctor/fit/model.hpp"
 
+#include "doctor/fit/codes.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/error.hpp"
 
@@ -205,14 +206,14 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         if (model.layers > 0) {
             st.zero3_gather = ceil_div(2 * st.per_param.gradients * p, model.layers);
         } else {
-            plan.notes.push_back("ZeRO-3 also gathers one layer's weights and gradients at a time; not counted "
-                                 "because the layer count is unknown (give --layers)");
+            plan.findings.push_back(fit_finding("fit.zero3_gather_not_counted", "model",
+                "ZeRO-3 also gathers one layer's weights and gradients at a time; not counted because the layer "
+                "count is unknown"));
         }
     }
     if (setup.zero > 0 && setup.dp == 1) {
-        plan.notes.push_back(fmt::format("ZeRO-{} over 1 data-parallel GPU shards nothing; give --dp (or --gpus) the "
-                                         "number of GPUs it shards over",
-            setup.zero));
+        plan.findings.push_back(fit_finding("fit.zero_over_one_gpu", "setup",
+            fmt::format("ZeRO-{} over 1 data-parallel GPU shards nothing", setup.zero)));
     }
 
     // Activations per sample.
@@ -252,8 +253,8 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
             break;
         }
         if (!half) {
-            plan.notes.push_back("fp32 activations: the 16-bit formula with every 2-byte tensor doubled (dropout "
-                                 "masks stay 1 byte)");
+            plan.findings.push_back(fit_finding("fit.fp32_activations", "model",
+                "fp32 activations: the 16-bit formula with every 2-byte tensor doubled (dropout masks stay 1 byte)"));
         }
     } else if (model.measured_fp32 || model.measured_16bit) {
         if (setup.precision == Precision::fp32) {
@@ -267,9 +268,10 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         act.formula = fmt::format("tensors saved for backward{}, plus {:g} % for transient buffers",
             model.image_size > 0 ? fmt::format(" at {0}×{0}", model.image_size) : "", overheads.cnn_transient * 100);
         if (setup.recompute != Recompute::none) {
-            plan.notes.push_back(fmt::format("--recompute {} is not counted for {}: its activations were measured "
-                                             "without recomputation",
-                to_string(setup.recompute), model.name));
+            plan.findings.push_back(fit_finding("fit.recompute_not_counted", "model",
+                fmt::format("--recompute {} is not counted for {}: its activations were measured without "
+                            "recomputation",
+                    to_string(setup.recompute), model.name)));
         }
     } else {
         throw Error(fmt::format("model {}: no way to count its activations; give the transformer shape (--layers, "

@@ -7,6 +7,8 @@
 //   per GPU:  memory = model states + CUDA context + workspaces + margin + batch × activations
 //   max batch = floor((memory − context − workspaces − margin − states) / activations per sample)
 
+#include "probes/finding.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -134,7 +136,7 @@ struct StateMemory {
 struct MemoryPlan {
     StateMemory states;
     ActivationBytes activations;
-    std::vector<std::string> notes;
+    std::vector<probes::Finding> findings; ///< how the estimate was made, setups that do nothing
 };
 
 /// Throws probes::Error when the model gives no way to count activations or has no parameters,

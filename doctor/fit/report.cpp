@@ -1,5 +1,6 @@
 #include "doctor/fit/report.hpp"
 
+#include "doctor/fit/codes.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/error.hpp"
 
@@ -45,6 +46,18 @@ std::string gpu_label(const FitReport& r, std::size_t i)
 {
     const auto& name = r.request.gpus[i].name;
     return name.empty() ? fmt::format("GPU {}", i) : fmt::format("GPU {} ({})", i, name);
+}
+
+// "the model states need X, and Y are left after overhead and margin", or the same for one sample.
+std::string why_nothing_fits(const MemoryPlan& plan, const GpuFit& f)
+{
+    if (f.available <= 0) {
+        return fmt::format("the model states need {}, and {} are left after overhead and margin",
+            format_bytes(f.states),
+            format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.available + f.states))));
+    }
+    return fmt::format("one sample's activations need {}, and {} are left after the model states",
+        format_bytes(plan.activations.per_sample), format_bytes(static_cast<std::uint64_t>(f.available)));
 }
 
 const char* weight_words(Precision p)
@@ -159,10 +172,8 @@ FitReport analyse_fit(const FitRequest& request)
     FitReport r;
     r.request = request;
     r.plan = plan_memory(request.model, request.setup, request.overheads);
-    r.notes = r.plan.notes;
-    for (const auto& note : request.notes) {
-        r.notes.push_back(note);
-    }
+    r.findings = r.plan.findings;
+    r.findings.insert(r.findings.end(), request.findings.begin(), request.findings.end());
 
     std::vector<unsigned> caps;
     std::vector<double> speeds;
@@ -183,6 +194,9 @@ FitReport analyse_fit(const FitRequest& request)
             }
         }
         r.failing_gpu = worst;
+        r.findings.push_back(fit_finding("fit.nothing_fits", fmt::format("gpu {}", worst),
+            fmt::format("nothing fits, not even batch 1, on {}: {}", gpu_label(r, worst),
+                why_nothing_fits(r.plan, r.fits[worst]))));
         r.suggestions = suggest_changes(request.model, request.setup, request.gpus[worst].memory, request.overheads);
         if (request.global_batch) {
             r.global_batch = *request.global_batch;
@@ -192,9 +206,10 @@ FitReport analyse_fit(const FitRequest& request)
         r.global_batch = *request.global_batch;
         r.global_batch_from = "--global-batch";
         if (r.global_batch > room) {
-            r.notes.push_back(fmt::format("a global batch of {} is more than these GPUs hold in one step ({}): "
-                                          "accumulate gradients over {} steps, or lower it",
-                r.global_batch, room, (r.global_batch + room - 1) / room));
+            r.findings.push_back(fit_finding("fit.batch_over_one_step", "global batch",
+                fmt::format("a global batch of {} is more than these GPUs hold in one step ({}): accumulate "
+                            "gradients over {} steps, or lower it",
+                    r.global_batch, room, (r.global_batch + room - 1) / room)));
         } else if (request.gpus.size() > 1) {
             r.split = probes::split_batch(r.global_batch, speeds, caps);
         }
@@ -224,7 +239,7 @@ FitReport analyse_fit(const FitRequest& request)
     return r;
 }
 
-std::string render_fit_text(const FitReport& r)
+std::string render_fit_text(const FitReport& r, bool color)
 {
     const FitRequest& q = r.request;
     const ModelSpec& m = q.model;
@@ -322,14 +337,7 @@ std::string render_fit_text(const FitReport& r)
         const std::size_t w = *r.failing_gpu;
         const GpuFit& f = r.fits[w];
         out += fmt::format("Max batch per GPU: 0, nothing fits, not even batch 1, on {}: ", gpu_label(r, w));
-        if (f.available <= 0) {
-            out += fmt::format("the model states need {}, and {} are left after overhead and margin\n",
-                format_bytes(f.states),
-                format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.available + f.states))));
-        } else {
-            out += fmt::format("one sample's activations need {}, and {} are left after the model states\n",
-                format_bytes(act.per_sample), format_bytes(static_cast<std::uint64_t>(f.available)));
-        }
+        out += why_nothing_fits(r.plan, f) + "\n";
         if (!r.suggestions.empty()) {
             out += fmt::format("What would fit on {}:\n", gpu_label(r, w));
             std::size_t longest = 0;
@@ -416,11 +424,15 @@ std::string render_fit_text(const FitReport& r)
         out += "\n";
         render_lr(*r.lr, s.optimizer, out);
     }
-    if (!r.notes.empty()) {
-        out += "\nNotes:\n";
-        for (const auto& note : r.notes) {
-            out += fmt::format("  {}\n", note);
+    // The nothing-fits finding is the "Max batch per GPU" line above; the others are listed here.
+    std::string listed;
+    for (const auto& f : r.findings) {
+        if (f.code != "fit.nothing_fits") {
+            listed += probes::render_text(f, color);
         }
+    }
+    if (!listed.empty()) {
+        out += "\nFindings:\n" + listed;
     }
     return out;
 }
@@ -502,7 +514,11 @@ nlohmann::json render_fit_json(const FitReport& r)
         }
         doc["suggestions"] = {{"gpu", *r.failing_gpu}, {"changes", suggestions}};
     }
-    doc["notes"] = r.notes;
+    doc["notes"] = messages(r.findings);
+    doc["findings"] = nlohmann::json::array();
+    for (const auto& f : r.findings) {
+        doc["findings"].push_back(probes::to_json(f));
+    }
     return doc;
 }
 

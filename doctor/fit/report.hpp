@@ -31,7 +31,7 @@ struct FitRequest {
     std::optional<double> base_lr;
     std::optional<unsigned> base_batch;
     bool layers_given = false; ///< --layers on the command line: show the pipeline split
-    std::vector<std::string> notes;
+    std::vector<probes::Finding> findings; ///< found while resolving the GPUs (MIG, table notes, ...)
 };
 
 struct FitReport {
@@ -46,14 +46,18 @@ struct FitReport {
     std::optional<LrAdvice> lr;
     std::optional<std::size_t> failing_gpu; ///< where nothing fits: the one with the least memory
     std::vector<Suggestion> suggestions; ///< for failing_gpu
-    std::vector<std::string> notes;
+    /// The plan's and the request's findings, then the fit's own (fit.nothing_fits,
+    /// fit.batch_over_one_step): what the exit status, --junit and --prometheus judge.
+    std::vector<probes::Finding> findings;
 };
 
 /// Computes everything. Throws probes::Error for inputs the model refuses (see plan_memory) and
 /// when there is no GPU.
 FitReport analyse_fit(const FitRequest& request);
 
-std::string render_fit_text(const FitReport& report);
+/// The report for people; the findings but fit.nothing_fits (the max-batch line says it) under
+/// "Findings:", coloured when `color`.
+std::string render_fit_text(const FitReport& report, bool color = false);
 /// The layout is in gpudoctor(1), OUTPUT.
 nlohmann::json render_fit_json(const FitReport& report);
 

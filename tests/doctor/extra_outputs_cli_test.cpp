@@ -240,4 +240,24 @@ n1:7001:7001 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 1 cudaDev 0 n
     EXPECT_NE(r.err.find("gpudoctor: --junit /proc/nccl.xml: "), std::string::npos) << r.err;
 }
 
+TEST_F(ExtraOutputs, FitJudgesThroughTheSameVerdict)
+{
+    // Llama 7B in bf16 with Adam needs ~100 GiB of model states: nothing fits on 24 GB.
+    auto r = test_support::run({GPUDOCTOR_PATH, "fit", "--model", "llama-7b", "--precision", "bf16", "--optimizer",
+        "adamw", "--gpu-mem", "24GB", "--junit", path("out/fit.xml"), "--prometheus", path("out/fit.prom")});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.out.find("Max batch per GPU: 0, nothing fits"), std::string::npos) << r.out;
+    const std::string prom = file_text(m_dir / "out/fit.prom");
+    EXPECT_NE(prom.find("gpudoctor_exit_code{subcommand=\"fit\"} 1\n"), std::string::npos) << prom;
+    EXPECT_NE(prom.find("code=\"fit.nothing_fits\",severity=\"fail\",subject=\"gpu 0\"}"), std::string::npos) << prom;
+    const std::string xml = file_text(m_dir / "out/fit.xml");
+    EXPECT_NE(xml.find("<testsuite name=\"gpudoctor fit\" tests=\"1\" failures=\"1\""), std::string::npos) << xml;
+
+    // A fit that fits: exit 0, and the files say so.
+    r = test_support::run({GPUDOCTOR_PATH, "fit", "--model", "resnet50", "--precision", "amp", "--optimizer", "sgd",
+        "--gpu-mem", "16GiB", "--prometheus", path("out/fit.prom")});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(file_text(m_dir / "out/fit.prom").find("gpudoctor_exit_code{subcommand=\"fit\"} 0\n"), std::string::npos);
+}
+
 } // namespace

@@ -156,7 +156,10 @@ TEST(FitModel, Fp32ActivationsAndNoVocabulary)
     EXPECT_EQ(plan.activations.output_layer, 0u);
     // States: 8 B × 335,141,888 = 2,681,135,104.
     EXPECT_EQ(plan.states.total(), 2681135104u);
-    EXPECT_FALSE(plan.notes.empty()); // says how fp32 activations are counted
+    // Says how fp32 activations are counted, as an info finding.
+    ASSERT_EQ(plan.findings.size(), 1u);
+    EXPECT_EQ(plan.findings[0].code, "fit.fp32_activations");
+    EXPECT_EQ(plan.findings[0].severity, probes::Severity::info);
 }
 
 TEST(FitModel, FullRecomputeKeepsLayerInputsAndRebuildsOneLayer)
@@ -217,13 +220,17 @@ TEST(FitModel, ZeroShardsRoundUpAndSayWhatTheyCannotCount)
     // ZeRO-3 without a layer count: the gather is not counted, and a note says so.
     const MemoryPlan z3 = plan_memory(m, setup(Precision::fp32, Optimizer::momentum, 3, 5));
     EXPECT_EQ(z3.states.zero3_gather, 0u);
-    ASSERT_FALSE(z3.notes.empty());
-    EXPECT_NE(z3.notes.front().find("layer count is unknown"), std::string::npos);
+    ASSERT_FALSE(z3.findings.empty());
+    EXPECT_EQ(z3.findings.front().code, "fit.zero3_gather_not_counted");
+    EXPECT_NE(z3.findings.front().message.find("layer count is unknown"), std::string::npos);
+    EXPECT_EQ(z3.findings.front().remedy, "give --layers");
     // ZeRO over one GPU shards nothing, and says so.
     const MemoryPlan one = plan_memory(m, setup(Precision::fp32, Optimizer::momentum, 2, 1));
     EXPECT_EQ(one.states.total(), 36u);
-    ASSERT_FALSE(one.notes.empty());
-    EXPECT_NE(one.notes.back().find("shards nothing"), std::string::npos);
+    ASSERT_FALSE(one.findings.empty());
+    EXPECT_EQ(one.findings.back().code, "fit.zero_over_one_gpu");
+    EXPECT_EQ(one.findings.back().severity, probes::Severity::warn);
+    EXPECT_NE(one.findings.back().message.find("shards nothing"), std::string::npos);
 }
 
 TEST(FitModel, MeasuredCnnActivationsGetTheTransientShare)
@@ -242,7 +249,8 @@ TEST(FitModel, MeasuredCnnActivationsGetTheTransientShare)
     // Recompute is not modeled for measured activations: a note, the same bytes.
     const MemoryPlan rc = plan_memory(resnet50(), setup(Precision::fp32, Optimizer::momentum, 0, 1, Recompute::full));
     EXPECT_EQ(rc.activations.per_sample, 103054049u);
-    EXPECT_FALSE(rc.notes.empty());
+    ASSERT_FALSE(rc.findings.empty());
+    EXPECT_EQ(rc.findings.back().code, "fit.recompute_not_counted");
 }
 
 TEST(FitModel, ResNet50OnAV100)

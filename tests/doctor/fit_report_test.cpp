@@ -105,11 +105,14 @@ TEST(FitReport, GlobalBatchBeyondTheGpusSaysAccumulate)
     q.global_batch = 50;
     const FitReport r = analyse_fit(q);
     EXPECT_FALSE(r.split);
-    ASSERT_FALSE(r.notes.empty());
+    ASSERT_FALSE(r.findings.empty());
+    EXPECT_EQ(r.findings.back().code, "fit.batch_over_one_step");
+    EXPECT_EQ(r.findings.back().severity, probes::Severity::warn);
     // 50 over room for 20: ceil(50 / 20) = 3 steps.
-    EXPECT_NE(r.notes.back().find("more than these GPUs hold in one step (20): accumulate gradients over 3 steps"),
+    EXPECT_NE(
+        r.findings.back().message.find("more than these GPUs hold in one step (20): accumulate gradients over 3 steps"),
         std::string::npos)
-        << r.notes.back();
+        << r.findings.back().message;
     EXPECT_EQ(r.lr->global_batch, 50u);
 }
 
@@ -123,13 +126,25 @@ TEST(FitReport, NothingFitsOnTheSmallestGpu)
     EXPECT_EQ(r.global_batch, 0u);
     EXPECT_FALSE(r.lr);
     EXPECT_FALSE(r.split);
+    // One fail finding about that GPU: what the exit status, --junit and --prometheus judge.
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_EQ(r.findings[0].code, "fit.nothing_fits");
+    EXPECT_EQ(r.findings[0].severity, probes::Severity::fail);
+    EXPECT_EQ(r.findings[0].subject, "gpu 1");
+    EXPECT_NE(r.findings[0].message.find("on GPU 1 (small): one sample's activations need 1 GiB"), std::string::npos)
+        << r.findings[0].message;
     const std::string text = render_fit_text(r);
     EXPECT_NE(text.find("Max batch per GPU: 0, nothing fits, not even batch 1, on GPU 1 (small)"), std::string::npos)
         << text;
+    // The max-batch line says it; the findings list does not repeat it.
+    EXPECT_EQ(text.find("fit.nothing_fits"), std::string::npos) << text;
     const auto json = render_fit_json(r);
     EXPECT_EQ(json["max_batch_per_gpu"], 0);
     EXPECT_EQ(json["fits"], false);
     EXPECT_EQ(json["suggestions"]["gpu"], 1);
+    ASSERT_EQ(json["findings"].size(), 1u);
+    EXPECT_EQ(json["findings"][0]["code"], "fit.nothing_fits");
+    EXPECT_EQ(json["findings"][0]["severity"], "fail");
     EXPECT_TRUE(json["global_batch"].is_null());
 }
 
