@@ -150,36 +150,37 @@ public:
         probes::monitor::SampleSchedule schedule(m_o.monitor.interval);
         const auto records_deadline =
             Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(records_wait_s));
-        while (true) {
-            const auto now = Clock::now();
-            if (m_records.size() < m_o.local_ranks) {
-                m_records = read_rank_records(m_o.job_dir);
+        // Until the next sample: follows the ranks; true when they are all gone or mpirun stops the job.
+        auto wait = [&](Clock::time_point until) {
+            while (true) {
+                const auto now = Clock::now();
+                if (m_records.size() < m_o.local_ranks) {
+                    m_records = read_rank_records(m_o.job_dir);
+                }
+                const bool all_recorded = m_records.size() >= m_o.local_ranks || now >= records_deadline;
+                const bool any_alive = std::any_of(
+                    m_records.begin(), m_records.end(), [&](const RankRecord& r) { return rank_alive(r, m_lookup); });
+                if (all_recorded && !any_alive) {
+                    return true;
+                }
+                if (m_stopping && !m_killed && now >= m_kill_at) {
+                    m_killed = true;
+                    signal_ranks(SIGKILL);
+                }
+                if (now >= until) {
+                    return false;
+                }
+                const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::min(until, now + liveness_poll) - Clock::now());
+                timespec ts{0, std::max<long>(0, static_cast<long>(left.count()))};
+                if (sigtimedwait(&stop, nullptr, &ts) > 0) {
+                    return true; // mpirun stops the job: report what was seen
+                }
             }
-            if (m_sampler && now >= schedule.next_at()) {
-                const probes::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1, remove_json_temp);
-                take_sample(schedule.next_t());
-                schedule.taken();
-            }
-            const bool all_recorded = m_records.size() >= m_o.local_ranks || now >= records_deadline;
-            const bool any_alive = std::any_of(
-                m_records.begin(), m_records.end(), [&](const RankRecord& r) { return rank_alive(r, m_lookup); });
-            if (all_recorded && !any_alive) {
-                break;
-            }
-            if (m_stopping && !m_killed && now >= m_kill_at) {
-                m_killed = true;
-                signal_ranks(SIGKILL);
-            }
-            auto wake = now + liveness_poll;
-            if (m_sampler) {
-                wake = std::min(wake, schedule.next_at());
-            }
-            const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(wake - Clock::now());
-            timespec ts{0, std::max<long>(0, static_cast<long>(wait.count()))};
-            if (sigtimedwait(&stop, nullptr, &ts) > 0) {
-                break; // mpirun stops the job: report what was seen
-            }
-        }
+        };
+        m_samples = probes::monitor::sample_on_schedule(m_sampler.get(), schedule, 0,
+            {nvml_watchdog_s, nvml_stuck, 1, remove_json_temp}, wait,
+            [&](const std::vector<probes::monitor::GpuSample>& samples) { take_sample(samples); });
         report();
         remove_private_dir(m_o.job_dir);
         return 0;
@@ -222,15 +223,14 @@ private:
         }
     }
 
-    void take_sample(double t)
+    void take_sample(const std::vector<probes::monitor::GpuSample>& samples)
     {
-        for (const auto& s : m_sampler->sample(t)) {
+        for (const auto& s : samples) {
             m_summariser.add(s);
             if (m_json) {
                 m_json->add(s);
             }
         }
-        ++m_samples;
         if (m_records.empty() || !m_check_processes) {
             return;
         }
@@ -238,7 +238,11 @@ private:
         try {
             // Lists first, records after: a rank writes its record before it execs the program, so
             // every rank process in the lists has its record in this read.
-            const auto processes = m_everything->processes();
+            std::vector<std::vector<probes::NvmlProcess>> processes;
+            {
+                const probes::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1, remove_json_temp);
+                processes = m_everything->processes();
+            }
             for (std::size_t i = 0; i < processes.size(); ++i) {
                 GpuProcessList list;
                 list.gpu = m_everything->gpus()[i];

@@ -145,27 +145,17 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         out.write(probes::monitor::render_sample_header());
     }
     probes::monitor::SampleSchedule schedule(a.interval);
-    unsigned samples = 0;
-    bool stop = false;
-    while (!stop) {
-        if (a.duration > 0 && schedule.next_t() >= a.duration - 1e-9) {
-            break;
+    // Wait for the next sample, the command's end or a signal.
+    auto wait = [&](probes::monitor::SampleSchedule::Clock::time_point until) {
+        bool stop = false;
+        while (Clock::now() < until && !stop) {
+            stop = handle(command.wait(std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now())));
         }
-        // Wait for the next sample, the command's end or a signal.
-        while (Clock::now() < schedule.next_at() && !stop) {
-            const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(schedule.next_at() - Clock::now());
-            stop = handle(command.wait(wait));
-        }
-        if (stop) {
-            break;
-        }
+        return stop;
+    };
+    auto taken = [&](const std::vector<probes::monitor::GpuSample>& samples) {
         std::string text;
-        std::vector<probes::monitor::GpuSample> taken;
-        {
-            const probes::CallDeadline deadline(nvml_deadline_s, nvml_stuck, 3);
-            taken = sampler.sample(schedule.next_t());
-        }
-        for (const auto& s : taken) {
+        for (const auto& s : samples) {
             summariser.add(s);
             if (a.json) {
                 nlohmann::json line = probes::monitor::to_json(s);
@@ -175,13 +165,13 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
                 text += probes::monitor::render_sample_row(s);
             }
         }
-        ++samples;
         out.write(text);
         if (out.tty() && !a.json) {
             out.status(running_line(summariser.summaries(a.interval)));
         }
-        schedule.taken();
-    }
+    };
+    const unsigned samples = probes::monitor::sample_on_schedule(
+        &sampler, schedule, a.duration, {nvml_deadline_s, nvml_stuck, 3, nullptr}, wait, taken);
     while (command.started() && child_status < 0) {
         handle(command.wait(std::chrono::seconds(1)));
     }

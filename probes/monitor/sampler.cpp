@@ -1,6 +1,7 @@
 #include "probes/monitor/sampler.hpp"
 
 #include "probes/error.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -138,6 +139,28 @@ void SampleSchedule::taken(Clock::time_point now)
     if (behind > std::max(m_interval, max_catch_up_s)) {
         m_next += static_cast<unsigned long long>(std::floor(behind / m_interval)) + 1;
     }
+}
+
+unsigned sample_on_schedule(const GpuSampler* sampler, SampleSchedule& schedule, double duration,
+    const NvmlDeadline& deadline, const std::function<bool(SampleSchedule::Clock::time_point until)>& wait,
+    const std::function<void(const std::vector<GpuSample>& samples)>& taken)
+{
+    if (sampler == nullptr) {
+        while (!wait(SampleSchedule::Clock::time_point::max())) { }
+        return 0;
+    }
+    unsigned rounds = 0;
+    while (!(duration > 0 && schedule.next_t() >= duration - 1e-9) && !wait(schedule.next_at())) {
+        std::vector<GpuSample> samples;
+        {
+            const CallDeadline guard(deadline.seconds, deadline.message, deadline.exit_code, deadline.cleanup);
+            samples = sampler->sample(schedule.next_t());
+        }
+        taken(samples);
+        ++rounds;
+        schedule.taken();
+    }
+    return rounds;
 }
 
 } // namespace probes::monitor

@@ -7,6 +7,7 @@
 #include "probes/nvml.hpp"
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,5 +65,24 @@ private:
     Clock::time_point m_start;
     unsigned long long m_next = 0;
 };
+
+/// How long one round of NVML sampling may take before the process gives up on NVML (see
+/// probes::CallDeadline): a driver call that never returns must not hang the monitor.
+struct NvmlDeadline {
+    unsigned seconds = 30;
+    const char* message = nullptr; ///< a string literal, written to standard error
+    int exit_code = 1;
+    void (*cleanup)() = nullptr; ///< async-signal-safe, or null
+};
+
+/// The one sampling loop, of gpudoctor monitor and gpurun --monitor's node monitor. For each slot
+/// of `schedule`: `wait(until)` waits for the slot's time and returns true to stop instead (the
+/// command ended, a signal, the ranks are gone); then every GPU of `sampler` is sampled under
+/// `deadline` and the samples go to `taken`. Stops before a slot at or past `duration` seconds
+/// when `duration` > 0. Without a sampler (NVML could not be loaded) only `wait` runs, with no
+/// time limit, until it says stop. Returns the number of rounds sampled.
+unsigned sample_on_schedule(const GpuSampler* sampler, SampleSchedule& schedule, double duration,
+    const NvmlDeadline& deadline, const std::function<bool(SampleSchedule::Clock::time_point until)>& wait,
+    const std::function<void(const std::vector<GpuSample>& samples)>& taken);
 
 } // namespace probes::monitor

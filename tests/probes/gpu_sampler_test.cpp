@@ -4,6 +4,7 @@
 #include "tests/support/fake_nvml_fixture.hpp"
 
 #include <gtest/gtest.h>
+#include <thread>
 
 using test_support::FakeNvmlFixture;
 using test_support::TempDir;
@@ -98,4 +99,49 @@ TEST(GpuSampler, ScheduleKeepsItsGridAndSkipsLongStalls)
     EXPECT_DOUBLE_EQ(schedule.next_t(), 0.5) << "a short stall is caught up";
     schedule.taken(start + milliseconds(3100));
     EXPECT_DOUBLE_EQ(schedule.next_t(), 3.25) << "a long one skips the slots it missed";
+}
+
+TEST(GpuSampler, OneLoopSamplesEachSlotUntilTheDurationOrAStop)
+{
+    TempDir dir;
+    FakeNvmlFixture fixture(dir, sequences);
+    auto nvml = probes::Nvml::load(FAKE_NVML_PATH);
+    probes::monitor::GpuSampler sampler(nvml, probes::monitor::select_gpus(nvml.gpus(), {}));
+    const probes::monitor::NvmlDeadline deadline{5, "test: NVML hung\n", 3, nullptr};
+    std::vector<double> times;
+    auto taken = [&](const std::vector<probes::monitor::GpuSample>& samples) {
+        ASSERT_EQ(samples.size(), 2U) << "every GPU in each round";
+        times.push_back(samples[0].t);
+    };
+    // A wait that never stops: the duration ends it, before the slot at 0.03 s.
+    unsigned waits = 0;
+    auto never = [&](probes::monitor::SampleSchedule::Clock::time_point until) {
+        ++waits;
+        std::this_thread::sleep_until(until);
+        return false;
+    };
+    probes::monitor::SampleSchedule grid(0.01);
+    EXPECT_EQ(probes::monitor::sample_on_schedule(&sampler, grid, 0.03, deadline, never, taken), 3U);
+    ASSERT_EQ(times.size(), 3U);
+    EXPECT_DOUBLE_EQ(times[0], 0.0);
+    EXPECT_DOUBLE_EQ(times[2], 0.02);
+    EXPECT_EQ(waits, 3U);
+
+    // A wait that says stop before the third slot (the command ended): two rounds, no duration.
+    times.clear();
+    unsigned calls = 0;
+    auto stop_third = [&](probes::monitor::SampleSchedule::Clock::time_point) { return ++calls == 3; };
+    probes::monitor::SampleSchedule again(0.01);
+    EXPECT_EQ(probes::monitor::sample_on_schedule(&sampler, again, 0, deadline, stop_third, taken), 2U);
+    EXPECT_EQ(times.size(), 2U);
+
+    // No sampler (NVML could not be loaded): only the wait runs, with no time limit, until it stops.
+    calls = 0;
+    probes::monitor::SampleSchedule none(0.01);
+    auto until_seen = [&](probes::monitor::SampleSchedule::Clock::time_point until) {
+        EXPECT_EQ(until, probes::monitor::SampleSchedule::Clock::time_point::max());
+        return ++calls == 2;
+    };
+    EXPECT_EQ(probes::monitor::sample_on_schedule(nullptr, none, 0, deadline, until_seen, taken), 0U);
+    EXPECT_EQ(calls, 2U);
 }
