@@ -1,9 +1,9 @@
 #include "launcher/cli.hpp"
 
+#include "launcher/backends/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
-#include "launcher/launcher_backend.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/shell_words.hpp"
 #include "probes/batch_split.hpp"
@@ -329,7 +329,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         throw Error("--json needs --dry-run: a running job's output is the program's own");
     }
     std::vector<std::pair<std::string, LauncherKind>> launchers = {{"auto", LauncherKind::automatic}};
-    for (const auto& b : backends()) {
+    for (const auto& b : backends::table()) {
         launchers.emplace_back(b.word, b.kind);
     }
     o.launcher = choose<LauncherKind>("--launcher", launcher, launchers);

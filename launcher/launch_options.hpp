@@ -1,5 +1,6 @@
 #pragma once
 
+#include "launcher/backends/backends.hpp"
 #include "probes/topology.hpp"
 
 #include <optional>
@@ -8,6 +9,9 @@
 #include <vector>
 
 namespace launcher {
+
+using backends::HostSlots;
+using backends::LauncherKind;
 
 /// Which CPUs a rank is bound to: its share of the GPU's NUMA node, of its package, a fixed number
 /// of whole cores near the GPU, or no binding.
@@ -73,22 +77,10 @@ struct MonitorOptions {
     friend bool operator==(const MonitorOptions&, const MonitorOptions&) = default;
 };
 
-/// Which program starts the ranks: Open MPI's mpirun, MPICH or Intel MPI's Hydra mpiexec, or Slurm's
-/// srun. `automatic` asks the environment: srun inside a Slurm allocation, else what `mpirun
-/// --version` says.
-enum class LauncherKind { automatic, openmpi, hydra, srun };
-
 /// Which variables point each rank's communication library at the InfiniBand HCA nearest its GPU:
 /// UCX_NET_DEVICES (UCX-based MPI; the default), that and NCCL_IB_HCA, or none. A variable the
 /// user set already is never replaced.
 enum class NicBinding { ucx, nccl, none };
-
-/// A host and its slot count as given by -H or a hostfile (nullopt: not given).
-struct HostSlots {
-    std::string name;
-    std::optional<unsigned> slots;
-    friend bool operator==(const HostSlots&, const HostSlots&) = default;
-};
 
 /// The whole gpurun command line.
 struct LaunchOptions {

@@ -210,7 +210,7 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
             fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
     }
 
-    if (const char* impl = backend(ctx.launcher.kind).nsys_mpi_impl; impl != nullptr) {
+    if (const char* impl = backends::row(ctx.launcher.kind).nsys_mpi_impl; impl != nullptr) {
         o.profile.mpi_impl = impl; // nsys traces MPICH-ABI calls (Intel MPI too) with --mpi-impl=mpich
     }
     prepare_profile(o.profile, ranks, o.dry_run, !this_node_only, env("PATH"), notes);
@@ -294,7 +294,7 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
     }
 
     nic_notes(job, o.nic_binding, env, notes);
-    LaunchRequest request;
+    backends::LaunchRequest request;
     request.hosts =
         o.hosts.empty() ? std::vector<HostSlots>{HostSlots{"localhost", job.hosts.front().slots}} : job.hosts;
     request.ranks = ranks;
@@ -306,7 +306,7 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
     request.env_program = ctx.env_program;
     request.helper = ctx.helper_path;
     request.helper_args = helper_arguments(helper);
-    plan.command = launcher_command(ctx.launcher, request);
+    plan.command = backends::launcher_command(ctx.launcher, request);
     return plan;
 }
 

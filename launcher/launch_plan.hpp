@@ -4,10 +4,10 @@
 // rank's binding, what every rank's helper is given, the launcher's argv and the notes. Pure but
 // for what PlanContext hands in, so tests plan any job without a machine of that shape.
 
+#include "launcher/backends/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
-#include "launcher/launcher_backend.hpp"
 #include "launcher/master_address.hpp"
 #include "launcher/pack.hpp"
 #include "probes/batch_split.hpp"
@@ -28,7 +28,7 @@ struct PlanContext {
     probes::NodeLayout layout; ///< this node's topology
     probes::GpuInventory inventory; ///< this node's GPUs (none with --cpu-only)
     std::map<std::string, NodeSpec> host_specs; ///< --topology HOST=FILE: those hosts' own
-    Launcher launcher; ///< what starts the ranks
+    backends::Launcher launcher; ///< what starts the ranks
     std::vector<std::string> launcher_notes; ///< --dry-run without the launcher installed: why
     bool allow_root = false; ///< Open MPI: pass --allow-run-as-root
     AddressLookup lookup; ///< for MASTER_ADDR

@@ -119,7 +119,7 @@ std::string render_text(const PlanReport& r)
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
-    out += fmt::format("launcher: {} ({})\n", launcher_title(r.launcher), r.launcher.reason);
+    out += fmt::format("launcher: {} ({})\n", backends::launcher_title(r.launcher), r.launcher.reason);
     out += fmt::format("command: {}\n", shell_quote(r.command));
     return out;
 }
@@ -193,7 +193,7 @@ nlohmann::json render_json(const PlanReport& r)
     }
     return {{"ranks", ranks}, {"hosts", hosts}, {"hosts_left_out", left_out}, {"command", r.command},
         {"launcher",
-            {{"kind", backend(r.launcher.kind).word}, {"path", r.launcher.path},
+            {{"kind", backends::row(r.launcher.kind).word}, {"path", r.launcher.path},
                 {"flavour", r.launcher.flavour.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.launcher.flavour)},
                 {"reason", r.launcher.reason}}},
         {"nic_binding", to_string(r.options.nic_binding)}, {"notes", r.notes},

@@ -1,9 +1,9 @@
 #pragma once
 
+#include "launcher/backends/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
-#include "launcher/launcher_backend.hpp"
 #include "launcher/pack.hpp"
 #include "probes/batch_split.hpp"
 
@@ -23,7 +23,7 @@ struct PlanReport {
     std::vector<std::string> notes; ///< inventory and plan notes
     std::vector<std::string> command; ///< the exact launcher argv
     std::optional<probes::BatchSplit> batch; ///< --global-batch: each rank's share, in rank order
-    Launcher launcher; ///< what starts the ranks, and why
+    backends::Launcher launcher; ///< what starts the ranks, and why
     std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
     /// What each rank's helper is given; with it, the JSON shows each rank's environment.
     const HelperOptions* helper = nullptr;

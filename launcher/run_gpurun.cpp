@@ -96,17 +96,17 @@ void make_paths_absolute(LaunchOptions& o)
 }
 
 // The launcher; for --dry-run without one installed, the one that would be looked for, and why.
-Launcher launcher_for(const LaunchOptions& o, std::vector<std::string>& notes)
+backends::Launcher launcher_for(const LaunchOptions& o, std::vector<std::string>& notes)
 {
     try {
-        return find_launcher(o.launcher, env);
+        return backends::find_launcher(o.launcher, env);
     } catch (const Error& e) {
         if (!o.dry_run) {
             throw;
         }
         notes.push_back(e.what());
         const LauncherKind kind = o.launcher == LauncherKind::automatic ? LauncherKind::openmpi : o.launcher;
-        return Launcher{kind, backend(kind).program, "", "not found"};
+        return backends::Launcher{kind, backends::row(kind).program, "", "not found"};
     }
 }
 
@@ -127,9 +127,10 @@ int run(const std::vector<std::string>& argv)
     PlanContext ctx;
     ctx.env = env;
     ctx.launcher = launcher_for(o, ctx.launcher_notes);
-    const bool refuses_root = backend(ctx.launcher.kind).refuses_root;
+    const bool refuses_root = backends::row(ctx.launcher.kind).refuses_root;
     ctx.allow_root = refuses_root &&
-        root_allowed(o.allow_run_as_root, env("OMPI_ALLOW_RUN_AS_ROOT"), env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
+        backends::root_allowed(
+            o.allow_run_as_root, env("OMPI_ALLOW_RUN_AS_ROOT"), env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
     if (!o.dry_run && refuses_root && geteuid() == 0 && !ctx.allow_root) {
         throw Error("running as root, which Open MPI refuses; pass --allow-run-as-root, or set both "
                     "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");

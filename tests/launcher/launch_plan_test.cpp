@@ -35,7 +35,7 @@ protected:
         m_ctx.layout = test_support::load_layout(test_support::two_sockets_four_gpus_each(), m_dir);
         m_ctx.inventory.pool = probes::gpus_from_topology(m_ctx.layout);
         m_ctx.inventory.source = "topology";
-        m_ctx.launcher = launcher::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
+        m_ctx.launcher = launcher::backends::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
         m_ctx.lookup.resolve = [](const std::string& host) {
             return std::vector<std::string>{"10.0.0." + host.substr(1)};
         };
@@ -138,7 +138,7 @@ TEST_F(LaunchPlan, GpukitVariablesAndTheNcclCheckReachTheRanks)
 
 TEST_F(LaunchPlan, TheBackendRowDecidesWhatDiffers)
 {
-    m_ctx.launcher = launcher::Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", "test"};
+    m_ctx.launcher = launcher::backends::Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", "test"};
     m_options.profile.profiler = launcher::Profiler::nsys;
     m_options.dry_run = true;
     auto p = plan();
@@ -147,7 +147,7 @@ TEST_F(LaunchPlan, TheBackendRowDecidesWhatDiffers)
     EXPECT_EQ(m_options.profile.mpi_impl, "mpich") << "nsys is told Hydra's MPI";
 
     m_ctx.allow_root = true;
-    m_ctx.launcher = launcher::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
+    m_ctx.launcher = launcher::backends::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
     EXPECT_TRUE(has(plan().command, "--allow-run-as-root"));
 }
 

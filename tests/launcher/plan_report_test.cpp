@@ -38,7 +38,8 @@ protected:
     PlanReport report(std::optional<probes::BatchSplit> batch) const
     {
         return PlanReport{m_job, m_options, "", {}, {"mpirun", "-np", "3", "prog"}, std::move(batch),
-            launcher::Launcher{launcher::LauncherKind::openmpi, "mpirun", "Open MPI", "mpirun is Open MPI"}, {}};
+            launcher::backends::Launcher{launcher::LauncherKind::openmpi, "mpirun", "Open MPI", "mpirun is Open MPI"},
+            {}};
     }
 
     JobPlan m_job = three_ranks();

@@ -1,4 +1,4 @@
-#include "launcher/launcher_backend.hpp"
+#include "launcher/backends/backends.hpp"
 #include "probes/error.hpp"
 #include "probes/mpi_flavour.hpp"
 #include "tests/support/error_of.hpp"
@@ -24,21 +24,21 @@ TEST(OpenMpi, FlavourFromVersionOutput)
 
 TEST(OpenMpi, RootOnlyWhenTheUserSaidSo)
 {
-    EXPECT_TRUE(launcher::root_allowed(true, nullptr, nullptr));
-    EXPECT_TRUE(launcher::root_allowed(false, "1", "1"));
-    EXPECT_FALSE(launcher::root_allowed(false, "1", nullptr));
-    EXPECT_FALSE(launcher::root_allowed(false, nullptr, "1"));
-    EXPECT_FALSE(launcher::root_allowed(false, "0", "1"));
+    EXPECT_TRUE(launcher::backends::root_allowed(true, nullptr, nullptr));
+    EXPECT_TRUE(launcher::backends::root_allowed(false, "1", "1"));
+    EXPECT_FALSE(launcher::backends::root_allowed(false, "1", nullptr));
+    EXPECT_FALSE(launcher::backends::root_allowed(false, nullptr, "1"));
+    EXPECT_FALSE(launcher::backends::root_allowed(false, "0", "1"));
 }
 
 namespace {
 
-using launcher::Launcher;
-using launcher::LauncherKind;
+using launcher::backends::Launcher;
+using launcher::backends::LauncherKind;
 
-launcher::LaunchRequest request(std::vector<launcher::HostSlots> hosts)
+launcher::backends::LaunchRequest request(std::vector<launcher::backends::HostSlots> hosts)
 {
-    launcher::LaunchRequest r;
+    launcher::backends::LaunchRequest r;
     for (const auto& h : hosts) {
         r.ranks += h.slots.value_or(1);
     }
@@ -71,29 +71,31 @@ std::function<const char*(const char*)> env_of(std::map<std::string, std::string
 
 TEST(OpenMpi, CommandLine)
 {
-    const std::vector<launcher::HostSlots> job{{"n01", 2}, {"n02", 1}};
+    const std::vector<launcher::backends::HostSlots> job{{"n01", 2}, {"n02", 1}};
     auto r = request(job);
     r.allow_root = true;
-    auto argv = launcher::launcher_command(Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", ""}, r);
+    auto argv =
+        launcher::backends::launcher_command(Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", ""}, r);
     EXPECT_EQ(argv,
         (std::vector<std::string>{"/usr/bin/mpirun", "-np", "3", "--bind-to", "none", "--map-by", "slot", "-H",
             "n01:2,n02:1", "--allow-run-as-root", "-x", "PATH", "-x", "NCCL_DEBUG=INFO", "-x", "GPUKIT_X", "--extra",
             "a b", "/opt/gpurun-rank", "--", "python", "a b"}));
     r.allow_root = false;
-    auto no_root = launcher::launcher_command(Launcher{LauncherKind::openmpi, "mpirun", "Open MPI", ""}, r);
+    auto no_root = launcher::backends::launcher_command(Launcher{LauncherKind::openmpi, "mpirun", "Open MPI", ""}, r);
     EXPECT_EQ(std::count(no_root.begin(), no_root.end(), "--allow-run-as-root"), 0);
 }
 
 TEST(Hydra, EqualHostsUsePpnAndSwitchOffBinding)
 {
-    const std::vector<launcher::HostSlots> job{{"n01", 2}, {"n02", 2}};
-    auto argv =
-        launcher::launcher_command(Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", ""}, request(job));
+    const std::vector<launcher::backends::HostSlots> job{{"n01", 2}, {"n02", 2}};
+    auto argv = launcher::backends::launcher_command(
+        Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", ""}, request(job));
     EXPECT_EQ(argv,
         (std::vector<std::string>{"/usr/bin/mpiexec", "-n", "4", "-ppn", "2", "-hosts", "n01,n02", "-bind-to", "none",
             "-genv", "NCCL_DEBUG", "INFO", "-genvlist", "PATH,GPUKIT_X", "--extra", "a b", "/opt/gpurun-rank", "--",
             "python", "a b"}));
-    auto intel = launcher::launcher_command(Launcher{LauncherKind::hydra, "mpiexec", "Intel MPI", ""}, request(job));
+    auto intel =
+        launcher::backends::launcher_command(Launcher{LauncherKind::hydra, "mpiexec", "Intel MPI", ""}, request(job));
     EXPECT_EQ(std::count(intel.begin(), intel.end(), "-bind-to"), 0);
     const std::vector<std::string> no_pinning{"-genv", "I_MPI_PIN", "0"};
     EXPECT_NE(std::search(intel.begin(), intel.end(), no_pinning.begin(), no_pinning.end()), intel.end())
@@ -102,8 +104,9 @@ TEST(Hydra, EqualHostsUsePpnAndSwitchOffBinding)
 
 TEST(Hydra, UnequalHostsGetOneSectionEach)
 {
-    const std::vector<launcher::HostSlots> job{{"n01", 3}, {"n02", 1}};
-    auto argv = launcher::launcher_command(Launcher{LauncherKind::hydra, "mpiexec", "MPICH", ""}, request(job));
+    const std::vector<launcher::backends::HostSlots> job{{"n01", 3}, {"n02", 1}};
+    auto argv =
+        launcher::backends::launcher_command(Launcher{LauncherKind::hydra, "mpiexec", "MPICH", ""}, request(job));
     EXPECT_EQ(argv,
         (std::vector<std::string>{"mpiexec", "-bind-to", "none", "-genv", "NCCL_DEBUG", "INFO", "-genvlist",
             "PATH,GPUKIT_X", "--extra", "a b", "-n", "3", "-hosts", "n01", "/opt/gpurun-rank", "--", "python", "a b",
@@ -112,25 +115,25 @@ TEST(Hydra, UnequalHostsGetOneSectionEach)
 
 TEST(Srun, SetsValuesThroughEnvAndNamesTheNodes)
 {
-    const std::vector<launcher::HostSlots> job{{"gpu1", 4}, {"gpu2", 4}};
+    const std::vector<launcher::backends::HostSlots> job{{"gpu1", 4}, {"gpu2", 4}};
     auto r = request(job);
-    auto argv = launcher::launcher_command(Launcher{LauncherKind::srun, "/usr/bin/srun", "Slurm", ""}, r);
+    auto argv = launcher::backends::launcher_command(Launcher{LauncherKind::srun, "/usr/bin/srun", "Slurm", ""}, r);
     EXPECT_EQ(argv,
         (std::vector<std::string>{"/usr/bin/env", "NCCL_DEBUG=INFO", "/usr/bin/srun", "--nodes", "2", "--ntasks", "8",
             "--ntasks-per-node", "4", "--cpu-bind=none", "--export=ALL", "--nodelist", "gpu1,gpu2", "--extra", "a b",
             "/opt/gpurun-rank", "--", "python", "a b"}));
     r.env = {"PATH"};
     r.hosts_given = false;
-    auto plain = launcher::launcher_command(Launcher{LauncherKind::srun, "srun", "Slurm", ""}, r);
+    auto plain = launcher::backends::launcher_command(Launcher{LauncherKind::srun, "srun", "Slurm", ""}, r);
     EXPECT_EQ(plain.front(), "srun") << "nothing to set: no env in front";
     EXPECT_EQ(std::count(plain.begin(), plain.end(), "--nodelist"), 0) << "srun picks the nodes of its allocation";
 }
 
 TEST(Srun, RefusesUnequalRanksPerNode)
 {
-    const std::vector<launcher::HostSlots> job{{"gpu1", 8}, {"gpu2", 4}};
+    const std::vector<launcher::backends::HostSlots> job{{"gpu1", 8}, {"gpu2", 4}};
     try {
-        launcher::launcher_command(Launcher{LauncherKind::srun, "srun", "Slurm", ""}, request(job));
+        launcher::backends::launcher_command(Launcher{LauncherKind::srun, "srun", "Slurm", ""}, request(job));
         ADD_FAILURE() << "accepted 8+4";
     } catch (const probes::Error& e) {
         EXPECT_EQ(std::string(e.what()),
@@ -144,15 +147,15 @@ TEST(FindLauncher, AutoPrefersSrunInsideASlurmJob)
     TempDir dir;
     fake_program(dir.path(), "srun", "slurm 23.02.7");
     fake_program(dir.path(), "mpirun", "mpirun (Open MPI) 4.1.4");
-    auto in_job = launcher::find_launcher(
+    auto in_job = launcher::backends::find_launcher(
         LauncherKind::automatic, env_of({{"PATH", dir.path().string()}, {"SLURM_JOB_ID", "42"}}));
     EXPECT_EQ(in_job.kind, LauncherKind::srun);
     EXPECT_EQ(in_job.reason, "inside Slurm job 42");
-    auto outside = launcher::find_launcher(LauncherKind::automatic, env_of({{"PATH", dir.path().string()}}));
+    auto outside = launcher::backends::find_launcher(LauncherKind::automatic, env_of({{"PATH", dir.path().string()}}));
     EXPECT_EQ(outside.kind, LauncherKind::openmpi);
     EXPECT_EQ(outside.reason, "mpirun is Open MPI");
-    auto told =
-        launcher::find_launcher(LauncherKind::openmpi, env_of({{"PATH", dir.path().string()}, {"SLURM_JOB_ID", "42"}}));
+    auto told = launcher::backends::find_launcher(
+        LauncherKind::openmpi, env_of({{"PATH", dir.path().string()}, {"SLURM_JOB_ID", "42"}}));
     EXPECT_EQ(told.kind, LauncherKind::openmpi) << "an explicit --launcher wins over the allocation";
 }
 
@@ -161,13 +164,13 @@ TEST(FindLauncher, AutoTakesHydraForMpichAndIntelMpi)
     TempDir dir;
     fake_program(dir.path(), "mpirun", "HYDRA build details:");
     fake_program(dir.path(), "mpiexec", "HYDRA build details:");
-    auto mpich = launcher::find_launcher(LauncherKind::automatic, env_of({{"PATH", dir.path().string()}}));
+    auto mpich = launcher::backends::find_launcher(LauncherKind::automatic, env_of({{"PATH", dir.path().string()}}));
     EXPECT_EQ(mpich.kind, LauncherKind::hydra);
     EXPECT_EQ(mpich.path, (dir / "mpiexec").string());
     EXPECT_EQ(mpich.flavour, "MPICH");
     fake_program(dir.path(), "mpirun", "Intel(R) MPI Library for Linux* OS, Version 2021.10");
     fake_program(dir.path(), "mpiexec", "Intel(R) MPI Library for Linux* OS, Version 2021.10");
-    auto intel = launcher::find_launcher(LauncherKind::automatic, env_of({{"PATH", dir.path().string()}}));
+    auto intel = launcher::backends::find_launcher(LauncherKind::automatic, env_of({{"PATH", dir.path().string()}}));
     EXPECT_EQ(intel.flavour, "Intel MPI");
     EXPECT_EQ(intel.reason, "mpirun is Intel MPI");
 }
@@ -178,39 +181,44 @@ TEST(FindLauncher, SaysWhatIsMissingOrWrong)
     fake_program(dir.path(), "mpirun", "HYDRA build details:");
     fake_program(dir.path(), "mpiexec", "mpiexec (Open MPI) 4.1.4");
     auto path = env_of({{"PATH", dir.path().string()}});
-    EXPECT_NE(error_of([&] { launcher::find_launcher(LauncherKind::openmpi, path); }).find("is MPICH, not Open MPI"),
+    EXPECT_NE(error_of([&] {
+        launcher::backends::find_launcher(LauncherKind::openmpi, path);
+    }).find("is MPICH, not Open MPI"),
         std::string::npos);
     EXPECT_NE(error_of([&] {
-        launcher::find_launcher(LauncherKind::hydra, path);
+        launcher::backends::find_launcher(LauncherKind::hydra, path);
     }).find("is Open MPI, not MPICH's or Intel MPI's Hydra"),
         std::string::npos);
-    EXPECT_NE(error_of([&] { launcher::find_launcher(LauncherKind::srun, path); }).find("srun not found in PATH"),
+    EXPECT_NE(
+        error_of([&] { launcher::backends::find_launcher(LauncherKind::srun, path); }).find("srun not found in PATH"),
         std::string::npos);
     fake_program(dir.path(), "mpirun", "something else 1.0");
-    EXPECT_NE(error_of([&] { launcher::find_launcher(LauncherKind::automatic, path); }).find("is an unknown MPI"),
+    EXPECT_NE(
+        error_of([&] { launcher::backends::find_launcher(LauncherKind::automatic, path); }).find("is an unknown MPI"),
         std::string::npos);
     auto empty = env_of({{"PATH", (dir / "none").string()}});
-    EXPECT_NE(
-        error_of([&] { launcher::find_launcher(LauncherKind::automatic, empty); }).find("mpirun not found in PATH"),
+    EXPECT_NE(error_of([&] {
+        launcher::backends::find_launcher(LauncherKind::automatic, empty);
+    }).find("mpirun not found in PATH"),
         std::string::npos);
 }
 
 TEST(Backends, OneRowPerLauncherEachWithItsWordProgramAndCommand)
 {
     std::vector<std::string> words;
-    for (const auto& b : launcher::backends()) {
+    for (const auto& b : launcher::backends::table()) {
         words.emplace_back(b.word);
-        EXPECT_EQ(&launcher::backend(b.kind), &b);
+        EXPECT_EQ(&launcher::backends::row(b.kind), &b);
         ASSERT_NE(b.command, nullptr) << b.word;
     }
     EXPECT_EQ(words, (std::vector<std::string>{"openmpi", "mpich", "srun"}));
-    EXPECT_TRUE(launcher::backend(LauncherKind::openmpi).refuses_root);
-    EXPECT_FALSE(launcher::backend(LauncherKind::srun).refuses_root);
-    EXPECT_STREQ(launcher::backend(LauncherKind::hydra).nsys_mpi_impl, "mpich");
-    EXPECT_THROW(launcher::backend(LauncherKind::automatic), probes::Error);
-    EXPECT_EQ(launcher::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "", ""}),
+    EXPECT_TRUE(launcher::backends::row(LauncherKind::openmpi).refuses_root);
+    EXPECT_FALSE(launcher::backends::row(LauncherKind::srun).refuses_root);
+    EXPECT_STREQ(launcher::backends::row(LauncherKind::hydra).nsys_mpi_impl, "mpich");
+    EXPECT_THROW(launcher::backends::row(LauncherKind::automatic), probes::Error);
+    EXPECT_EQ(launcher::backends::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "", ""}),
         "MPICH or Intel MPI mpiexec (Hydra)");
-    EXPECT_EQ(launcher::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "Intel MPI", ""}),
+    EXPECT_EQ(launcher::backends::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "Intel MPI", ""}),
         "Intel MPI mpiexec (Hydra)");
-    EXPECT_EQ(launcher::launcher_title(Launcher{LauncherKind::srun, "srun", "Slurm", ""}), "Slurm srun");
+    EXPECT_EQ(launcher::backends::launcher_title(Launcher{LauncherKind::srun, "srun", "Slurm", ""}), "Slurm srun");
 }

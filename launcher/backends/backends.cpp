@@ -1,4 +1,4 @@
-#include "launcher/launcher_backend.hpp"
+#include "launcher/backends/backends.hpp"
 
 #include "probes/error.hpp"
 #include "probes/mpi_flavour.hpp"
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
-namespace launcher {
+namespace launcher::backends {
 
 namespace {
 
@@ -261,7 +261,7 @@ bool root_allowed(bool flag, const char* allow, const char* confirm)
     return flag || (one(allow) && one(confirm));
 }
 
-const std::vector<Backend>& backends()
+const std::vector<Backend>& table()
 {
     static const std::vector<Backend> table = {
         {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, openmpi_command},
@@ -272,9 +272,9 @@ const std::vector<Backend>& backends()
     return table;
 }
 
-const Backend& backend(LauncherKind kind)
+const Backend& row(LauncherKind kind)
 {
-    for (const auto& b : backends()) {
+    for (const auto& b : table()) {
         if (b.kind == kind) {
             return b;
         }
@@ -284,13 +284,13 @@ const Backend& backend(LauncherKind kind)
 
 std::string launcher_title(const Launcher& launcher)
 {
-    const Backend& b = backend(launcher.kind);
+    const Backend& b = row(launcher.kind);
     return fmt::format(fmt::runtime(b.title), launcher.flavour.empty() ? b.default_flavour : launcher.flavour);
 }
 
 std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request)
 {
-    return backend(launcher.kind).command(launcher, request);
+    return row(launcher.kind).command(launcher, request);
 }
 
-} // namespace launcher
+} // namespace launcher::backends

@@ -1,12 +1,27 @@
 #pragma once
 
-#include "launcher/launch_options.hpp"
+// The launchers gpurun drives (Open MPI's mpirun, Hydra's mpiexec, Slurm's srun): how each is
+// found, and the command line that starts the ranks where the plan puts them. One row of table()
+// per launcher.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-namespace launcher {
+namespace launcher::backends {
+
+/// Which program starts the ranks: Open MPI's mpirun, MPICH or Intel MPI's Hydra mpiexec, or Slurm's
+/// srun. `automatic` asks the environment: srun inside a Slurm allocation, else what `mpirun
+/// --version` says.
+enum class LauncherKind { automatic, openmpi, hydra, srun };
+
+/// A host and its slot count as given by -H or a hostfile (nullopt: not given).
+struct HostSlots {
+    std::string name;
+    std::optional<unsigned> slots;
+    friend bool operator==(const HostSlots&, const HostSlots&) = default;
+};
 
 /// The program that will start the ranks, and why it was chosen.
 struct Launcher {
@@ -70,12 +85,12 @@ struct Backend {
 };
 
 /// The backends, in --launcher's order.
-const std::vector<Backend>& backends();
+const std::vector<Backend>& table();
 
 /// The row of `kind`; `automatic` has none (probes::Error).
-const Backend& backend(LauncherKind kind);
+const Backend& row(LauncherKind kind);
 
 /// "Open MPI mpirun", "MPICH mpiexec (Hydra)", "Slurm srun".
 std::string launcher_title(const Launcher& launcher);
 
-} // namespace launcher
+} // namespace launcher::backends
