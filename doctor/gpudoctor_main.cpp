@@ -1,6 +1,7 @@
 #include "doctor/gpudoctor.hpp"
+#include "probes/process.hpp"
 
 int main(int argc, char** argv)
 {
-    return doctor::run_gpudoctor(argc, argv);
+    return probes::exit_status_after_output(doctor::run_gpudoctor(argc, argv), "gpudoctor");
 }

@@ -204,4 +204,9 @@ private:
     struct sigaction m_previous { };
 };
 
+/// For a program's main, last: flushes standard output. When it could not be written (a full disk,
+/// /dev/full, an output file's quota) says so on standard error as "PROGRAM: cannot write the
+/// output: REASON" and returns 3 (the program could not do its work); else returns `status`.
+int exit_status_after_output(int status, const char* program) noexcept;
+
 } // namespace probes

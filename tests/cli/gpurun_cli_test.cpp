@@ -271,3 +271,16 @@ TEST_P(GpurunCli, MatchesGolden)
 
 INSTANTIATE_TEST_SUITE_P(Golden, GpurunCli, ::testing::ValuesIn(cases()),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+
+TEST(GpurunOutput, AWriteErrorOnStandardOutputIsExitThree)
+{
+    if (!std::filesystem::exists("/dev/full")) {
+        GTEST_SKIP() << "no /dev/full here";
+    }
+    // The plan cannot be written (a full disk): exit 3 with a message, not 0 with nothing.
+    auto r =
+        test_support::run({"/bin/sh", "-c", "exec \"$0\" --cpu-only --dry-run -np 2 true > /dev/full", GPURUN_PATH}, {},
+            std::chrono::seconds(30));
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("gpurun: cannot write the output: No space left on device"), std::string::npos) << r.err;
+}

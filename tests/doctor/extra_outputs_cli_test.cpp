@@ -260,4 +260,22 @@ TEST_F(ExtraOutputs, FitJudgesThroughTheSameVerdict)
     EXPECT_NE(file_text(m_dir / "out/fit.prom").find("gpudoctor_exit_code{subcommand=\"fit\"} 0\n"), std::string::npos);
 }
 
+TEST_F(ExtraOutputs, AWriteErrorOnStandardOutputIsExitThree)
+{
+    if (!std::filesystem::exists("/dev/full")) {
+        GTEST_SKIP() << "no /dev/full here";
+    }
+    // A snapshot or report that cannot be written (a full disk) is exit 3 with a message, never 0
+    // with an empty file; the same for every subcommand.
+    // A short output fails at the last flush, which knows why; a long one fails on the way.
+    for (const auto& [sub, why] : std::vector<std::pair<std::string, std::string>>{
+             {"list", "No space left on device"}, {"explain", "a write to it failed"}}) {
+        auto r = test_support::run({"/bin/sh", "-c", "exec \"$0\" \"$1\" > /dev/full", GPUDOCTOR_PATH, sub});
+        EXPECT_EQ(r.exit_code, 3) << sub << ": " << r.err;
+        EXPECT_EQ(r.err, "gpudoctor: cannot write the output: " + why + "\n") << sub;
+    }
+    auto ok = test_support::run({"/bin/sh", "-c", "exec \"$0\" list > /dev/null", GPUDOCTOR_PATH});
+    EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 } // namespace
