@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
@@ -47,8 +48,9 @@ using probes::Error;
 check::CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
 {
     check::CollectContext ctx;
-    ctx.sysroot = sysroot;
-    ctx.topology_file = topology;
+    // Absolute: the collectors run from "/".
+    ctx.sysroot = std::filesystem::absolute(sysroot).lexically_normal().string();
+    ctx.topology_file = topology.empty() ? topology : std::filesystem::absolute(topology).string();
     ctx.timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
     ctx.progress = isatty(STDERR_FILENO) != 0;
     for (char** e = environ; *e != nullptr; ++e) {

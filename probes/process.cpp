@@ -228,6 +228,9 @@ void set_up_child(const SpawnOptions& options, pid_t parent) noexcept
     if (options.mask != nullptr) {
         sigprocmask(SIG_SETMASK, options.mask, nullptr);
     }
+    if (options.directory != nullptr && chdir(options.directory) != 0) {
+        _exit(126);
+    }
     if (options.stdin_null) {
         const int null = open("/dev/null", O_RDONLY | O_CLOEXEC); // closed at exec, after dup2
         if (null >= 0) {

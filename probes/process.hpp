@@ -60,6 +60,10 @@ struct SpawnOptions {
     /// For a program: exactly this environment, argv[0] looked up in its PATH; null: the caller's
     /// environment and a PATH search (execvp).
     const std::map<std::string, std::string>* env = nullptr;
+    /// The child's working directory; null: the caller's. Probes run from "/", so that nothing in
+    /// the directory gpudoctor was started from (a library an empty LD_LIBRARY_PATH entry finds, a
+    /// pyenv .python-version) is read by them.
+    const char* directory = nullptr;
     /// Printed before strerror when the program cannot be executed (exit status 127).
     std::string exec_error;
     /// Output kept when captured (see KeptOutput).

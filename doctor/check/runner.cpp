@@ -35,6 +35,7 @@ void collect_group(const std::vector<const Collector*>& collectors, const Collec
     options.own_group = true;
     options.die_with_parent = true;
     options.keep_head = std::size_t{1} << 40; // facts are JSON: all of it, or it does not parse
+    options.directory = "/"; // nothing of the caller's directory is read (see SpawnOptions)
     std::vector<probes::Child> children;
     std::vector<const Collector*> started;
     for (const Collector* c : collectors) {

@@ -1,9 +1,11 @@
 #include "doctor/check/runner.hpp"
 #include "probes/error.hpp"
 #include "tests/support/doctor_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <thread>
 #include <unistd.h>
@@ -42,6 +44,22 @@ TEST(Runner, CollectorsRunInParallelAndAHangBecomesAnError)
     EXPECT_EQ(doctor::check::collector_error(facts, "hang"), "timed out after 1 s");
     EXPECT_NE(doctor::check::collector_error(facts, "crash").find("crashed (Segmentation fault)"), std::string::npos);
     EXPECT_EQ(doctor::check::collector_error(facts, "throws"), "cannot read /sys/foo: Permission denied");
+}
+
+TEST(Runner, CollectorsRunFromTheRootDirectory)
+{
+    // Nothing of the directory gpudoctor was started from is read by a probe: an empty
+    // LD_LIBRARY_PATH entry or a pyenv shim would otherwise find files there.
+    Collector where{"where", [](const doctor::check::CollectContext&) {
+                        char buffer[4096];
+                        return nlohmann::json{{"cwd", getcwd(buffer, sizeof buffer) != nullptr ? buffer : "?"}};
+                    }};
+    test_support::TempDir dir;
+    const auto before = std::filesystem::current_path();
+    std::filesystem::current_path(dir.path());
+    const auto facts = doctor::check::collect({&where}, doctor::check::CollectContext{});
+    std::filesystem::current_path(before);
+    EXPECT_EQ(facts["where"]["cwd"], "/") << facts.dump();
 }
 
 TEST(Runner, MissingOrBrokenFactsNeverPass)
