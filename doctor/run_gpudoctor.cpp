@@ -97,7 +97,7 @@ struct NcclLogOptions {
     std::vector<std::string> files;
     bool json = false;
     bool no_color = false;
-    cli::JudgingOptions judging;
+    check::JudgingOptions judging;
 };
 
 int run_nccl_log(const NcclLogOptions& options)
@@ -218,7 +218,7 @@ int run(int argc, char** argv)
         ->type_name("LIST");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
-    cli::JudgingOptions check_judging; // its --fail-on is spelled --strict
+    check::JudgingOptions check_judging; // its --fail-on is spelled --strict
     bool fail_summary = false;
     cli::add_judging_options(*check, check_judging, false);
     check->add_flag("--fail-summary", fail_summary,
@@ -270,8 +270,7 @@ int run(int argc, char** argv)
         ->type_name("FILE");
     profile->add_flag("--json", prof.json, "Print the report as JSON");
     profile->add_flag("--no-color", prof_no_color, "No colour (also when NO_COLOR is set)");
-    cli::JudgingOptions prof_judging;
-    cli::add_judging_options(*profile, prof_judging, true);
+    cli::add_judging_options(*profile, prof.judging, true);
     profile->add_option("--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)")->type_name("S");
     profile->add_option("--top", prof.top, "Kernels listed per GPU (default 10)")->type_name("N");
     profile->add_option("--min-busy", prof.min_busy_percent, "A busy share below this is a finding (default 50)")
@@ -308,9 +307,6 @@ int run(int argc, char** argv)
     }
     if (profile->parsed()) {
         prof.color = use_color(prof_no_color);
-        prof.quiet = prof_judging.quiet;
-        prof.fail_on = prof_judging.fail_on;
-        prof.files_out = prof_judging.files;
         return profile::run_profile(prof);
     }
     if ((list->parsed() && list_codes) || (explain->parsed() && code.empty())) {

@@ -40,6 +40,14 @@ struct VerdictFiles {
     std::string prometheus; ///< --prometheus FILE
 };
 
+/// What every subcommand that judges (check, nccl-log, profile, fit) takes besides its own options
+/// (doctor::cli::add_judging_options adds them to a command line).
+struct JudgingOptions {
+    VerdictFiles files; ///< --junit, --prometheus
+    bool quiet = false; ///< --quiet: only the problems and a count
+    std::string fail_on = "fail"; ///< --fail-on warn|fail (check spells it --strict)
+};
+
 /// Writes the files asked for, atomically, both staged before either replaces its target; a file
 /// that cannot be written is probes::Error (exit 2), raised before the report is printed. `facts`
 /// are check's (their GPU metrics); null for the others.

@@ -51,7 +51,7 @@ bool use_color(bool no_color_flag)
     return !no_color_flag && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
 }
 
-void add_judging_options(CLI::App& sub, JudgingOptions& options, bool fail_on)
+void add_judging_options(CLI::App& sub, check::JudgingOptions& options, bool fail_on)
 {
     sub.add_flag("--quiet", options.quiet, "Print only problems and the summary");
     sub.add_option("--prometheus", options.files.prometheus,

@@ -22,15 +22,8 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see);
 /// Colour on standard output: a terminal, no --no-color, NO_COLOR unset or empty.
 bool use_color(bool no_color_flag);
 
-/// What every subcommand that judges (check, nccl-log, profile, fit) takes besides its own options.
-struct JudgingOptions {
-    check::VerdictFiles files; ///< --junit, --prometheus
-    bool quiet = false; ///< --quiet: only the problems and a count
-    std::string fail_on = "fail"; ///< --fail-on warn|fail (check spells it --strict)
-};
-
 /// Adds --quiet, --prometheus FILE and --junit FILE to `sub`, and --fail-on LEVEL with `fail_on`.
-void add_judging_options(CLI::App& sub, JudgingOptions& options, bool fail_on);
+void add_judging_options(CLI::App& sub, check::JudgingOptions& options, bool fail_on);
 
 /// A subcommand's argv, split at its first "--".
 struct CommandLine {

@@ -447,7 +447,7 @@ int run_fit(int argc, char** argv)
     app.add_flag("--json", o.json, "Print the answer as JSON");
     bool no_color = false;
     app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
-    cli::JudgingOptions judging;
+    check::JudgingOptions judging;
     cli::add_judging_options(app, judging, true);
     app.add_flag("--list", o.list, "List the model presets and the GPU table");
     app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");

@@ -255,7 +255,7 @@ std::string render_profile_text(const nsys::Summary& summary, bool color)
 
 int run_profile(const ProfileCommand& command)
 {
-    const auto threshold = probes::parse_fail_on(command.fail_on);
+    const auto threshold = probes::parse_fail_on(command.judging.fail_on);
     if (!(command.gap_seconds > 0 && command.gap_seconds <= 86400)) {
         throw Error(fmt::format("--gap {}: expected seconds, more than 0 and at most 86400", command.gap_seconds));
     }
@@ -279,10 +279,10 @@ int run_profile(const ProfileCommand& command)
     options.min_busy = command.min_busy_percent / 100;
     const nsys::Summary summary = nsys::summarize(traces, options);
     const check::Verdict verdict = check::findings_verdict("profile", summary.findings, threshold);
-    check::write_verdict_files(command.files_out, verdict, nullptr);
+    check::write_verdict_files(command.judging.files, verdict, nullptr);
     if (command.json) {
         std::cout << render_profile_json(summary).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    } else if (command.quiet) {
+    } else if (command.judging.quiet) {
         std::cout << check::render_problems(verdict, command.color);
     } else {
         std::cout << render_profile_text(summary, command.color);

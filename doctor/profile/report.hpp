@@ -25,12 +25,10 @@ struct ProfileCommand {
     std::vector<std::string> files; ///< exports or directories of them
     bool json = false;
     bool color = false;
-    std::string fail_on = "fail"; ///< "warn" or "fail": the level that makes the exit status 1
     double gap_seconds = 0.5;
     unsigned top = 10;
     double min_busy_percent = 50;
-    bool quiet = false; ///< only the problems and a count
-    check::VerdictFiles files_out; ///< --junit, --prometheus
+    check::JudgingOptions judging; ///< --fail-on, --quiet, --junit, --prometheus
 };
 
 /// Reads, summarises and prints; returns the exit status: 0 read (findings or not), 1 a finding at
