@@ -195,11 +195,11 @@ int run(int argc, char** argv)
         sub->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
         sub->add_option("--topology", c.topology, "Use this hwloc XML instead of this machine's topology")
             ->type_name("FILE");
-        sub->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
+        probes::add_number(*sub, "--timeout", c.timeout, "Seconds each collector may take (default 10)", "S");
         sub->add_flag("--deep", c.deep,
             "Also measure: copy bandwidth (host, device, GPU pairs) and an NCCL all-reduce (seconds to minutes)");
-        sub->add_option("--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)")
-            ->type_name("S");
+        probes::add_number(
+            *sub, "--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)", "S");
         sub->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
     };
 
@@ -210,7 +210,7 @@ int run(int argc, char** argv)
     check->add_flag("--strict", c.strict, "Warnings fail too");
     bool quick = false;
     check->add_flag("--quick", quick, "Quick tier only: NVML, sysfs and files, no timed GPU work (the default)");
-    check->add_option("--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)")->type_name("N");
+    probes::add_number(*check, "--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)", "N");
     check
         ->add_option("--gpus", c.gpus,
             "Judge only these GPUs: NVML indexes, bus ids or UUIDs, comma-separated (default: the job's, from "
@@ -248,7 +248,7 @@ int run(int argc, char** argv)
     topo->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     topo->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
     topo->add_option("--topology", c.topology, "Use this hwloc XML (NVML is then not asked)")->type_name("FILE");
-    topo->add_option("--timeout", c.timeout, "Seconds each collector may take (default 10)")->type_name("S");
+    probes::add_number(*topo, "--timeout", c.timeout, "Seconds each collector may take (default 10)", "S");
     topo->footer("Exit status: 0 done, 2 usage or input error (a --topology file that cannot be read), 3 this "
                  "machine's topology could not be read. See gpudoctor(1).");
 
@@ -271,10 +271,10 @@ int run(int argc, char** argv)
     profile->add_flag("--json", prof.json, "Print the report as JSON");
     profile->add_flag("--no-color", prof_no_color, "No colour (also when NO_COLOR is set)");
     cli::add_judging_options(*profile, prof.judging, true);
-    profile->add_option("--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)")->type_name("S");
-    profile->add_option("--top", prof.top, "Kernels listed per GPU (default 10)")->type_name("N");
-    profile->add_option("--min-busy", prof.min_busy_percent, "A busy share below this is a finding (default 50)")
-        ->type_name("PERCENT");
+    probes::add_number(*profile, "--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)", "S");
+    probes::add_number(*profile, "--top", prof.top, "Kernels listed per GPU (default 10)", "N");
+    probes::add_number(
+        *profile, "--min-busy", prof.min_busy_percent, "A busy share below this is a finding (default 50)", "PERCENT");
     profile->footer(
         "Exit status: 0 no finding at the --fail-on level (warnings allowed), 1 a finding failed (or reached "
         "--fail-on), 2 unreadable input or usage error.");

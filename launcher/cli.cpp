@@ -126,13 +126,13 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.add_flag("-h,--help", help, "Print this help and exit");
     app.add_flag("--version", version, "Print the version and exit");
     auto* np_opt =
-        app.add_option("-n,--np", np, "Number of ranks (-np N also works); default: one per GPU")->type_name("N");
+        probes::add_number(app, "-n,--np", np, "Number of ranks (-np N also works); default: one per GPU", "N");
     app.add_option("-H,--host", host_list, "Hosts and slots, as h1:8,h2:8")->type_name("LIST");
     app.add_option("--hostfile", o.hostfile, "Hostfile: 'host slots=N' or 'host:N' lines")->type_name("FILE");
     app.add_option("--bind", bind, "CPU binding: numa (default), socket, cores or none")->type_name("MODE");
-    app.add_option("--cpus-per-rank", o.plan.cpus_per_rank, "Whole cores per rank (default: an equal share)")
-        ->type_name("K");
-    app.add_option("--ranks-per-gpu", o.plan.ranks_per_gpu, "Ranks that share each GPU (default 1)")->type_name("K");
+    probes::add_number(
+        app, "--cpus-per-rank", o.plan.cpus_per_rank, "Whole cores per rank (default: an equal share)", "K");
+    probes::add_number(app, "--ranks-per-gpu", o.plan.ranks_per_gpu, "Ranks that share each GPU (default 1)", "K");
     app.add_option("--gpu-visibility", visibility,
            "all (default: every GPU visible, rank's is GPURUN_GPU) or isolate (CUDA_VISIBLE_DEVICES=its GPU)")
         ->type_name("MODE");
@@ -171,19 +171,17 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.add_flag("--json", o.json, "With --dry-run: print the plan as JSON");
     app.add_flag("--report-bindings", o.report_bindings, "Each rank prints the binding it really got");
     app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Let Open MPI run as root (passed to mpirun)");
-    app.add_option("--grace", o.grace_seconds, "Seconds between passing on a signal and SIGKILL (default 10)")
-        ->type_name("SECONDS");
+    probes::add_number(
+        app, "--grace", o.grace_seconds, "Seconds between passing on a signal and SIGKILL (default 10)", "SECONDS");
     app.add_option("--master-addr", o.master_addr, "MASTER_ADDR for the ranks (default: the first host's address)")
         ->type_name("ADDR");
     unsigned master_port = 0;
-    auto* port_opt = app.add_option("--master-port", master_port,
-                            "MASTER_PORT for the ranks (default: a free port for a job on this node alone, else 29500)")
-                         ->type_name("PORT");
+    auto* port_opt = probes::add_number(app, "--master-port", master_port,
+        "MASTER_PORT for the ranks (default: a free port for a job on this node alone, else 29500)", "PORT");
     unsigned global_batch = 0;
     std::string speeds;
-    auto* batch_opt = app.add_option("--global-batch", global_batch,
-                             "Split B samples per step over the ranks: GPURUN_LOCAL_BATCH, GPURUN_LOSS_WEIGHT")
-                          ->type_name("B");
+    auto* batch_opt = probes::add_number(app, "--global-batch", global_batch,
+        "Split B samples per step over the ranks: GPURUN_LOCAL_BATCH, GPURUN_LOSS_WEIGHT", "B");
     auto* speeds_opt =
         app.add_option("--speeds", speeds, "With --global-batch: each rank's relative speed, in rank order (1,2,2)")
             ->type_name("LIST");
@@ -293,7 +291,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         names.push_back("-np");
         std::string word = rest.front().substr(0, rest.front().find('='));
         std::string hint = probes::closest_match(word, names);
-        throw Error(fmt::format("unknown option '{}'{}; see gpurun --help", word,
+        throw Error(fmt::format("unknown option {}{}; see gpurun --help", probes::quote_input(word),
             hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
     }
     o.program = rest;
@@ -400,16 +398,17 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
             std::all_of(name.begin(), name.end(),
                 [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
         if (!valid) {
-            throw Error(fmt::format("-x '{}': expected NAME or NAME=VALUE, NAME of letters, digits and _, not starting "
+            throw Error(fmt::format("-x {}: expected NAME or NAME=VALUE, NAME of letters, digits and _, not starting "
                                     "with a digit",
-                e));
+                probes::quote_input(e)));
         }
     }
     if (!o.master_addr.empty() &&
         (o.master_addr.front() == '-' || std::any_of(o.master_addr.begin(), o.master_addr.end(), [](char c) {
             return std::isspace(static_cast<unsigned char>(c)) != 0 || std::iscntrl(static_cast<unsigned char>(c)) != 0;
         }))) {
-        throw Error(fmt::format("--master-addr '{}': expected a host name or IP address", o.master_addr));
+        throw Error(
+            fmt::format("--master-addr {}: expected a host name or IP address", probes::quote_input(o.master_addr)));
     }
     if (nccl_check) {
         o.nccl_check = choose<NcclCheckMode>(

@@ -107,8 +107,9 @@ HostEntry parse_host_entry(
         name = entry.substr(0, colon);
         auto slots = parse_count(entry.substr(colon + 1), min_count);
         if (!slots) {
-            throw Error(fmt::format("{}: '{}' has a bad {}count '{}'; write host:N with N a whole number from {} to {}",
-                where, entry, min_count == 0 ? "" : "slot ", entry.substr(colon + 1), min_count, max_slots));
+            throw Error(fmt::format("{}: {} has a bad {}count {}; write host:N with N a whole number from {} to {}",
+                where, probes::quote_input(entry), min_count == 0 ? "" : "slot ",
+                probes::quote_input(entry.substr(colon + 1)), min_count, max_slots));
         }
         host.slots = slots;
     }
@@ -121,7 +122,7 @@ HostEntry parse_host_entry(
         return host;
     }
     if (!valid_host_name(name)) {
-        throw Error(fmt::format("{}: '{}' is not a host name{}", where, name,
+        throw Error(fmt::format("{}: {} is not a host name{}", where, probes::quote_input(name),
             std::count(entry.begin(), entry.end(), ':') > 1 ? " (an IPv6 address goes in brackets: [fe80::1]:4)" : ""));
     }
     if (budget == 0) {
@@ -238,7 +239,8 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
             if (key == "slots" || key == "max_slots" || key == "max-slots") {
                 auto n = parse_count(value);
                 if (!n) {
-                    throw Error(fmt::format("{}: '{}' needs a whole number from 1 to {}", where, word, max_slots));
+                    throw Error(fmt::format(
+                        "{}: {} needs a whole number from 1 to {}", where, probes::quote_input(word), max_slots));
                 }
                 if (key == "slots") {
                     if (host.slots) {
@@ -247,8 +249,8 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
                     host.slots = n;
                 }
             } else {
-                throw Error(
-                    fmt::format("{}: unknown word '{}'; a hostfile line is 'host slots=N' or 'host:N'", where, word));
+                throw Error(fmt::format("{}: unknown word {}; a hostfile line is 'host slots=N' or 'host:N'", where,
+                    probes::quote_input(word)));
             }
         }
         append_hosts(std::move(host), hosts);

@@ -237,7 +237,7 @@ private:
     }
 
     // Built only for an error: a list of many names must not copy itself once per name.
-    std::string where() const { return fmt::format("host list '{}'", m_list); }
+    std::string where() const { return fmt::format("host list {}", probes::quote_input(m_list)); }
 
     std::string_view m_list;
     std::string_view m_name;
@@ -305,9 +305,9 @@ std::vector<std::string> expand_node_list(std::string_view text, std::size_t lim
     std::size_t total = 0;
     for (std::string_view name : split_outside_brackets(text)) {
         if (name.empty()) {
-            throw Error(fmt::format("host list '{}': empty name (a comma at an end, or two together); separate "
+            throw Error(fmt::format("host list {}: empty name (a comma at an end, or two together); separate "
                                     "names with one comma, as in a,b",
-                text));
+                probes::quote_input(text)));
         }
         NameParser parser(text, name, limit);
         patterns.push_back(parser.parse());

@@ -32,4 +32,56 @@ inline void refuse_empty_values(const CLI::App& app)
     }
 }
 
+/// CLI11 reads integers with strtoll(s, 0): "-np 010" was 8 ranks, "--master-port 0x50" port 80 and
+/// "-np 08" an error, and floats with strtod, which takes "0x1p4". Given to an option's transform(),
+/// this refuses anything but a decimal number (sign, digits, an optional fraction and exponent)
+/// and drops leading zeros so that the conversion after it reads what a person reads: 010 is 10.
+inline const CLI::Validator decimal_number(
+    [](std::string& text) -> std::string {
+        if (text.empty()) {
+            return {}; // refuse_empty_values() says what was expected
+        }
+        std::size_t i = text.size() > 0 && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+        const std::size_t first_digit = i;
+        auto digits = [&text, &i] {
+            const std::size_t from = i;
+            while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+                ++i;
+            }
+            return i - from;
+        };
+        std::size_t mantissa = digits();
+        const std::size_t integer_end = i;
+        if (i < text.size() && text[i] == '.') {
+            ++i;
+            mantissa += digits();
+        }
+        bool ok = mantissa > 0;
+        if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+            ++i;
+            if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+                ++i;
+            }
+            ok = digits() > 0;
+        }
+        if (!ok || i != text.size()) {
+            return fmt::format("{} is not a decimal number", probes::quote_input(text));
+        }
+        std::size_t zeros = 0;
+        while (first_digit + zeros + 1 < integer_end && text[first_digit + zeros] == '0') {
+            ++zeros;
+        }
+        text.erase(first_digit, zeros);
+        return {};
+    },
+    "", "decimal");
+
+/// A numeric option read as decimal_number reads it, shown in --help as `type`.
+template <typename T>
+CLI::Option* add_number(
+    CLI::App& app, const std::string& name, T& value, const std::string& description, const std::string& type)
+{
+    return app.add_option(name, value, description)->transform(decimal_number)->type_name(type);
+}
+
 } // namespace probes

@@ -21,21 +21,40 @@ public:
     explicit Unavailable(const std::string& message) : std::runtime_error(message) { }
 };
 
-/// A message as it may go to a terminal: control characters (but newline and tab) and DEL written
-/// as \xNN, since messages quote what the user gave, which may hold escape sequences.
-inline std::string printable(std::string_view message)
+/// `text` with control characters and DEL written as \xNN; newline and tab kept when `lines`.
+inline std::string escape_controls(std::string_view text, bool lines)
 {
     std::string out;
-    out.reserve(message.size());
-    for (const char c : message) {
+    out.reserve(text.size());
+    for (const char c : text) {
         const auto byte = static_cast<unsigned char>(c);
-        if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+        if ((byte < 0x20 && !(lines && (c == '\n' || c == '\t'))) || byte == 0x7f) {
             char escaped[5];
             std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
             out += escaped;
         } else {
             out += c;
         }
+    }
+    return out;
+}
+
+/// A message as it may go to a terminal: control characters (but newline and tab) and DEL written
+/// as \xNN, since messages quote what the user gave, which may hold escape sequences.
+inline std::string printable(std::string_view message)
+{
+    return escape_controls(message, true);
+}
+
+/// What the user gave, as a message quotes it: in single quotes, every control character
+/// (newline too) as \xNN, and only the first 200 bytes with the count of the rest, so that a 60 MB
+/// host name or a newline in CUDA_VISIBLE_DEVICES makes one short line.
+inline std::string quote_input(std::string_view input)
+{
+    constexpr std::size_t shown = 200;
+    std::string out = "'" + escape_controls(input.substr(0, shown), false) + "'";
+    if (input.size() > shown) {
+        out += " (first " + std::to_string(shown) + " of " + std::to_string(input.size()) + " bytes)";
     }
     return out;
 }

@@ -140,8 +140,8 @@ std::vector<Gpu> select_visible(const std::vector<Gpu>& all, std::string_view vi
         std::string token = trim(rest.substr(0, comma));
         const Gpu* match = nullptr;
         auto fail = [&](const std::string& why) {
-            throw Error(fmt::format("CUDA_VISIBLE_DEVICES={}: entry '{}' {}; this node's GPUs are: {}", visible_devices,
-                token, why, describe_gpus(all)));
+            throw Error(fmt::format("CUDA_VISIBLE_DEVICES={}: entry {} {}; this node's GPUs are: {}",
+                quote_input(visible_devices), quote_input(token), why, describe_gpus(all)));
         };
         if (token.empty()) {
             fail("is empty");

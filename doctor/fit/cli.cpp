@@ -8,6 +8,7 @@
 #include "doctor/fit/search.hpp"
 #include "probes/batch_split.hpp"
 #include "probes/byte_size.hpp"
+#include "probes/cli_values.hpp"
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 #include "probes/monitor/sampler.hpp"
@@ -415,18 +416,18 @@ int run_fit(int argc, char** argv)
     FitOptions o;
     app.add_option("--model", o.model, "A preset (see --list)")->type_name("NAME");
     app.add_option("--params", o.params, "Parameter count: 7B, 350M, 1.5e9 (overrides the preset's)")->type_name("N");
-    app.add_option("--layers", o.layers, "Transformer layers (and pipeline stages' layers)")->type_name("L");
-    app.add_option("--hidden", o.hidden, "Hidden size")->type_name("H");
-    app.add_option("--heads", o.heads, "Attention heads")->type_name("A");
-    app.add_option("--seq", o.seq, "Tokens per sample")->type_name("S");
-    app.add_option("--vocab", o.vocab, "Vocabulary size (counts the output layer and loss)")->type_name("V");
+    probes::add_number(app, "--layers", o.layers, "Transformer layers (and pipeline stages' layers)", "L");
+    probes::add_number(app, "--hidden", o.hidden, "Hidden size", "H");
+    probes::add_number(app, "--heads", o.heads, "Attention heads", "A");
+    probes::add_number(app, "--seq", o.seq, "Tokens per sample", "S");
+    probes::add_number(app, "--vocab", o.vocab, "Vocabulary size (counts the output layer and loss)", "V");
     app.add_option("--activation-bytes-per-sample", o.activation_bytes,
            "Peak activation memory per sample as measured (e.g. 950MiB); used as given")
         ->type_name("B");
     app.add_option("--precision", o.precision, "fp32, fp16, bf16 (16-bit weights) or amp (autocast)")->type_name("P");
     app.add_option("--optimizer", o.optimizer, "sgd, momentum, adam or adamw")->type_name("O");
-    app.add_option("--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3")->type_name("N");
-    app.add_option("--dp", o.dp, "Data-parallel GPUs ZeRO shards over (default: the number of GPUs)")->type_name("N");
+    probes::add_number(app, "--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3", "N");
+    probes::add_number(app, "--dp", o.dp, "Data-parallel GPUs ZeRO shards over (default: the number of GPUs)", "N");
     app.add_option("--recompute", o.recompute, "Activation recomputation: none (default), selective, full")
         ->type_name("R");
     app.add_option("--gpu-mem", o.gpu_mem,
@@ -437,12 +438,12 @@ int run_fit(int argc, char** argv)
            "--gpus", o.gpus, "This node's GPUs: NVML indexes, bus ids or UUIDs (default: all, with --gpu-mem auto)")
         ->type_name("LIST");
     app.add_option("--gpu-model", o.gpu_models, "GPUs by model, from the GPU table: K80,V100,V100")->type_name("LIST");
-    app.add_option("--gpu-count", o.gpu_count, "A number of GPUs like this node's (or of --gpu-mem SIZE each)")
-        ->type_name("N");
+    probes::add_number(
+        app, "--gpu-count", o.gpu_count, "A number of GPUs like this node's (or of --gpu-mem SIZE each)", "N");
     app.add_option("--speeds", o.speeds, "Relative speeds, one per GPU: 1,2,2 (over the table's)")->type_name("LIST");
-    app.add_option("--global-batch", o.global_batch, "Split this global batch over the GPUs")->type_name("B");
-    app.add_option("--base-lr", o.base_lr, "The learning rate tuned for --base-batch")->type_name("X");
-    app.add_option("--base-batch", o.base_batch, "The global batch --base-lr was tuned for")->type_name("B");
+    probes::add_number(app, "--global-batch", o.global_batch, "Split this global batch over the GPUs", "B");
+    probes::add_number(app, "--base-lr", o.base_lr, "The learning rate tuned for --base-batch", "X");
+    probes::add_number(app, "--base-batch", o.base_batch, "The global batch --base-lr was tuned for", "B");
     app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
     app.add_flag("--json", o.json, "Print the answer as JSON");
     bool no_color = false;
@@ -451,11 +452,11 @@ int run_fit(int argc, char** argv)
     cli::add_judging_options(app, judging, true);
     app.add_flag("--list", o.list, "List the model presets and the GPU table");
     app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
-    app.add_option("--min", o.min, "Search: first batch tried (default 1)")->type_name("N");
-    app.add_option("--max", o.max, "Search: largest batch tried (default 4096)")->type_name("N");
-    app.add_option("--trial-timeout", o.trial_timeout, "Search: seconds each trial may run (default 600)")
-        ->type_name("S");
-    app.add_option("--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)")->type_name("F");
+    probes::add_number(app, "--min", o.min, "Search: first batch tried (default 1)", "N");
+    probes::add_number(app, "--max", o.max, "Search: largest batch tried (default 4096)", "N");
+    probes::add_number(
+        app, "--trial-timeout", o.trial_timeout, "Search: seconds each trial may run (default 600)", "S");
+    probes::add_number(app, "--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)", "F");
     app.add_flag("--exact", o.exact,
         "Search: bisect to the last batch that fits, beyond the ceil(log2(max/min)) + 2 trial budget");
     app.footer("Usage: gpudoctor fit --model NAME --precision P --optimizer O [--gpu-mem SIZE] [--gpus "

@@ -2,6 +2,7 @@
 
 #include "doctor/cli/subcommand_args.hpp"
 #include "probes/atomic_file.hpp"
+#include "probes/cli_values.hpp"
 #include "probes/error.hpp"
 #include "probes/monitor/sampler.hpp"
 #include "probes/process.hpp"
@@ -217,8 +218,8 @@ int run_monitor(int argc, char** argv)
     CLI::App app("Sample the GPUs through NVML, like nvidia-smi dmon: kernel-active time, memory, power and clock "
                  "events; then judge them as the source documents do (above 90% with rare dips).",
         "gpudoctor monitor");
-    app.add_option("--interval", a.interval, "Seconds between samples, 0.1 to 3600 (default 1)")->type_name("S");
-    auto* duration = app.add_option("--duration", a.duration, "Sample for S seconds, then summarise")->type_name("S");
+    probes::add_number(app, "--interval", a.interval, "Seconds between samples, 0.1 to 3600 (default 1)", "S");
+    auto* duration = probes::add_number(app, "--duration", a.duration, "Sample for S seconds, then summarise", "S");
     app.add_flag("--json", a.json, "One JSON object per sample and GPU per line, then a summary object");
     bool no_color = false; // accepted as by every subcommand: this text has no colour to leave out
     app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");

@@ -122,12 +122,25 @@ TEST_F(FitCli, SearchUsageErrors)
         {{"--search", "--", "gpukit-no-such-program", "{batch}"},
             "fit --search: program not found: 'gpukit-no-such-program' is not an executable in PATH"},
         {{"--search", "--", (m_dir / "missing.sh").string(), "{batch}"}, "is not an executable file"},
+        {{"--search", "--max", "0x100", "--", m_script, "{batch}"}, "--max: '0x100' is not a decimal number"},
+        {{"--search", "--trial-timeout", "0x1p4", "--", m_script, "{batch}"},
+            "--trial-timeout: '0x1p4' is not a decimal number"},
     };
     for (const auto& c : cases) {
         const auto r = fit(c.args);
         EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.out << r.err;
         EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
     }
+}
+
+// Numbers are read as written in decimal: a leading zero is not octal (CLI11 alone read 010 as 8).
+TEST_F(FitCli, LeadingZerosAreDecimal)
+{
+    const auto r = fit({"--search", "--exact", "--min", "030", "--max", "040", "--", m_script, "{batch}"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("batch     30  fits"), std::string::npos) << "octal 030 is 24\n" << r.out;
+    EXPECT_NE(r.out.find("batch     40  oom"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("best batch: 37"), std::string::npos) << r.out;
 }
 
 TEST_F(FitCli, ListAsJson)

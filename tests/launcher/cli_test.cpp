@@ -95,7 +95,7 @@ TEST(Cli, UsageErrorsSayWhatAndSuggest)
     EXPECT_NE(error_of({"--json", "prog"}).find("--json needs --dry-run"), std::string::npos);
     EXPECT_NE(error_of({"--ranks-per-gpu", "0", "prog"}).find("--ranks-per-gpu 0"), std::string::npos);
     EXPECT_NE(error_of({"--master-port", "70000", "prog"}).find("1 to 65535"), std::string::npos);
-    EXPECT_NE(error_of({"--grace", "nan", "prog"}).find("from 0 to 86400"), std::string::npos);
+    EXPECT_NE(error_of({"--grace", "nan", "prog"}).find("is not a decimal number"), std::string::npos);
     EXPECT_NE(error_of({"--grace", "1e12", "prog"}).find("from 0 to 86400"), std::string::npos);
     EXPECT_NE(error_of({"-H", "a", "--hostfile", "f", "prog"}).find("both given"), std::string::npos);
     EXPECT_NE(error_of({"-x", "=v", "prog"}).find("NAME or NAME=VALUE"), std::string::npos);
@@ -122,8 +122,11 @@ TEST(Cli, ExportNamesAndTheMasterAddressAreChecked)
     EXPECT_EQ(error_of({"-x", "_A1=x y", "-x", "PATH", "prog"}), "") << "values are anything";
     for (const char* bad : {"-foo", "a b", "a\tb"}) {
         EXPECT_EQ(error_of({"--master-addr", bad, "prog"}),
-            fmt::format("--master-addr '{}': expected a host name or IP address", bad));
+            fmt::format("--master-addr {}: expected a host name or IP address", probes::quote_input(bad)));
     }
+    EXPECT_EQ(
+        error_of({"--master-addr", "a\tb", "prog"}), "--master-addr 'a\\x09b': expected a host name or IP address")
+        << "a tab is shown as an escape";
     EXPECT_EQ(error_of({"--master-addr", "fe80::1%eth0", "prog"}), "");
 }
 
@@ -223,4 +226,27 @@ TEST(Cli, MonitorUsageErrors)
         "--monitor-json needs --monitor: only the monitor has samples to write");
     EXPECT_EQ(error_of({"--monitor", "--cpu-only", "p"}),
         "--monitor and --cpu-only: the monitor samples GPUs, and the ranks get none");
+}
+
+TEST(Cli, NumbersAreDecimalOnly)
+{
+    // CLI11 converts with strtoll(s, 0): "-np 010" was 8 ranks and "--master-port 0x50" port 80.
+    EXPECT_EQ(parse({"-np", "010", "prog"}).options.np, 10U);
+    EXPECT_EQ(parse({"-np=08", "prog"}).options.np, 8U) << "once an error: 08 is not octal";
+    EXPECT_EQ(parse({"--master-port", "00080", "-np", "1", "prog"}).options.master_port, 80U);
+    EXPECT_EQ(parse({"--grace", "0.5", "prog"}).options.grace_seconds, 0.5);
+    EXPECT_EQ(error_of({"--master-port", "0x50", "prog"}),
+        "--master-port: '0x50' is not a decimal number; see gpurun --help");
+    EXPECT_EQ(error_of({"-np", "0x10", "prog"}), "--np: '0x10' is not a decimal number; see gpurun --help");
+    EXPECT_EQ(error_of({"--grace", "0x1p4", "prog"}), "--grace: '0x1p4' is not a decimal number; see gpurun --help");
+    EXPECT_EQ(error_of({"--grace", "inf", "prog"}), "--grace: 'inf' is not a decimal number; see gpurun --help");
+}
+
+TEST(Cli, EchoedInputIsShortAndOnOneLine)
+{
+    const std::string error = error_of({"-np", std::string(100000, '7') + "\n\x1b[2J", "prog"});
+    EXPECT_LT(error.size(), 400U) << error;
+    EXPECT_NE(error.find("(first 200 of 100005 bytes)"), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    EXPECT_EQ(probes::quote_input("a\nb\x1b"), "'a\\x0ab\\x1b'");
 }
