@@ -1,5 +1,6 @@
 #include "probes/nsys/reader.hpp"
 
+#include "probes/byte_size.hpp"
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 
@@ -24,6 +25,20 @@ constexpr const char* kernel_table = "CUPTI_ACTIVITY_KIND_KERNEL";
 constexpr const char* memcpy_table = "CUPTI_ACTIVITY_KIND_MEMCPY";
 constexpr const char* memset_table = "CUPTI_ACTIVITY_KIND_MEMSET";
 
+// Every table read here; a view or virtual table by one of these names is refused.
+constexpr const char* tables_read[] = {kernel_table, memcpy_table, memset_table, "StringIds", "META_DATA_EXPORT",
+    "ANALYSIS_DETAILS", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND"};
+
+// SQLite's bounds on what the file may make it do, beside ReadLimits. The SQL run here is a few
+// hundred bytes and a few levels deep; the CREATE statements of an export (parsed when the
+// file opens) are as small.
+constexpr int max_sql_bytes = 1 << 20;
+constexpr int max_expression_depth = 100;
+// How often (in SQLite virtual machine steps) the deadline is checked: about every millisecond.
+constexpr int progress_steps = 10000;
+
+const char* what_to_do = "export the report again with 'nsys export --type sqlite REPORT.nsys-rep'";
+
 std::string upper(std::string text)
 {
     for (char& c : text) {
@@ -37,10 +52,12 @@ bool ends_with(const std::string& text, const std::string& suffix)
     return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// One read-only connection; every statement on it names the file in its errors.
+// One read-only connection; every statement on it names the file in its errors. The file is not
+// trusted: SQLite is held to the limits, and a progress handler stops it at the deadline.
 class Database {
 public:
-    explicit Database(const std::string& path) : m_path(path)
+    Database(const std::string& path, const ReadLimits& limits)
+        : m_path(path), m_limits(limits), m_deadline(std::chrono::steady_clock::now() + limits.deadline)
     {
         const int rc = sqlite3_open_v2(path.c_str(), &m_db, SQLITE_OPEN_READONLY, nullptr);
         if (rc != SQLITE_OK) {
@@ -48,6 +65,15 @@ public:
             sqlite3_close(m_db);
             throw Error(fmt::format("cannot open {}: {}", path, why));
         }
+        const auto value_bytes = static_cast<int>(std::clamp<std::int64_t>(limits.value_bytes, 1, 1 << 30));
+        sqlite3_limit(m_db, SQLITE_LIMIT_LENGTH, value_bytes);
+        sqlite3_limit(m_db, SQLITE_LIMIT_SQL_LENGTH, std::min(max_sql_bytes, value_bytes));
+        sqlite3_limit(m_db, SQLITE_LIMIT_EXPR_DEPTH, max_expression_depth);
+        sqlite3_limit(m_db, SQLITE_LIMIT_ATTACHED, 0);
+        // Functions in the file's schema (generated columns, defaults) run only if harmless.
+        sqlite3_db_config(m_db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+        sqlite3_db_config(m_db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+        sqlite3_progress_handler(m_db, progress_steps, &Database::past_deadline, this);
     }
     ~Database() { sqlite3_close(m_db); }
     Database(const Database&) = delete;
@@ -55,9 +81,22 @@ public:
 
     sqlite3* handle() const { return m_db; }
     const std::string& path() const { return m_path; }
+    const ReadLimits& limits() const { return m_limits; }
+    /// The progress handler stopped a statement at the deadline.
+    bool timed_out() const { return m_timed_out; }
 
 private:
+    static int past_deadline(void* self)
+    {
+        auto* db = static_cast<Database*>(self);
+        db->m_timed_out = db->m_timed_out || std::chrono::steady_clock::now() >= db->m_deadline;
+        return db->m_timed_out ? 1 : 0;
+    }
+
     std::string m_path;
+    ReadLimits m_limits;
+    std::chrono::steady_clock::time_point m_deadline;
+    bool m_timed_out = false;
     sqlite3* m_db = nullptr;
 };
 
@@ -109,6 +148,17 @@ private:
     [[noreturn]] void fail(int rc) const
     {
         const std::string why = sqlite3_errmsg(m_db.handle());
+        if ((rc & 0xff) == SQLITE_INTERRUPT && m_db.timed_out()) {
+            throw Error(fmt::format("{}: reading took over {} s, the most one export may take (stopped in {}); an "
+                                    "export as Nsight Systems writes it reads in seconds: {}",
+                m_db.path(), m_db.limits().deadline.count(), m_what, what_to_do));
+        }
+        if ((rc & 0xff) == SQLITE_TOOBIG) {
+            throw Error(fmt::format("{}: a value in {} is longer than {}, the longest gpudoctor reads ({}); Nsight "
+                                    "Systems writes no such value: {}",
+                m_db.path(), m_what, format_bytes(static_cast<std::uint64_t>(m_db.limits().value_bytes)), why,
+                what_to_do));
+        }
         if (rc == SQLITE_NOTADB || (rc & 0xff) == SQLITE_NOTADB) {
             throw Error(fmt::format("{} is not an SQLite database ({}); give the SQLite export of an Nsight Systems "
                                     "report (nsys profile --export sqlite, or nsys export --type sqlite REPORT)",
@@ -122,14 +172,30 @@ private:
     sqlite3_stmt* m_stmt = nullptr;
 };
 
-// Which tables the file has, and their columns when asked.
+// Which tables the file has, and their columns when asked. Only real tables count: a view runs
+// whatever query it holds (a recursive one grows without end), a virtual table whatever its module
+// does. Nsight Systems writes neither by the names read here, so those are refused.
 class Schema {
 public:
     explicit Schema(const Database& db) : m_db(db)
     {
-        Statement s(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')", "the table list");
+        Statement s(db, "SELECT type, name, substr(sql, 1, 32) FROM sqlite_master WHERE type IN ('table', 'view')",
+            "the table list");
         while (s.step()) {
-            m_tables.insert(s.text(0));
+            const std::string type = s.text(0);
+            const std::string name = s.text(1);
+            const bool is_virtual = upper(s.text(2)).rfind("CREATE VIRTUAL", 0) == 0;
+            if (type == "table" && !is_virtual) {
+                m_tables.insert(name);
+                continue;
+            }
+            for (const char* table : tables_read) {
+                if (upper(name) == upper(table)) {
+                    throw Error(fmt::format("{}: {} is a {}, not a table; gpudoctor reads only the tables Nsight "
+                                            "Systems writes: {}",
+                        db.path(), name, is_virtual ? "virtual table" : "view", what_to_do));
+                }
+            }
         }
     }
 
@@ -398,7 +464,7 @@ void read_memsets(const Database& db, Schema& schema, Trace& trace)
 
 } // namespace
 
-Trace read_export(const std::string& path)
+Trace read_export(const std::string& path, const ReadLimits& limits)
 {
     struct stat st { };
     if (stat(path.c_str(), &st) != 0) {
@@ -412,7 +478,7 @@ Trace read_export(const std::string& path)
                                 "sqlite {}' and read the .sqlite file (gpurun --profile nsys writes both)",
             path, path));
     }
-    Database db(path);
+    Database db(path, limits);
     Schema schema(db);
     check_is_export(db, schema);
     Trace trace;

@@ -7,16 +7,31 @@
 
 #include "probes/nsys/summary.hpp"
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace probes::nsys {
 
+/// The bounds one export is read within. A file of a few KiB can hold a recursive view or a value
+/// of gigabytes; Nsight Systems writes neither, so a file past these bounds is refused.
+struct ReadLimits {
+    /// The longest string or blob SQLite hands back (SQLITE_LIMIT_LENGTH): the longest C++
+    /// kernel name Nsight Systems stores is some KiB.
+    std::int64_t value_bytes = 4 << 20;
+    /// The most wall-clock time reading one file may take; a real export of millions of kernels
+    /// reads in a few seconds.
+    std::chrono::seconds deadline = std::chrono::seconds(60);
+};
+
 /// Opens `path` read-only and reads its kernels, memcpys and memsets, GPU names, versions and trace
 /// span. Throws probes::Error naming the file and what it lacks: not readable, not SQLite, not an
 /// Nsight Systems export, no CUDA activity tables, a CUDA table without the columns every version
-/// has. An export whose CUDA tables are empty is no error.
-Trace read_export(const std::string& path);
+/// has; or what is wrong with it: a view or virtual table where a table is read, a value longer
+/// than `limits.value_bytes`, reading that took longer than `limits.deadline`. Only real tables
+/// are read. An export whose CUDA tables are empty is no error.
+Trace read_export(const std::string& path, const ReadLimits& limits = {});
 
 /// The exports to read for the command line's FILE arguments: a file as given, a directory as the
 /// *.sqlite files in it (rank2 before rank10). Throws probes::Error for a directory without any.

@@ -270,3 +270,105 @@ TEST(NsysExport, DirectoriesAreReadAsTheirExportsInRankOrder)
         (dir / "empty").string() +
             " holds no .sqlite export; export a report with 'nsys export --type sqlite REPORT.nsys-rep'");
 }
+
+// Files no Nsight Systems writes, made to exhaust the reader: each is refused with a message that
+// names the file and says what to do, within the bounds of ReadLimits.
+class HostileExport : public ::testing::Test {
+protected:
+    // A 2024 export changed by `sql`.
+    std::string write(const char* sql)
+    {
+        const auto path = m_dir / "hostile.sqlite";
+        test_support::two_gpus(NsysShape::s2024).write(path);
+        write_sql(path, sql);
+        return path.string();
+    }
+
+    test_support::TempDir m_dir;
+};
+
+TEST_F(HostileExport, AViewNamedLikeATableIsRefusedUnread)
+{
+    // A recursive view in StringIds' place; bounded here, so that a reader that ran it would end.
+    const std::string path = write("DROP TABLE StringIds; CREATE VIEW StringIds (id, value) AS WITH RECURSIVE "
+                                   "r(id, value) AS (SELECT 1, 'x' UNION ALL SELECT id + 1, value || 'x' FROM r "
+                                   "WHERE id < 2000) SELECT id, value FROM r");
+    EXPECT_EQ(error_of([&] { probes::nsys::read_export(path); }),
+        path +
+            ": StringIds is a view, not a table; gpudoctor reads only the tables Nsight Systems writes: export the "
+            "report again with 'nsys export --type sqlite REPORT.nsys-rep'");
+
+    // Names differ from ours only in case: SQLite would read the view for our name.
+    const std::string lower = write("ALTER TABLE CUPTI_ACTIVITY_KIND_MEMSET RENAME TO old_memsets; CREATE VIEW "
+                                    "cupti_activity_kind_memset AS SELECT * FROM old_memsets");
+    EXPECT_NE(error_of([&] { probes::nsys::read_export(lower); }).find("cupti_activity_kind_memset is a view"),
+        std::string::npos);
+}
+
+TEST_F(HostileExport, AViewByAnotherNameIsNeverRun)
+{
+    // Unbounded: running it would not end.
+    const std::string path = write("CREATE VIEW endless (n) AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + "
+                                   "1 FROM r) SELECT n FROM r");
+    const auto trace = probes::nsys::read_export(path);
+    EXPECT_EQ(trace.kernels.size(), 5U);
+}
+
+TEST_F(HostileExport, AVirtualTableNamedLikeATableIsRefused)
+{
+    const auto path = m_dir / "virtual.sqlite";
+    test_support::two_gpus(NsysShape::s2024).write(path);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const int rc = sqlite3_exec(
+        db, "DROP TABLE StringIds; CREATE VIRTUAL TABLE StringIds USING fts4(id, value)", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    if (rc != SQLITE_OK) {
+        GTEST_SKIP() << "this SQLite has no fts4 module";
+    }
+    EXPECT_NE(
+        error_of([&] { probes::nsys::read_export(path.string()); }).find(": StringIds is a virtual table, not a table"),
+        std::string::npos);
+}
+
+TEST_F(HostileExport, AValueLongerThanTheLimitIsRefused)
+{
+    // One kernel name of 5 MiB, past the default limit.
+    const std::string big = write("UPDATE StringIds SET value = printf('%.*c', 5242880, 'x') WHERE id = (SELECT "
+                                  "demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)");
+    EXPECT_EQ(error_of([&] { probes::nsys::read_export(big); }),
+        big +
+            ": a value in StringIds is longer than 4 MiB, the longest gpudoctor reads (string or blob too big); "
+            "Nsight Systems writes no such value: export the report again with 'nsys export --type sqlite "
+            "REPORT.nsys-rep'");
+
+    // A stored value: 1 MiB is read at the default limit and refused at a limit of 64 KiB.
+    const std::string stored = write("UPDATE StringIds SET value = printf('%.*c', 1048576, 'x')");
+    EXPECT_NO_THROW(probes::nsys::read_export(stored));
+    probes::nsys::ReadLimits small;
+    small.value_bytes = 64 << 10;
+    EXPECT_NE(error_of([&] {
+        probes::nsys::read_export(stored, small);
+    }).find(": a value in StringIds is longer than 64 KiB, the longest gpudoctor reads"),
+        std::string::npos);
+}
+
+TEST_F(HostileExport, ReadingPastTheDeadlineStopsWithTheFileNamed)
+{
+    // 5 * 2^10 kernels: more SQLite steps than one check of the deadline is apart.
+    std::string doubling;
+    for (int i = 0; i < 10; ++i) {
+        doubling += "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL;";
+    }
+    const std::string path = write(doubling.c_str());
+    EXPECT_EQ(probes::nsys::read_export(path).kernels.size(), 5U << 10);
+    probes::nsys::ReadLimits none;
+    none.deadline = std::chrono::seconds(0);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(error_of([&] { probes::nsys::read_export(path, none); }),
+        path +
+            ": reading took over 0 s, the most one export may take (stopped in CUPTI_ACTIVITY_KIND_KERNEL); an "
+            "export as Nsight Systems writes it reads in seconds: export the report again with 'nsys export "
+            "--type sqlite REPORT.nsys-rep'");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
