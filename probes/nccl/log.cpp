@@ -301,13 +301,14 @@ private:
 
 } // namespace
 
-void LinkTally::add_ring(const std::vector<int>& ranks, Mark where)
+bool LinkTally::add_ring(const std::vector<int>& ranks, Mark where)
 {
     if (rings.size() >= max_rings || std::find(rings.begin(), rings.end(), ranks) != rings.end()) {
-        return;
+        return false;
     }
     note(first_ring, where);
     rings.push_back(ranks);
+    return true;
 }
 
 void LinkTally::merge(const LinkTally& other)
@@ -333,8 +334,9 @@ void LinkTally::merge(const LinkTally& other)
     }
 }
 
-Analyzer::Analyzer() : m_state(std::make_unique<State>())
+Analyzer::Analyzer(const Limits& limits) : m_state(std::make_unique<State>())
 {
+    m_state->limits = limits;
 }
 Analyzer::~Analyzer() = default;
 

@@ -2,7 +2,8 @@
 
 // Reads NCCL_DEBUG=INFO output (any version from 2.3 to 2.30, behind any launcher prefix) and
 // turns it into communicators, a transport table per host pair, and findings. Input is streamed:
-// memory grows with the number of ranks and communicators, never with the size of the log.
+// memory grows with the number of ranks and communicators, never with the size of the log, and
+// Limits bounds those.
 
 #include "probes/finding.hpp"
 
@@ -68,6 +69,23 @@ struct WarnGroup {
     Where where;
 };
 
+/// How much one analysis keeps. Records past a limit are left out and counted, and the analysis
+/// says so (finding nccl.truncated). The defaults are far above what one job logs: the largest
+/// clusters have some 10,000 hosts of 8 GPUs; a process logs from its main thread and a few of
+/// NCCL's; a rank is in a handful of communicators (world, tensor, pipeline, data parallel), and
+/// its connection lines name a few peers per path. At every limit the analysis holds some
+/// hundreds of MB; without them a log of 270 MB made of distinct communicators took 4 GB.
+struct Limits {
+    std::size_t hosts = 20'000;
+    std::size_t processes = 100'000; ///< distinct (host, pid)
+    std::size_t threads = 200'000; ///< distinct (host, pid, tid)
+    std::size_t ranks = 100'000; ///< distinct (host, pid, cudaDev) in Init lines
+    std::size_t communicators = 10'000;
+    std::size_t communicator_ranks = 1'000'000; ///< ranks of all communicators together
+    std::size_t connections = 1'000'000; ///< distinct (source, destination, path) of all communicators
+    std::size_t ring_ranks = 4'000'000; ///< ranks of all ring orders kept
+};
+
 struct Analysis {
     std::vector<std::string> inputs;
     std::vector<std::string> nccl_versions; ///< sorted, unique ("2.18.3+cuda12.2")
@@ -82,12 +100,13 @@ struct Analysis {
     unsigned ranks = 0; ///< distinct (host, pid, device) that logged as a rank
     unsigned processes = 0; ///< distinct (host, pid)
     unsigned processes_init_complete = 0; ///< of those, the ones with an Init COMPLETE line
+    std::uint64_t records_left_out = 0; ///< records past Limits, not in the numbers above
 };
 
 /// Streams inputs and keeps only what the report needs.
 class Analyzer {
 public:
-    Analyzer();
+    explicit Analyzer(const Limits& limits = {});
     ~Analyzer();
     Analyzer(const Analyzer&) = delete;
     Analyzer& operator=(const Analyzer&) = delete;

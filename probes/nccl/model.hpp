@@ -46,7 +46,8 @@ struct LinkTally {
     static int edge_dst(std::uint64_t key) { return static_cast<int>((key >> 20) & 0x3fffff) - 1; }
     static std::uint32_t edge_path(std::uint64_t key) { return static_cast<std::uint32_t>(key & 0xfffff); }
 
-    void add_ring(const std::vector<int>& ranks, Mark where);
+    /// Keeps a ring order not kept yet, up to max_rings; whether it was kept.
+    bool add_ring(const std::vector<int>& ranks, Mark where);
     void merge(const LinkTally& other);
     bool empty() const { return edges.empty() && rings.empty() && nvls_lines.empty(); }
 };

@@ -99,6 +99,14 @@ const std::vector<CodeText>& finding_codes()
             "NCCL_DEBUG_SUBSYS left out INIT, or the job ended before communicators connected.",
             "run with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET when you set a subsystem list); NCCL prints "
             "connection lines while communicators initialise"},
+        {"nccl.truncated", Severity::warn, "the log holds more than one analysis keeps; part of it was left out",
+            "One analysis keeps at most 20,000 hosts, 100,000 processes and ranks, 200,000 threads, 10,000 "
+            "communicators, 1,000,000 ranks of all communicators together, 1,000,000 distinct connections and "
+            "4,000,000 ranks of ring orders: far more than one job logs, so that a log cannot take all memory. "
+            "Lines past those limits are left out and counted; the findings hold for the rest. A log past them is "
+            "usually many jobs' logs put together, or not written by NCCL.",
+            "give gpudoctor nccl-log the logs of one job, or of part of a job (the files of some hosts, or the lines "
+            "of some hosts picked out with grep)"},
     };
     return codes;
 }

@@ -45,6 +45,53 @@ std::string plural(std::uint64_t n, const char* one, const char* many)
     return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
+// What was left out past the limits, and the limits, as the finding nccl.truncated says it.
+Finding truncated(const LeftOut& left, const Limits& limits)
+{
+    struct Part {
+        std::uint64_t count;
+        const char* key;
+        std::size_t limit;
+        const char* one;
+        const char* many;
+        const char* past;
+    };
+    const Part parts[] = {
+        {left.hosts, "hosts", limits.hosts, "record", "records", "from hosts past the first {}"},
+        {left.processes, "processes", limits.processes, "record", "records", "from processes past the first {}"},
+        {left.threads, "threads", limits.threads, "record", "records", "from threads past the first {}"},
+        {left.ranks, "ranks", limits.ranks, "Init line", "Init lines", "of ranks past the first {}"},
+        {left.communicators, "communicators", limits.communicators, "Init line", "Init lines",
+            "of communicators past the first {}"},
+        {left.communicator_ranks, "communicator_ranks", limits.communicator_ranks, "Init line", "Init lines",
+            "past {} ranks in all communicators"},
+        {left.connections, "connections", limits.connections, "connection line", "connection lines",
+            "past {} distinct connections"},
+        {left.rings, "ring_ranks", limits.ring_ranks, "ring order", "ring orders", "past {} ranks in all rings"},
+        {left.other, "versions_and_variables", 0, "line", "lines", "past {} NCCL versions or {} NCCL variables"},
+    };
+    std::string detail;
+    nlohmann::json facts = nlohmann::json::object();
+    for (const Part& p : parts) {
+        if (p.count == 0) {
+            continue;
+        }
+        const bool other = p.limit == 0;
+        detail += fmt::format("{}{} {}", detail.empty() ? "" : "; ", plural(p.count, p.one, p.many),
+            other ? fmt::format(fmt::runtime(p.past), max_versions, max_env_names)
+                  : fmt::format(fmt::runtime(p.past), p.limit));
+        facts[p.key] = other ? nlohmann::json{{"left_out", p.count}, {"limit_versions", max_versions},
+                                   {"limit_variables", max_env_names}}
+                             : nlohmann::json{{"left_out", p.count}, {"limit", p.limit}};
+    }
+    Finding f = make_finding("nccl.truncated", "log",
+        fmt::format("the analysis is incomplete: {} past its limits {} left out ({})",
+            plural(left.total(), "line", "lines"), left.total() == 1 ? "was" : "were", detail),
+        Where{}, left.total());
+    f.facts = std::move(facts);
+    return f;
+}
+
 } // namespace
 
 Analysis Analyzer::analysis() const
@@ -55,6 +102,7 @@ Analysis Analyzer::analysis() const
     a.lines = s.lines;
     a.records = s.records;
     a.connections = s.connections;
+    a.records_left_out = s.left_out.total();
     std::copy(std::begin(s.counts), std::end(s.counts), std::begin(a.counts));
     a.nccl_versions.assign(s.versions.begin(), s.versions.end());
     auto where = [&](Mark m) { return m.known() ? Where{s.inputs[m.input], m.line} : Where{}; };
@@ -244,6 +292,9 @@ Analysis Analyzer::analysis() const
     // Findings.
     auto& f = a.findings;
     const Evidence& e = s.evidence;
+    if (a.records_left_out > 0) {
+        f.push_back(truncated(s.left_out, s.limits));
+    }
     if (s.watchdogs.count > 0) {
         const WatchdogTimeout& w = s.watchdogs.first;
         std::string what = w.op.empty() ? std::string("a collective") : w.op;

@@ -30,6 +30,10 @@ inline constexpr std::size_t max_paths = 4096;
 inline constexpr std::size_t max_rings = 64;
 inline constexpr std::size_t max_ring_length = 1 << 16;
 inline constexpr std::size_t max_warn_kinds = 256;
+inline constexpr std::size_t max_env_names = 1024;
+inline constexpr std::size_t max_versions = 256;
+/// Host names are kept up to this length (a DNS name has at most 253 characters).
+inline constexpr std::size_t max_host_name = 255;
 inline constexpr std::size_t read_size = 1 << 20;
 /// Input is read in blocks of this size; a line longer than a block is cut, the rest of it skipped.
 inline constexpr std::size_t block_size = 4 << 20;
@@ -155,7 +159,30 @@ inline void note(Mark& mark, Mark where)
     }
 }
 
+/// What was left out past Limits, by the limit that left it out.
+struct LeftOut {
+    std::uint64_t hosts = 0; ///< records
+    std::uint64_t processes = 0; ///< records
+    std::uint64_t threads = 0; ///< records
+    std::uint64_t ranks = 0; ///< Init lines
+    std::uint64_t communicators = 0; ///< Init lines
+    std::uint64_t communicator_ranks = 0; ///< Init lines
+    std::uint64_t connections = 0; ///< connection lines
+    std::uint64_t rings = 0; ///< ring order lines
+    std::uint64_t other = 0; ///< version and environment lines past max_versions, max_env_names
+    std::uint64_t total() const
+    {
+        return hosts + processes + threads + ranks + communicators + communicator_ranks + connections + rings + other;
+    }
+};
+
 struct Analyzer::State {
+    Limits limits;
+    LeftOut left_out;
+    std::size_t communicator_ranks = 0; ///< RankState entries of all communicators
+    std::size_t connection_keys = 0; ///< edges made in all tallies (an upper bound: merges only join)
+    std::size_t ring_ranks = 0; ///< ranks in the rings of all tallies
+
     std::vector<std::string> inputs;
     std::uint64_t lines = 0;
     std::uint64_t lines_before = 0; ///< in the inputs before the current one
@@ -209,15 +236,24 @@ struct Analyzer::State {
     void add_version(std::string_view version)
     {
         if (versions.find(version) == versions.end()) {
+            if (versions.size() >= max_versions) {
+                ++left_out.other;
+                return;
+            }
             versions.emplace(version);
         }
     }
 
+    /// The host's id; -2 for a new host past the limit.
     int host_id(std::string_view name)
     {
+        name = name.substr(0, max_host_name);
         auto it = host_ids.find(name);
         if (it != host_ids.end()) {
             return it->second;
+        }
+        if (hosts.size() >= limits.hosts) {
+            return -2;
         }
         const int id = static_cast<int>(hosts.size());
         hosts.emplace_back(name);
@@ -251,14 +287,19 @@ struct Analyzer::State {
     }
 
     // Which communicator an Init line belongs to: by commId (2.16+); else the one this thread
-    // started; else the k-th of its size on this (host, pid, cudaDev).
+    // started; else the k-th of its size on this (host, pid, cudaDev). -1 past the limits, counted.
     int comm_for(const NcclInit& init, const ThreadState& thread, const ThreadKey& key, Mark where)
     {
+        const bool full = comms.size() >= limits.communicators;
         if (!init.comm_id.empty() && init.comm_id != "0x0") {
             const std::string id(init.comm_id.substr(0, 40));
             auto it = comm_by_id.find(id);
             if (it != comm_by_id.end()) {
                 return it->second;
+            }
+            if (full) {
+                ++left_out.communicators;
+                return -1;
             }
             const int index = new_comm(id, init.nranks, where);
             comm_by_id.emplace(id, index);
@@ -268,9 +309,21 @@ struct Analyzer::State {
             comms[static_cast<std::size_t>(thread.open_comm)].nranks == init.nranks) {
             return thread.open_comm;
         }
-        const int ordinal = ++init_ordinals[{key.host, key.pid, init.cuda_dev, init.nranks}];
-        auto [it, added] = comm_by_ordinal.try_emplace({init.nranks, ordinal}, -1);
-        if (added) {
+        const std::tuple<int, long, int, int> device{key.host, key.pid, init.cuda_dev, init.nranks};
+        auto counted = init_ordinals.find(device);
+        const int ordinal = counted != init_ordinals.end() ? counted->second + 1 : 1;
+        auto it = comm_by_ordinal.find({init.nranks, ordinal});
+        if (it == comm_by_ordinal.end() && full) {
+            ++left_out.communicators;
+            return -1;
+        }
+        if (counted == init_ordinals.end() && init_ordinals.size() >= limits.communicator_ranks) {
+            ++left_out.communicator_ranks;
+            return -1;
+        }
+        init_ordinals[device] = ordinal;
+        if (it == comm_by_ordinal.end()) {
+            it = comm_by_ordinal.emplace(std::pair{init.nranks, ordinal}, -1).first;
             it->second = new_comm(fmt::format("#{}", comms.size() + 1), init.nranks, where);
         }
         return it->second;
@@ -278,9 +331,26 @@ struct Analyzer::State {
 
     void on_init(const NcclInit& init, const ThreadKey& key, ThreadState& thread, Mark where)
     {
+        const std::tuple<int, long, int> device{key.host, key.pid, init.cuda_dev};
+        if (devices.size() >= limits.ranks && devices.find(device) == devices.end()) {
+            ++left_out.ranks;
+            return;
+        }
         const int index = comm_for(init, thread, key, where);
+        if (index < 0) {
+            return;
+        }
         CommState& comm = comms[static_cast<std::size_t>(index)];
-        RankState& rank = comm.ranks[init.rank];
+        auto slot = comm.ranks.find(init.rank);
+        if (slot == comm.ranks.end()) {
+            if (communicator_ranks >= limits.communicator_ranks) {
+                ++left_out.communicator_ranks;
+                return;
+            }
+            ++communicator_ranks;
+            slot = comm.ranks.emplace(init.rank, RankState()).first;
+        }
+        RankState& rank = slot->second;
         if (rank.host >= 0 && (rank.host != key.host || rank.pid != key.pid)) {
             return; // another process claims this rank (logs of two jobs); keep the first
         }
@@ -292,7 +362,7 @@ struct Analyzer::State {
             rank.bus_id = std::string(init.bus_id.substr(0, 32));
         }
         note(rank.where, where);
-        devices.insert({key.host, key.pid, init.cuda_dev});
+        devices.insert(device);
         ProcessState& process = processes[{key.host, key.pid}];
         switch (init.stage) {
         case InitStage::start:
@@ -353,8 +423,6 @@ struct Analyzer::State {
     void on_connection(const NcclConnection& c, const ThreadKey& key, ThreadState& thread, Mark where)
     {
         const Transport t = classify_path(c.path);
-        ++connections;
-        ++counts[static_cast<std::size_t>(t)];
         // The local rank: the sender on send-side lines (P2P and SHM are logged there), the
         // receiver on [receive] lines and on 2.3 NET lines, which only the receiver logs.
         const bool old_net = c.ring_keyword && c.direction == Direction::none && c.path.starts_with("NET/");
@@ -363,7 +431,19 @@ struct Analyzer::State {
             ? lazy_tally_for(key, local, local == c.src ? c.dst : c.src)
             : nullptr;
         LinkTally& tally = lazy != nullptr ? *lazy : tally_for(thread);
-        EdgeCount& edge = tally.edges[LinkTally::edge_key(c.src, c.dst, path_id(c.path))];
+        const std::uint64_t edge_key = LinkTally::edge_key(c.src, c.dst, path_id(c.path));
+        auto found = tally.edges.find(edge_key);
+        if (found == tally.edges.end()) {
+            if (connection_keys >= limits.connections) {
+                ++left_out.connections;
+                return;
+            }
+            ++connection_keys;
+            found = tally.edges.emplace(edge_key, EdgeCount()).first;
+        }
+        ++connections;
+        ++counts[static_cast<std::size_t>(t)];
+        EdgeCount& edge = found->second;
         ++edge.count;
         note(edge.first, where);
         if (key.host >= 0) {
@@ -406,7 +486,11 @@ struct Analyzer::State {
                 on_connection(*conn, key, thread, where);
             } else if (parse_ring_order(m, ring)) {
                 if (ring.ranks.size() > 1 && !ring.truncated && ring.ranks.size() <= max_ring_length) {
-                    tally_for(thread).add_ring(ring.ranks, where);
+                    if (ring_ranks + ring.ranks.size() > limits.ring_ranks) {
+                        ++left_out.rings;
+                    } else if (tally_for(thread).add_ring(ring.ranks, where)) {
+                        ring_ranks += ring.ranks.size();
+                    }
                 }
             } else if (m.starts_with("Connected NVLS tree")) {
                 on_nvls(key, thread, where);
@@ -518,7 +602,12 @@ struct Analyzer::State {
         if (!env_setting) {
             return;
         }
-        EnvHit& hit = env[std::string(env_setting->name.substr(0, 64))];
+        const std::string name(env_setting->name.substr(0, 64));
+        if (env.size() >= max_env_names && env.find(name) == env.end()) {
+            ++left_out.other;
+            return;
+        }
+        EnvHit& hit = env[name];
         if (hit.count++ == 0) {
             hit.name = std::string(env_setting->name.substr(0, 64));
             hit.value = std::string(env_setting->value.substr(0, 64));
@@ -572,12 +661,34 @@ struct Analyzer::State {
         ++records;
         // Threads are looked up in a small cache first: interleaved ranks switch on every line.
         ThreadSlot& slot = thread_cache[KeyHash::mix(static_cast<std::size_t>(r.pid), r.tid) % thread_cache.size()];
-        if (slot.thread == nullptr || r.pid != slot.key.pid || r.tid != slot.key.tid || r.host != slot.host_name) {
+        if (slot.thread == nullptr || r.pid != slot.key.pid || r.tid != slot.key.tid ||
+            r.host.substr(0, max_host_name) != slot.host_name) {
             const int host = r.host.empty() ? -1 : host_id(r.host);
+            if (host == -2) {
+                ++left_out.hosts;
+                return;
+            }
+            const ThreadKey key{host, r.pid, r.tid};
+            auto process = processes.find({host, r.pid});
+            if (process == processes.end()) {
+                if (processes.size() >= limits.processes) {
+                    ++left_out.processes;
+                    return;
+                }
+                process = processes.emplace(ProcessKey{host, r.pid}, ProcessState()).first;
+            }
+            auto thread = threads.find(key);
+            if (thread == threads.end()) {
+                if (threads.size() >= limits.threads) {
+                    ++left_out.threads;
+                    return;
+                }
+                thread = threads.emplace(key, ThreadState()).first;
+            }
             slot.host_name = host >= 0 ? std::string_view(hosts[static_cast<std::size_t>(host)]) : std::string_view();
-            slot.key = ThreadKey{host, r.pid, r.tid};
-            slot.thread = &threads[slot.key];
-            slot.process = &processes[{host, r.pid}];
+            slot.key = key;
+            slot.thread = &thread->second;
+            slot.process = &process->second;
         }
         current_thread = slot.thread;
         current_process = slot.process;

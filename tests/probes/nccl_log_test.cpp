@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <functional>
 #include <gtest/gtest.h>
@@ -1857,4 +1858,187 @@ TEST(NcclLogInput, WhereNamesTheInputAndItsLine)
     ASSERT_NE(warn, nullptr);
     EXPECT_EQ(warn->where.file, "rank1.log");
     EXPECT_EQ(warn->where.line, 3U);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits: what one analysis keeps is bounded; past a limit, lines are left out, counted and said.
+
+namespace {
+
+std::string version_line(const std::string& host, long pid)
+{
+    return fmt::format("{}:{}:{} [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n", host, pid, pid);
+}
+
+std::string init_line(long pid, int rank, int nranks, const std::string& comm_id)
+{
+    return fmt::format("n01:{}:{} [0] NCCL INFO ncclCommInitRank comm 0x5555aaaa0000 rank {} nranks {} cudaDev 0 "
+                       "nvmlDev 0 busId 10000{} - Init COMPLETE\n",
+        pid, pid, rank, nranks, comm_id.empty() ? "" : " commId " + comm_id);
+}
+
+// 20000 as "20,000".
+std::string grouped(std::size_t n)
+{
+    std::string digits = std::to_string(n);
+    for (std::size_t at = digits.size(); at > 3; at -= 3) {
+        digits.insert(at - 3, ",");
+    }
+    return digits;
+}
+
+Analysis analyze_within(std::string_view text, const nccl::Limits& limits)
+{
+    nccl::Analyzer analyzer(limits);
+    analyzer.read_text(text, "big.log");
+    return analyzer.analysis();
+}
+
+} // namespace
+
+TEST(NcclLogLimits, HostsPastTheLimitAreLeftOutAndSaid)
+{
+    std::string log;
+    for (int i = 0; i < 6; ++i) {
+        log += version_line(fmt::format("h{}", i), 100);
+    }
+    nccl::Limits limits;
+    limits.hosts = 3;
+    const Analysis a = analyze_within(log, limits);
+    EXPECT_EQ(a.hosts, 3U);
+    EXPECT_EQ(a.records, 6U);
+    EXPECT_EQ(a.records_left_out, 3U);
+    const auto* f = finding(a, "nccl.truncated");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, probes::Severity::warn);
+    EXPECT_EQ(f->message,
+        "the analysis is incomplete: 3 lines past its limits were left out (3 records from hosts past the first 3)");
+    EXPECT_EQ(f->facts, (nlohmann::json{{"hosts", {{"left_out", 3}, {"limit", 3}}}}));
+    EXPECT_EQ(f->count, 3U);
+    const auto json = nccl::render_json(a);
+    EXPECT_EQ(json["findings"][0]["code"], "nccl.truncated") << "a warning, first of the warnings";
+    EXPECT_NE(nccl::render_text(a).find("[nccl.truncated]"), std::string::npos);
+    EXPECT_NE(nccl::render_verdict(a).find("[nccl.truncated]"), std::string::npos);
+
+    EXPECT_FALSE(has(analyze_within(log, nccl::Limits()), "nccl.truncated")) << "within the default limits";
+}
+
+TEST(NcclLogLimits, ProcessesThreadsAndRanksPastTheLimits)
+{
+    std::string log;
+    for (long pid = 1; pid <= 5; ++pid) {
+        log += version_line("n01", pid);
+    }
+    nccl::Limits processes;
+    processes.processes = 2;
+    Analysis a = analyze_within(log, processes);
+    EXPECT_EQ(a.processes, 2U);
+    EXPECT_EQ(a.records_left_out, 3U);
+
+    // One process, many threads.
+    std::string threads_log;
+    for (int tid = 1; tid <= 5; ++tid) {
+        threads_log += fmt::format("n01:7:{} [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n", tid);
+    }
+    nccl::Limits threads;
+    threads.threads = 4;
+    a = analyze_within(threads_log, threads);
+    EXPECT_EQ(a.records_left_out, 1U);
+    EXPECT_EQ(finding(a, "nccl.truncated")->facts, (nlohmann::json{{"threads", {{"left_out", 1}, {"limit", 4}}}}));
+
+    // Ranks: (host, pid, cudaDev) of Init lines, and the ranks of all communicators together.
+    std::string inits;
+    for (int rank = 0; rank < 6; ++rank) {
+        inits += init_line(100 + rank, rank, 6, "0xabc");
+    }
+    nccl::Limits ranks;
+    ranks.ranks = 4;
+    a = analyze_within(inits, ranks);
+    EXPECT_EQ(a.ranks, 4U);
+    ASSERT_EQ(a.communicators.size(), 1U);
+    EXPECT_EQ(a.communicators[0].ranks.size(), 4U);
+    EXPECT_EQ(finding(a, "nccl.truncated")->facts, (nlohmann::json{{"ranks", {{"left_out", 2}, {"limit", 4}}}}));
+    nccl::Limits comm_ranks;
+    comm_ranks.communicator_ranks = 5;
+    a = analyze_within(inits, comm_ranks);
+    EXPECT_EQ(a.communicators[0].ranks.size(), 5U);
+    EXPECT_EQ(finding(a, "nccl.truncated")->message,
+        "the analysis is incomplete: 1 line past its limits was left out (1 Init line past 5 ranks in all "
+        "communicators)");
+}
+
+TEST(NcclLogLimits, CommunicatorsPastTheLimitWithAndWithoutCommId)
+{
+    std::string with_id;
+    std::string without_id;
+    for (int c = 0; c < 5; ++c) {
+        with_id += init_line(100, 0, 2, fmt::format("0x{:x}", 1000 + c));
+        without_id += init_line(100, 0, 2 + c, "");
+    }
+    nccl::Limits limits;
+    limits.communicators = 2;
+    for (const std::string& log : {with_id, without_id}) {
+        const Analysis a = analyze_within(log, limits);
+        EXPECT_EQ(a.communicators.size(), 2U) << log;
+        EXPECT_EQ(a.records_left_out, 3U);
+        EXPECT_EQ(
+            finding(a, "nccl.truncated")->facts, (nlohmann::json{{"communicators", {{"left_out", 3}, {"limit", 2}}}}));
+    }
+}
+
+TEST(NcclLogLimits, ConnectionsAndRingsPastTheLimits)
+{
+    std::string log = init_line(100, 0, 8, "0xabc");
+    log.replace(log.find("Init COMPLETE"), 13, "Init START");
+    for (int peer = 1; peer < 5; ++peer) {
+        log += fmt::format("n01:100:100 [0] NCCL INFO Channel 00/0 : 0[0] -> {}[{}] via P2P/CUMEM/read\n", peer, peer);
+    }
+    log += "n01:100:100 [0] NCCL INFO Channel 00/02 : 0 1 2 3 4 5 6 7\n";
+    log += "n01:100:100 [0] NCCL INFO Channel 01/02 : 0 2 1 3 4 5 6 7\n";
+    nccl::Limits limits;
+    limits.connections = 2;
+    limits.ring_ranks = 10;
+    const Analysis a = analyze_within(log, limits);
+    EXPECT_EQ(a.connections, 2U) << "lines left out are not counted";
+    EXPECT_EQ(a.communicators.at(0).connections, 2U);
+    EXPECT_EQ(finding(a, "nccl.truncated")->facts,
+        (nlohmann::json{
+            {"connections", {{"left_out", 2}, {"limit", 2}}}, {"ring_ranks", {{"left_out", 1}, {"limit", 10}}}}));
+    EXPECT_EQ(analyze_within(log, nccl::Limits()).connections, 4U);
+}
+
+TEST(NcclLogLimits, TheDefaultLimitsHoldOnAGeneratedLog)
+{
+    // 10,001 communicators on host n01, then 20,000 hosts more, written without a small limit.
+    const nccl::Limits defaults;
+    std::string log;
+    for (std::size_t c = 0; c <= defaults.communicators; ++c) {
+        log += init_line(100, 0, 2, fmt::format("0x{:x}", 4096 + c));
+    }
+    for (std::size_t i = 1; i <= defaults.hosts; ++i) {
+        log += version_line(fmt::format("node{}", i), 1);
+    }
+    const Analysis a = analyze(log, "big.log");
+    EXPECT_EQ(a.hosts, 20000U);
+    EXPECT_EQ(a.communicators.size(), 10000U);
+    EXPECT_EQ(a.records_left_out, 2U);
+    EXPECT_EQ(finding(a, "nccl.truncated")->message,
+        "the analysis is incomplete: 2 lines past its limits were left out (1 record from hosts past the first "
+        "20000; 1 Init line of communicators past the first 10000)");
+
+    // The explanation states the defaults.
+    const auto& codes = nccl::finding_codes();
+    const auto row = std::find_if(
+        codes.begin(), codes.end(), [](const probes::CodeText& c) { return std::string(c.code) == "nccl.truncated"; });
+    ASSERT_NE(row, codes.end());
+    const std::string explanation = row->explanation;
+    for (const std::string& said :
+        {grouped(defaults.hosts) + " hosts", grouped(defaults.processes) + " processes and ranks",
+            grouped(defaults.threads) + " threads", grouped(defaults.communicators) + " communicators",
+            grouped(defaults.communicator_ranks) + " ranks of all communicators",
+            grouped(defaults.connections) + " distinct connections",
+            grouped(defaults.ring_ranks) + " ranks of ring orders"}) {
+        EXPECT_NE(explanation.find(said), std::string::npos) << said;
+    }
+    EXPECT_EQ(defaults.ranks, defaults.processes);
 }
