@@ -9,9 +9,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
-#include <iterator>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +21,11 @@ namespace {
 using probes::Error;
 
 constexpr auto poll_interval = std::chrono::milliseconds(200);
+/// Logs are read in pieces of this size.
+constexpr std::size_t piece_size = 1 << 20;
+/// A line without a newline after this many bytes is no NCCL line: it counts as an empty line and
+/// the rest of it is skipped, so that a rank writing junk cannot make gpurun hold it.
+constexpr std::size_t max_line_bytes = 1 << 20;
 
 // Every line of `text` as one of gpurun's own lines on standard error.
 std::string prefixed(const std::string& text)
@@ -107,36 +111,22 @@ bool logs_init(const std::string& subsys)
     return leave_out ? !named : named;
 }
 
-// Feeds every log to the analyzer; returns a line for each one that could not be read. With
-// `complete_only` (while ranks still write), a log is read up to its last complete line; at the
-// end it is streamed, whatever its size. A log in a private directory is named by its file name
-// alone, since the directory goes away.
-std::string read_logs(probes::nccl::Analyzer& analyzer, const std::vector<std::filesystem::path>& files,
-    bool private_dir, bool complete_only)
-{
-    std::string unreadable;
-    for (const auto& file : files) {
-        const std::string name = private_dir ? file.filename().string() : file.string();
-        if (!complete_only) {
-            try {
-                analyzer.read_file(file.string(), name);
-            } catch (const probes::Error& e) {
-                unreadable += std::string(e.what()) + "\n";
-            }
-            continue;
+class Fd {
+public:
+    explicit Fd(int fd) : m_fd(fd) { }
+    ~Fd()
+    {
+        if (m_fd >= 0) {
+            close(m_fd);
         }
-        std::ifstream in(file, std::ios::binary);
-        if (!in) {
-            unreadable += fmt::format("cannot read {}: {}\n", file.string(), std::strerror(errno));
-            continue;
-        }
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const std::size_t last = text.rfind('\n');
-        text.resize(last == std::string::npos ? 0 : last + 1);
-        analyzer.read_text(text, name);
     }
-    return unreadable;
-}
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const { return m_fd; }
+
+private:
+    int m_fd;
+};
 
 } // namespace
 
@@ -224,7 +214,7 @@ std::string keep_nccl_log_file_only_in_own_dir()
 }
 
 NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep_dir, const std::string& temp_dir)
-    : m_mode(mode), m_ranks(ranks)
+    : m_mode(mode), m_ranks(ranks), m_analyzer(std::make_unique<probes::nccl::Analyzer>())
 {
     if (keep_dir.empty()) {
         const std::string base = temp_dir.empty() ? "/tmp" : temp_dir;
@@ -253,6 +243,113 @@ NcclCheck::~NcclCheck()
         std::error_code ec;
         std::filesystem::remove_all(m_dir, ec);
     }
+}
+
+void NcclCheck::start_over()
+{
+    m_analyzer = std::make_unique<probes::nccl::Analyzer>();
+    m_followed.clear();
+    m_broken = false;
+}
+
+// Whole lines go to the analyzer; the start of a line waits in `partial` for its newline.
+void NcclCheck::feed(FollowedLog& log, std::string_view data)
+{
+    if (log.skipping) {
+        const std::size_t nl = data.find('\n');
+        if (nl == std::string_view::npos) {
+            return;
+        }
+        data.remove_prefix(nl + 1);
+        log.skipping = false;
+    }
+    const std::size_t last = data.rfind('\n');
+    if (last == std::string_view::npos) {
+        log.partial.append(data);
+        if (log.partial.size() > max_line_bytes) {
+            m_analyzer->read_more(log.input, "\n");
+            log.partial.clear();
+            log.skipping = true;
+        }
+        return;
+    }
+    std::string_view whole = data.substr(0, last + 1);
+    if (!log.partial.empty()) {
+        const std::size_t first = whole.find('\n');
+        log.partial.append(whole.substr(0, first + 1));
+        m_analyzer->read_more(log.input, log.partial);
+        whole.remove_prefix(first + 1);
+    }
+    if (!whole.empty()) {
+        m_analyzer->read_more(log.input, whole);
+    }
+    log.partial.assign(data.substr(last + 1));
+}
+
+std::string NcclCheck::follow_logs(bool at_end)
+{
+    if (m_broken) {
+        start_over();
+    }
+    m_broken = true; // until every log is read
+    std::string unreadable;
+    std::string piece(piece_size, '\0');
+    for (const auto& file : logs()) {
+        const std::string path = file.string();
+        Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+        struct stat st { };
+        if (fd.get() < 0 || fstat(fd.get(), &st) != 0) {
+            unreadable += fmt::format("cannot read {}: {}\n", path, std::strerror(errno));
+            continue;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            continue;
+        }
+        const auto size = static_cast<std::uint64_t>(st.st_size);
+        auto it = m_followed.find(path);
+        if (it != m_followed.end() &&
+            (it->second.device != st.st_dev || it->second.inode != st.st_ino || size < it->second.offset)) {
+            // A log that shrank or was replaced: what was read of it is in the analysis and cannot
+            // be taken out, so every log is read again from its start.
+            start_over();
+            return follow_logs(at_end);
+        }
+        if (it == m_followed.end()) {
+            FollowedLog log;
+            // A log in a private directory is named by its file name, since the directory goes away.
+            log.input = m_analyzer->add_input(m_private ? file.filename().string() : path);
+            log.device = st.st_dev;
+            log.inode = st.st_ino;
+            it = m_followed.emplace(path, std::move(log)).first;
+        }
+        FollowedLog& log = it->second;
+        // Up to the size seen now: a rank that writes faster than this reads cannot keep it here.
+        while (log.offset < size) {
+            const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(piece_size, size - log.offset));
+            const ssize_t n = pread(fd.get(), piece.data(), want, static_cast<off_t>(log.offset));
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n < 0) {
+                unreadable += fmt::format("cannot read {}: {}\n", path, std::strerror(errno));
+                break;
+            }
+            if (n == 0) {
+                break;
+            }
+            log.offset += static_cast<std::uint64_t>(n);
+            m_bytes_read += static_cast<std::uint64_t>(n);
+            feed(log, std::string_view(piece.data(), static_cast<std::size_t>(n)));
+        }
+    }
+    if (at_end) {
+        for (auto& [path, log] : m_followed) {
+            m_analyzer->read_more(log.input, log.skipping ? std::string() : log.partial, true);
+            log.partial.clear();
+        }
+    }
+    m_broken = false;
+    return unreadable;
 }
 
 std::vector<std::filesystem::path> NcclCheck::logs() const
@@ -293,13 +390,11 @@ std::string NcclCheck::poll() noexcept
     }
     m_next_poll = now + poll_interval;
     try {
-        const auto files = logs();
-        if (files.empty()) {
+        follow_logs(false);
+        if (m_followed.empty()) {
             return "";
         }
-        probes::nccl::Analyzer analyzer;
-        read_logs(analyzer, files, m_private, true);
-        const probes::nccl::Analysis analysis = analyzer.analysis();
+        const probes::nccl::Analysis analysis = m_analyzer->analysis();
         if (analysis.processes_init_complete < std::max(m_ranks, 1U)) {
             return "";
         }
@@ -324,9 +419,8 @@ std::string NcclCheck::finish() noexcept
                                        "to NCCL_DEBUG_FILE",
                 m_private ? "" : " in " + m_dir));
         } else {
-            probes::nccl::Analyzer analyzer;
-            const std::string unreadable = read_logs(analyzer, files, m_private, false);
-            const std::string verdict = probes::nccl::render_verdict(analyzer.analysis());
+            const std::string unreadable = follow_logs(true);
+            const std::string verdict = probes::nccl::render_verdict(m_analyzer->analysis());
             if (verdict != m_shown || !unreadable.empty()) {
                 out += prefixed(fmt::format("{} ({} log{}):\n{}{}",
                     m_shown.empty() ? "at the end of the job" : "at the end of the job the logs show more",

@@ -10,8 +10,14 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+namespace probes::nccl {
+class Analyzer;
+}
 
 namespace launcher {
 
@@ -67,21 +73,44 @@ public:
 
     const std::string& dir() const { return m_dir; }
 
-    /// While the job runs; call it as often as convenient, it reads the logs at most every 200 ms.
+    /// While the job runs; call it as often as convenient, it reads the logs at most every 200 ms,
+    /// each from where the last read stopped: what the logs gained, its whole lines.
     /// With NcclCheckMode::init: the lines to print (each "gpurun: nccl-check: ...") the first time
     /// as many processes as the job has ranks have logged Init COMPLETE; otherwise "". Never throws:
     /// a failure ends the polling with one line saying why.
     std::string poll() noexcept;
 
     /// When the job has ended: the verdict, unless poll() already gave the same one; one line instead
-    /// when no log appeared; and where kept logs are. Logs in a private directory are named by their
-    /// file names. Never throws.
+    /// when no log appeared; and where kept logs are. Reads what the logs gained since the last
+    /// poll(), the last line too. Logs in a private directory are named by their file names. Never
+    /// throws.
     std::string finish() noexcept;
 
     /// The log files written for this job, sorted.
     std::vector<std::filesystem::path> logs() const;
 
+    /// Bytes read from the logs so far. Each byte is read once; only a log that shrank or was
+    /// replaced (another inode) makes the reading start over, every log from its start.
+    std::uint64_t bytes_read() const { return m_bytes_read; }
+
 private:
+    /// A log as far as it has been read.
+    struct FollowedLog {
+        std::uint32_t input = 0; ///< the analyzer's number for it
+        std::uint64_t device = 0;
+        std::uint64_t inode = 0;
+        std::uint64_t offset = 0; ///< bytes read
+        std::string partial; ///< the start of a line whose newline is not written yet
+        bool skipping = false; ///< inside a line too long to be an NCCL line, up to its newline
+    };
+
+    /// Reads what each log gained into m_analyzer: whole lines, and with `at_end` the last line
+    /// too. Returns a line for each log that could not be read.
+    std::string follow_logs(bool at_end);
+    /// Forgets what was read: a fresh analyzer, every log from its start.
+    void start_over();
+    void feed(FollowedLog& log, std::string_view data);
+
     NcclCheckMode m_mode;
     unsigned m_ranks;
     std::string m_dir;
@@ -91,6 +120,10 @@ private:
     bool m_polling = true;
     std::chrono::steady_clock::time_point m_next_poll{};
     std::string m_shown; ///< the verdict poll() gave
+    std::unique_ptr<probes::nccl::Analyzer> m_analyzer;
+    std::map<std::string, FollowedLog> m_followed; ///< by path
+    std::uint64_t m_bytes_read = 0;
+    bool m_broken = false; ///< a read failed half-way: the analyzer is not to be trusted
 };
 
 } // namespace launcher

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <thread>
 #include <unistd.h>
 #include <zlib.h>
@@ -410,6 +411,35 @@ void Analyzer::read_text(std::string_view text, const std::string& name)
     found.replay(*m_state, lines, input);
     m_state->lines = m_state->lines_before + scanner.lines();
     m_state->finish_input();
+}
+
+std::uint32_t Analyzer::add_input(const std::string& name)
+{
+    m_state->inputs.push_back(name);
+    const auto input = static_cast<std::uint32_t>(m_state->inputs.size() - 1);
+    m_state->followed.emplace(input, LineScanner());
+    return input;
+}
+
+void Analyzer::read_more(std::uint32_t input, std::string_view text, bool last)
+{
+    State& s = *m_state;
+    auto followed = s.followed.find(input);
+    if (followed == s.followed.end()) {
+        throw std::logic_error(fmt::format("read_more: input {} was not started with add_input", input));
+    }
+    LineScanner& scanner = followed->second;
+    const std::uint64_t before = scanner.lines();
+    std::vector<LineRef> lines;
+    scanner.scan(text.data(), text.size(), lines);
+    LineRecords found;
+    found.extract(text, lines);
+    found.replay(s, lines, input);
+    s.lines += scanner.lines() - before;
+    s.lines_before = s.lines;
+    if (last) {
+        s.finish_input();
+    }
 }
 
 } // namespace probes::nccl

@@ -117,6 +117,13 @@ public:
     void read_file(const std::string& path, const std::string& name = "");
     /// Reads text held in memory under the given name (tests, fuzzing).
     void read_text(std::string_view text, const std::string& name);
+    /// Starts an input that is read in pieces while it is written (gpurun --nccl-check follows
+    /// its ranks' logs); returns its number for read_more().
+    std::uint32_t add_input(const std::string& name);
+    /// Reads the next piece of input `input` (from add_input): whole lines, each with its newline;
+    /// with `last`, the end of the input, whose final line may lack one. Line numbers go on from
+    /// the piece before. Pieces of several inputs may alternate, as logs grow side by side.
+    void read_more(std::uint32_t input, std::string_view text, bool last = false);
     /// The report so far; the analyzer can go on reading afterwards.
     Analysis analysis() const;
 

@@ -239,6 +239,83 @@ TEST(NcclCheck, InitSpeaksOnceEveryRankHasFinishedInit)
     EXPECT_EQ(check.finish(), "") << "nothing new at the end";
 }
 
+TEST(NcclCheck, InitReadsEachByteOfTheLogsOnce)
+{
+    TempDir tmp;
+    NcclCheck check(NcclCheckMode::init, 2, "", tmp.path().string());
+    const std::filesystem::path dir = check.dir();
+    const std::string a = rank_log(0, 11, true);
+    const std::string b = rank_log(1, 12, true);
+    const auto append = [&](const char* name, const std::string& text) {
+        std::ofstream(dir / name, std::ios::binary | std::ios::app) << text;
+    };
+    const auto poll_after_interval = [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        return check.poll();
+    };
+    // Rank 0 has written half a line.
+    const std::size_t cut = a.size() / 2;
+    ASSERT_NE(a[cut - 1], '\n');
+    append("nccl.n01.11.log", a.substr(0, cut));
+    EXPECT_EQ(poll_after_interval(), "");
+    EXPECT_EQ(check.bytes_read(), cut);
+
+    // The rest of rank 0's log and all but the last 4 bytes of rank 1's.
+    append("nccl.n01.11.log", a.substr(cut));
+    append("nccl.n01.12.log", b.substr(0, b.size() - 4));
+    EXPECT_EQ(poll_after_interval(), "") << "rank 1's Init COMPLETE line is not complete";
+    EXPECT_EQ(check.bytes_read(), a.size() + b.size() - 4);
+
+    append("nccl.n01.12.log", b.substr(b.size() - 4));
+    const std::string said = poll_until_answer(check);
+    EXPECT_EQ(said,
+        "gpurun: nccl-check: all 2 ranks are through NCCL init (the job goes on):\n" +
+            verdict_lines({{"nccl.n01.11.log", a}, {"nccl.n01.12.log", b}}));
+    EXPECT_EQ(check.bytes_read(), a.size() + b.size()) << "every byte once";
+    EXPECT_EQ(check.finish(), "");
+    EXPECT_EQ(check.bytes_read(), a.size() + b.size()) << "the end reads nothing again";
+}
+
+TEST(NcclCheck, ALogThatShrinksIsReadAgainFromItsStart)
+{
+    TempDir tmp;
+    NcclCheck check(NcclCheckMode::init, 2, "", tmp.path().string());
+    const std::filesystem::path dir = check.dir();
+    const std::string before = rank_log(0, 11, true, "SHM/direct/direct");
+    write(dir / "nccl.n01.11.log", before);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    EXPECT_EQ(check.poll(), "");
+    EXPECT_EQ(check.bytes_read(), before.size());
+
+    // The log is written again, shorter, and the other rank's appears.
+    const std::string after = rank_log(0, 11, true);
+    ASSERT_LT(after.size(), before.size());
+    const std::string b = rank_log(1, 12, true);
+    write(dir / "nccl.n01.11.log", after);
+    write(dir / "nccl.n01.12.log", b);
+    const std::string said = poll_until_answer(check);
+    EXPECT_EQ(said,
+        "gpurun: nccl-check: all 2 ranks are through NCCL init (the job goes on):\n" +
+            verdict_lines({{"nccl.n01.11.log", after}, {"nccl.n01.12.log", b}}));
+    EXPECT_EQ(said.find("shm_not_p2p"), std::string::npos) << "what the log held before is forgotten";
+    EXPECT_EQ(check.bytes_read(), before.size() + after.size() + b.size());
+}
+
+TEST(NcclCheck, EndReadsTheLastLineWithoutItsNewline)
+{
+    TempDir tmp;
+    NcclCheck check(NcclCheckMode::end, 2, "", tmp.path().string());
+    const std::filesystem::path dir = check.dir();
+    const std::string a = rank_log(0, 11, true, "SHM/direct/direct");
+    const std::string b = rank_log(1, 12, true, "SHM/direct/direct");
+    write(dir / "nccl.n01.11.log", a);
+    write(dir / "nccl.n01.12.log", b.substr(0, b.size() - 1));
+    EXPECT_EQ(check.finish(),
+        "gpurun: nccl-check: at the end of the job (2 logs):\n" +
+            verdict_lines({{"nccl.n01.11.log", a}, {"nccl.n01.12.log", b.substr(0, b.size() - 1)}}));
+    EXPECT_EQ(check.bytes_read(), a.size() + b.size() - 1);
+}
+
 TEST(NcclCheck, InitPrintsTheFinalVerdictWhenItDiffers)
 {
     TempDir tmp;
