@@ -89,6 +89,30 @@ chmod 0755 "$scratch/etc"
 run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/slurm.conf"
 expect_eq "config file safe again: no complaint" "" "$(grep 'not reading' <<<"$err")"
 
+# Every directory above the file counts, and links are resolved first: a directory others can
+# write to two levels up (where a flipping link could be swapped in between the check and the
+# read), or a safe link to a file in such a directory, is not read.
+mkdir -p "$scratch/open/deep/etc"
+cp "$scratch/etc/slurm.conf" "$scratch/open/deep/etc/slurm.conf"
+chmod 0777 "$scratch/open"
+run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/open/deep/etc/slurm.conf"
+expect_contains "config below a directory others can write to: not read" \
+    "not reading $scratch/open/deep/etc/slurm.conf: $scratch/open is writable by group or others (mode 777)" "$err"
+ln -s "$scratch/open/deep/etc/slurm.conf" "$scratch/etc/linked.conf"
+run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/linked.conf"
+expect_contains "a link into such a directory: not read" \
+    "not reading $scratch/etc/linked.conf: $scratch/open is writable by group or others (mode 777)" "$err"
+chmod 1777 "$scratch/open"
+run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/linked.conf"
+expect_eq "a directory with the sticky bit above it (as /tmp): read" "" "$(grep 'not reading' <<<"$err")"
+chmod 0755 "$scratch/open"
+
+# A FIFO in its place is not opened (the open would wait for a writer for ever).
+mkfifo "$scratch/etc/fifo.conf"
+chmod 0644 "$scratch/etc/fifo.conf"
+run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/fifo.conf"
+expect_contains "a FIFO: not read" "not reading $scratch/etc/fifo.conf: it is not a regular file" "$err"
+
 # A long reason is trimmed.
 run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_REASON_MAX=40
 expect_eq "trimmed reason" "update|nodename=gpu-a01|state=drain|reason=${ecc_reason:0:37}...|" "$calls"

@@ -4,9 +4,10 @@
 #
 # Settings, from the environment or from a config file (a bash fragment, read when it exists:
 # $GPUDOCTOR_SLURM_CONF, default /etc/gpukit/gpudoctor-slurm.conf). The scripts run as root and
-# source it, so it is read only when it belongs to root (or to the user running the scripts) and
-# neither it nor its directory is writable by group or others; otherwise it is skipped, with a
-# log line saying why.
+# source it, so it is read only when it and every directory above it (links resolved) belong to
+# root (or to the user running the scripts) and are not writable by group or others (a directory
+# with the sticky bit, as /tmp, excepted); it is read from the descriptor that was checked.
+# Otherwise it is skipped, with a log line saying why.
 #   GPUDOCTOR_ARGS      more options for `gpudoctor check`, e.g. "--expect-gpus 8 --policy
 #                       /etc/gpukit/policy.toml" (split at spaces; in the config file it may also
 #                       be a bash array: GPUDOCTOR_ARGS=(--expect-gpus 8)).
@@ -24,28 +25,63 @@
 
 gpudoctor_slurm_here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 
-# gpudoctor_slurm_unsafe PATH: prints why a file sourced by root must not be trusted, or nothing.
+# gpudoctor_slurm_unsafe PATH [STICKY_OK]: prints why a file or directory must not be trusted by
+# root, or nothing: it must belong to root (or to the user running the scripts) and not be
+# writable by group or others; with STICKY_OK a directory every user can write to is accepted when
+# it has the sticky bit (as /tmp), since no one else can rename or remove what is in it.
 gpudoctor_slurm_unsafe() {
     local owner mode
     if ! read -r owner mode < <(stat -L -c '%u %a' -- "$1" 2>/dev/null); then
         echo "cannot stat $1"
     elif [[ $owner != 0 && $owner != "$EUID" ]]; then
         echo "$1 belongs to uid $owner"
-    elif (((8#$mode & 8#022) != 0)); then
+    elif (((8#$mode & 8#022) != 0)) && ! [[ -n ${2:-} && -d $1 && -k $1 ]]; then
         echo "$1 is writable by group or others (mode $mode)"
     fi
 }
 
+# gpudoctor_slurm_path_unsafe PATH: as gpudoctor_slurm_unsafe for PATH (links resolved) and for
+# every directory from / down to it.
+gpudoctor_slurm_path_unsafe() {
+    local path why
+    path=$(readlink -f -- "$1") || path=$1
+    why=$(gpudoctor_slurm_unsafe "$path")
+    while [[ -z $why && $path != / ]]; do
+        path=$(dirname -- "$path")
+        why=$(gpudoctor_slurm_unsafe "$path" sticky-ok)
+    done
+    echo "$why"
+}
+
+# gpudoctor_slurm_config: sources the config file when it is safe, from the descriptor that was
+# checked. The path is resolved and checked up to /; only a regular file is opened (no other user
+# could have swapped it for a FIFO that blocks the open, since no directory above it is theirs);
+# the opened file must be the one the path names (same device and inode) and safe itself.
 gpudoctor_slurm_config() {
-    local conf=${GPUDOCTOR_SLURM_CONF:-/etc/gpukit/gpudoctor-slurm.conf} why
+    local conf=${GPUDOCTOR_SLURM_CONF:-/etc/gpukit/gpudoctor-slurm.conf} why real fd= opened named
     if [[ -e $conf ]]; then
-        why=$(gpudoctor_slurm_unsafe "$conf")
-        [[ -n $why ]] || why=$(gpudoctor_slurm_unsafe "$(dirname -- "$conf")")
+        real=$(readlink -f -- "$conf")
+        why=$(gpudoctor_slurm_path_unsafe "$real")
+        [[ -z $why && ! -f $real ]] && why="it is not a regular file"
+        if [[ -z $why ]] && ! exec {fd}<"$real"; then
+            why="it cannot be opened"
+            fd=
+        fi
+        if [[ -z $why ]]; then
+            opened=$(stat -L -c '%d %i' -- "/dev/fd/$fd" 2>/dev/null)
+            named=$(stat -c '%d %i' -- "$real" 2>/dev/null)
+            why=$(gpudoctor_slurm_unsafe "/dev/fd/$fd")
+            [[ -z $why && ( -z $opened || $opened != "$named" ) ]] && why="it changed while it was checked"
+            why=${why//\/dev\/fd\/$fd/$real}
+        fi
         if [[ -n $why ]]; then
             gpudoctor_slurm_log "not reading $conf: $why, and these scripts run it as $(id -un)"
-        elif [[ -r $conf ]]; then
+        else
             # shellcheck source=/dev/null
-            . "$conf"
+            . "/dev/fd/$fd"
+        fi
+        if [[ -n $fd ]]; then
+            exec {fd}<&-
         fi
     fi
     if [[ -z ${GPUDOCTOR:-} ]]; then
