@@ -81,8 +81,7 @@ std::vector<std::string> helper_arguments(const HelperOptions& o)
         }
     }
     if (o.monitor.interval > 0) {
-        args.insert(
-            args.end(), {"--monitor-job", o.monitor_job, "--monitor-interval", fmt::format("{}", o.monitor.interval)});
+        args.insert(args.end(), {"--monitor-interval", fmt::format("{}", o.monitor.interval)});
         if (!o.monitor.json_file.empty()) {
             args.insert(args.end(), {"--monitor-json", o.monitor.json_file});
         }
@@ -191,8 +190,6 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
                 throw Error(fmt::format("--profile-mpi {}: expected openmpi or mpich", v));
             }
             o.profile.mpi_impl = v;
-        } else if (a == "--monitor-job") {
-            o.monitor_job = value(a);
         } else if (a == "--monitor-interval") {
             const std::string& v = value(a);
             double seconds = 0;
@@ -222,11 +219,8 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
     if (o.profile.profiler != Profiler::none && o.profile.dir.empty()) {
         throw Error("--profile needs --profile-dir");
     }
-    if ((o.monitor.interval > 0) != !o.monitor_job.empty()) {
-        throw Error("--monitor-job and --monitor-interval go together");
-    }
     if (o.monitor.interval <= 0 && (!o.monitor.json_file.empty() || o.monitor.enforce != EnforceMode::warn)) {
-        throw Error("--monitor-json and --enforce need --monitor-job and --monitor-interval");
+        throw Error("--monitor-json and --enforce need --monitor-interval");
     }
     o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
     if (o.program.empty()) {

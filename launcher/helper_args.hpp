@@ -18,7 +18,9 @@ struct HelperOptions {
     BatchOptions batch;
     ProfileOptions profile; ///< the helper of a chosen rank execs the profiler with the program
     MonitorOptions monitor; ///< interval 0: no monitor
-    std::string monitor_job; ///< --monitor: the job id naming each node's private directory
+    /// --monitor: the job id naming each node's private directory. gpurun's side only: it reaches
+    /// the helpers in the environment (job_id_variable), not as an argument.
+    std::string monitor_job;
     std::vector<std::string> program;
     friend bool operator==(const HelperOptions&, const HelperOptions&) = default;
 };

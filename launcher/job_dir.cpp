@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -75,6 +76,17 @@ bool valid_job_id(const std::string& id)
 std::string job_dir_path(const std::string& job_id, const std::string& tmpdir)
 {
     return fmt::format("{}/gpurun-{}", tmpdir.empty() ? "/tmp" : tmpdir, job_id);
+}
+
+std::string job_dir_from_environment()
+{
+    const char* id = std::getenv(job_id_variable);
+    if (id == nullptr || !valid_job_id(id)) {
+        throw Error(fmt::format("{} is {}: not a job id made by gpurun; gpurun-rank is started by gpurun",
+            job_id_variable, id == nullptr ? "not set" : probes::quote_input(id)));
+    }
+    const char* tmpdir = std::getenv("TMPDIR");
+    return job_dir_path(id, tmpdir != nullptr ? tmpdir : "");
 }
 
 void make_private_dir(const std::string& dir)

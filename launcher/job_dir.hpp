@@ -10,6 +10,16 @@
 
 namespace launcher {
 
+/// The variable that carries the job id from gpurun to each rank's helper and to the node monitor.
+/// It travels in the environment, which only the user can read, never in arguments, which `ps`
+/// shows every user: knowing the id, another user could make the job's directory on a node first
+/// and so stop the job there.
+inline constexpr const char* job_id_variable = "GPURUN_MONITOR_JOB";
+
+/// The job's directory named by job_id_variable and TMPDIR in this process's environment.
+/// Throws probes::Error when the variable is missing or is not a job id.
+std::string job_dir_from_environment();
+
 /// A new job id: 16 random hex digits. Throws probes::Error when the kernel gives no randomness.
 std::string new_job_id();
 

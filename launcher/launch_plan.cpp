@@ -279,6 +279,9 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
         }
     }
     forwarded.insert(forwarded.end(), ctx.gpukit_variables.begin(), ctx.gpukit_variables.end());
+    if (!helper.monitor_job.empty()) {
+        forwarded.emplace_back(job_id_variable); // its value is set in gpurun's environment: not in argv
+    }
     if (o.nccl_check != NcclCheckMode::off) {
         const std::string dir = ctx.nccl_dir(ranks);
         NcclCheckEnv nccl_env = nccl_check_env(dir, env, o.exports);

@@ -451,7 +451,7 @@ std::vector<std::string> node_monitor_arguments(const NodeMonitorOptions& o)
     for (const auto& g : o.gpus) {
         gpus.push_back(g.to_string());
     }
-    std::vector<std::string> args{"--job-dir", o.job_dir, "--local-ranks", std::to_string(o.local_ranks), "--gpus",
+    std::vector<std::string> args{"--local-ranks", std::to_string(o.local_ranks), "--gpus",
         fmt::format("{}", fmt::join(gpus, ",")), "--interval", fmt::format("{}", o.monitor.interval), "--enforce",
         to_string(o.monitor.enforce)};
     if (!o.monitor.json_file.empty()) {
@@ -469,9 +469,7 @@ NodeMonitorOptions parse_node_monitor_arguments(const std::vector<std::string>& 
             throw Error(fmt::format("{} needs a value", a));
         }
         const std::string& v = args[++i];
-        if (a == "--job-dir") {
-            o.job_dir = v;
-        } else if (a == "--local-ranks") {
+        if (a == "--local-ranks") {
             o.local_ranks = parse_number<unsigned>(a, v);
         } else if (a == "--gpus") {
             for (std::size_t start = 0; start <= v.size();) {
@@ -496,8 +494,8 @@ NodeMonitorOptions parse_node_monitor_arguments(const std::vector<std::string>& 
             throw Error(fmt::format("unknown option '{}'; the node monitor is started by gpurun-rank", a));
         }
     }
-    if (o.job_dir.empty() || o.gpus.empty() || !(o.monitor.interval > 0)) {
-        throw Error("the node monitor needs --job-dir, --gpus and --interval; it is started by gpurun-rank");
+    if (o.gpus.empty() || !(o.monitor.interval > 0)) {
+        throw Error("the node monitor needs --gpus and --interval; it is started by gpurun-rank");
     }
     return o;
 }
@@ -535,15 +533,14 @@ void start_node_monitor(const std::string& program, const NodeMonitorOptions& op
     }
 }
 
-void join_node_monitor(const std::string& job_id, const MonitorOptions& monitor, const RankContext& context,
-    const NodePlan& plan, const std::string& tmpdir)
+void join_node_monitor(const MonitorOptions& monitor, const RankContext& context, const NodePlan& plan)
 {
     const RankBinding& mine = plan.ranks.at(context.local_rank);
-    if (!valid_job_id(job_id) || !mine.gpu) {
-        throw Error(fmt::format("--monitor-job {}: not a job id made by gpurun, or no GPU to watch", job_id));
+    if (!mine.gpu) {
+        throw Error(fmt::format("--monitor: local rank {} has no GPU to watch", context.local_rank));
     }
     NodeMonitorOptions node;
-    node.job_dir = job_dir_path(job_id, tmpdir);
+    node.job_dir = job_dir_from_environment();
     node.local_ranks = context.local_size;
     node.monitor = monitor;
     for (const auto& r : plan.ranks) {

@@ -21,7 +21,7 @@ inline constexpr const char* node_monitor_flag = "--node-monitor";
 /// How long the monitor waits for every local rank's record before it watches the ones it has.
 inline constexpr double records_wait_s = 10;
 
-/// How --dry-run shows the job id, which it does not make.
+/// The job id of a --dry-run, which makes none (and shows none: ids travel in the environment).
 inline constexpr const char* monitor_job_shown = "<job id>";
 
 /// The monitor options gpurun passes to the helpers: --monitor-json made absolute (ranks may start
@@ -31,7 +31,8 @@ MonitorOptions monitor_for_helpers(const MonitorOptions& options, bool several_h
 
 /// What the monitor of one node is told.
 struct NodeMonitorOptions {
-    std::string job_dir; ///< the per-job private directory with the ranks' records
+    /// The per-job private directory with the ranks' records; not an argument (job_dir_from_environment).
+    std::string job_dir;
     unsigned local_ranks = 1; ///< records to wait for
     std::vector<probes::PciAddress> gpus; ///< the GPUs the plan gave this node's ranks
     MonitorOptions monitor;
@@ -52,11 +53,10 @@ std::string expand_host(const std::string& pattern, const std::string& host);
 void start_node_monitor(const std::string& program, const NodeMonitorOptions& options);
 
 /// A rank's part in --monitor, before its helper execs the program: makes the node's private job
-/// directory (under `tmpdir`, "" = /tmp), starts the node's monitor when this is local rank 0, and
-/// records this process's pid (the program's, after exec) and its GPU from `plan`. Throws
-/// probes::Error.
-void join_node_monitor(const std::string& job_id, const MonitorOptions& monitor, const RankContext& context,
-    const NodePlan& plan, const std::string& tmpdir);
+/// directory (job_dir_from_environment), starts the node's monitor when this is local rank 0 (it
+/// finds the directory the same way), and records this process's pid (the program's, after exec)
+/// and its GPU from `plan`. Throws probes::Error.
+void join_node_monitor(const MonitorOptions& monitor, const RankContext& context, const NodePlan& plan);
 
 /// The monitor's whole run. Returns its exit status; never throws.
 int run_node_monitor(const NodeMonitorOptions& options) noexcept;

@@ -205,6 +205,9 @@ int run(const std::vector<std::string>& argv)
             fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER", ctx.helper_path));
     }
     create_profile_dir(o.profile);
+    if (!plan.helper.monitor_job.empty() && setenv(job_id_variable, plan.helper.monitor_job.c_str(), 1) != 0) {
+        throw Error(fmt::format("cannot set {}: {}", job_id_variable, std::strerror(errno)));
+    }
     std::cout.flush();
     std::function<void()> tick;
     if (nccl && o.nccl_check == NcclCheckMode::init) {

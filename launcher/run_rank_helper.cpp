@@ -2,6 +2,7 @@
 #include "launcher/global_batch.hpp"
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
+#include "launcher/job_dir.hpp"
 #include "launcher/nccl_check.hpp"
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
@@ -86,8 +87,8 @@ int run(const std::vector<std::string>& args)
 
     if (o.monitor.interval > 0) {
         // Before binding, so the monitor keeps the node's CPUs; the record is written before exec.
-        const char* tmpdir = std::getenv("TMPDIR");
-        join_node_monitor(o.monitor_job, o.monitor, *context, plan, tmpdir != nullptr ? tmpdir : "");
+        join_node_monitor(o.monitor, *context, plan);
+        unsetenv(job_id_variable); // the program has no use for it
     }
 
     if (o.plan.bind != BindMode::none) {
@@ -135,7 +136,9 @@ int run_rank_helper(int argc, char** argv)
 {
     try {
         if (argc > 1 && std::strcmp(argv[1], node_monitor_flag) == 0) {
-            return run_node_monitor(parse_node_monitor_arguments(std::vector<std::string>(argv + 2, argv + argc)));
+            NodeMonitorOptions monitor = parse_node_monitor_arguments(std::vector<std::string>(argv + 2, argv + argc));
+            monitor.job_dir = job_dir_from_environment();
+            return run_node_monitor(monitor);
         }
         return run(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const Error& e) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <unistd.h>
 
@@ -212,4 +213,36 @@ TEST_F(GpurunMonitor, HostPidsOfAContainerAreJudgedByCounts)
     EXPECT_NE(r.err.find(said + "GPU 1 (0000:0f:00.0) has 3 processes for 1 rank of this job"), std::string::npos)
         << r.err;
     EXPECT_EQ(r.err.find("GPU 0 (0000:07:00.0) has"), std::string::npos) << r.err;
+}
+
+// The job id names each node's private directory, so it is kept out of every process's arguments,
+// which any user can read in /proc (or `ps`): with it, another user could make $TMPDIR/gpurun-<id>
+// on a node first and so stop the job there. The ranks look for it while the job runs.
+TEST_F(GpurunMonitor, TheJobIdIsInNoProcessArguments)
+{
+    fixture({{"utilization", 96}}, {{"utilization", 96}});
+    const auto script = m_dir / "look.sh";
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "sleep 0.5\n"
+                             "id=\n"
+                             "for d in \"$TMPDIR\"/gpurun-*; do id=${d##*/gpurun-}; done\n"
+                             "n=0\n"
+                             "for f in /proc/[0-9]*/cmdline; do\n"
+                             "  case $(tr '\\000' ' ' <\"$f\" 2>/dev/null) in *\"$id\"*) n=$((n+1));; esac\n"
+                             "done\n"
+                             "echo \"id=$id shown=$n variable=${GPURUN_MONITOR_JOB:-unset}\" >>\"$PROBE_DIR/ids\"\n";
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    const auto r = test_support::run_with(
+        GPURUN_PATH, {"-np", "2", "--sysroot", (m_dir / "root").string(), "--monitor=0.1", script.string()}, m_env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(m_dir / "ids");
+    std::string line;
+    unsigned lines = 0;
+    while (std::getline(in, line)) {
+        ++lines;
+        EXPECT_TRUE(std::regex_search(line, std::regex("^id=[0-9a-f]{16} "))) << "no job directory seen: " << line;
+        EXPECT_NE(line.find(" shown=0 variable=unset"), std::string::npos) << line;
+    }
+    EXPECT_EQ(lines, 2U);
+    EXPECT_EQ(leftovers(), std::vector<std::string>{}) << "the job directory was not removed";
 }

@@ -91,15 +91,17 @@ TEST(HelperArgs, MonitorOptionsTravelToTheHelper)
     o.monitor.interval = 0.5;
     o.monitor.json_file = "/r/mon.%h.json";
     o.monitor.enforce = launcher::EnforceMode::kill;
-    o.monitor_job = "0123456789abcdef";
     o.program = {"train"};
-    const auto args = launcher::helper_arguments(o);
+    auto with_id = o;
+    with_id.monitor_job = "0123456789abcdef";
+    const auto args = launcher::helper_arguments(with_id);
     EXPECT_EQ(args,
-        (std::vector<std::string>{"--monitor-job", "0123456789abcdef", "--monitor-interval", "0.5", "--monitor-json",
-            "/r/mon.%h.json", "--enforce", "kill", "--", "train"}));
+        (std::vector<std::string>{
+            "--monitor-interval", "0.5", "--monitor-json", "/r/mon.%h.json", "--enforce", "kill", "--", "train"}));
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
     EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "0", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "1", "--", "x"}), probes::Error);
+    // The job id names the nodes' private directories: it is not shown to other users in argv.
+    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-job", "0123456789abcdef", "--", "x"}), probes::Error);
     // Monitor settings without the monitor would not survive the trip back to argv: refused.
     EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-json", "ly", "--", "x"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "kill", "--", "x"}), probes::Error);

@@ -9,7 +9,6 @@ using launcher::NodeMonitorOptions;
 TEST(NodeMonitor, ArgumentsRoundTrip)
 {
     NodeMonitorOptions o;
-    o.job_dir = "/tmp/gpurun-0123456789abcdef";
     o.local_ranks = 8;
     o.gpus = {*probes::PciAddress::parse("0000:07:00.0"), *probes::PciAddress::parse("0000:0f:00.0")};
     o.monitor.interval = 0.25;
@@ -17,17 +16,17 @@ TEST(NodeMonitor, ArgumentsRoundTrip)
     o.monitor.json_file = "/home/me/run.%h.json";
     const auto args = launcher::node_monitor_arguments(o);
     EXPECT_EQ(args,
-        (std::vector<std::string>{"--job-dir", "/tmp/gpurun-0123456789abcdef", "--local-ranks", "8", "--gpus",
-            "0000:07:00.0,0000:0f:00.0", "--interval", "0.25", "--enforce", "kill", "--json", "/home/me/run.%h.json"}));
+        (std::vector<std::string>{"--local-ranks", "8", "--gpus", "0000:07:00.0,0000:0f:00.0", "--interval", "0.25",
+            "--enforce", "kill", "--json", "/home/me/run.%h.json"}));
     EXPECT_EQ(launcher::parse_node_monitor_arguments(args), o);
     EXPECT_EQ(test_support::error_of([] {
         launcher::parse_node_monitor_arguments({"--gpus", "x"});
     }),
         "--gpus x: not a list of PCI bus ids");
     EXPECT_EQ(test_support::error_of([] {
-        launcher::parse_node_monitor_arguments({"--job-dir", "/d"});
+        launcher::parse_node_monitor_arguments({"--local-ranks", "2"});
     }),
-        "the node monitor needs --job-dir, --gpus and --interval; it is started by gpurun-rank");
+        "the node monitor needs --gpus and --interval; it is started by gpurun-rank");
 }
 
 TEST(NodeMonitor, HostInFileNames)
