@@ -8,23 +8,24 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace probes {
 
-std::string read_input_fd(int fd, const std::string& shown, const std::string& what, std::size_t limit)
+namespace {
+
+// The rest of `fd` after `text`, which already holds what was read of it.
+std::string read_rest(int fd, const std::string& shown, const std::string& what, std::size_t limit, std::string text)
 {
-    struct stat st { };
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        throw Error(fmt::format("{} {}: it is a directory; give a file", what, shown));
-    }
-    std::string text;
-    if (S_ISREG(st.st_mode) && st.st_size > 0) {
-        text.reserve(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), limit) + 1);
-    }
     char buffer[65536];
     while (true) {
+        if (text.size() > limit) {
+            throw Error(fmt::format("{} {}: longer than {}, more than such a file ever holds; is it the right file?",
+                what, shown,
+                limit >= (std::size_t{1} << 20) ? fmt::format("{} MiB", limit >> 20) : fmt::format("{} bytes", limit)));
+        }
         const ssize_t n = read(fd, buffer, sizeof buffer);
         if (n < 0 && errno == EINTR) {
             continue;
@@ -35,23 +36,74 @@ std::string read_input_fd(int fd, const std::string& shown, const std::string& w
         if (n == 0) {
             return text;
         }
-        if (text.size() + static_cast<std::size_t>(n) > limit) {
-            throw Error(fmt::format("{} {}: longer than {}, more than such a file ever holds; is it the right file?",
-                what, shown,
-                limit >= (std::size_t{1} << 20) ? fmt::format("{} MiB", limit >> 20) : fmt::format("{} bytes", limit)));
-        }
         text.append(buffer, static_cast<std::size_t>(n));
     }
 }
 
+// What a FIFO opened without blocking holds at once. With no process that has it open for
+// writing, a read returns 0 (with one, it fails with EAGAIN or returns data): then waits
+// fifo_writer_wait for a writer to come and write or close; none is a probes::Error. Bash's
+// <(command) is a pipe whose writer is already there.
+std::string start_fifo(int fd, const std::string& path, const std::string& what)
+{
+    char buffer[65536];
+    ssize_t n = -1;
+    do {
+        n = read(fd, buffer, sizeof buffer);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        return std::string(buffer, static_cast<std::size_t>(n));
+    }
+    if (n == 0) {
+        pollfd p{fd, POLLIN, 0};
+        const int ready = poll(&p, 1, static_cast<int>(fifo_writer_wait.count() * 1000));
+        if (ready == 0) {
+            throw Error(fmt::format("{} {}: a FIFO that no process wrote to within {} s; start its writer "
+                                    "first, or give a file",
+                what, path, fifo_writer_wait.count()));
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+std::string read_input_fd(int fd, const std::string& shown, const std::string& what, std::size_t limit)
+{
+    struct stat st { };
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        throw Error(fmt::format("{} {}: it is a directory; give a file", what, shown));
+    }
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        throw Error(fmt::format(
+            "{} {}: it is a {}, not a file; give a file", what, shown, S_ISSOCK(st.st_mode) ? "socket" : "device"));
+    }
+    std::string text;
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
+        text.reserve(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), limit) + 1);
+    }
+    return read_rest(fd, shown, what, limit, std::move(text));
+}
+
 std::string read_input_file(const std::string& path, const std::string& what, std::size_t limit)
 {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Not blocking in open: a FIFO with no writer would wait for one for ever.
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
     }
     try {
-        std::string text = read_input_fd(fd, path, what, limit);
+        struct stat st { };
+        if (fstat(fd, &st) != 0) {
+            throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+        }
+        std::string start = S_ISFIFO(st.st_mode) ? start_fifo(fd, path, what) : std::string();
+        const int flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+            throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+        }
+        std::string text = S_ISFIFO(st.st_mode) ? read_rest(fd, path, what, limit, std::move(start))
+                                                : read_input_fd(fd, path, what, limit);
         close(fd);
         return text;
     } catch (...) {

@@ -4,6 +4,7 @@
 // are read whole into memory, so each read has a ceiling: far more than any real input, far less
 // than what /dev/zero or a disk image given by mistake would take.
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -15,10 +16,15 @@ namespace probes {
 /// topology under 1 MiB).
 inline constexpr std::size_t input_file_limit = std::size_t{64} << 20;
 
-/// The whole of `path`. FIFOs and devices are read as streams (so `<(command)` works); a
-/// directory, a file that cannot be opened or read, or one longer than `limit` bytes is a
+/// How long read_input_file waits for a FIFO's writer when none has it open.
+inline constexpr std::chrono::seconds fifo_writer_wait{10};
+
+/// The whole of `path`. Pipes and FIFOs are read as streams (so `<(command)` works; a FIFO that
+/// no process writes to within fifo_writer_wait is an error, not a wait for ever); a directory, a
+/// device or socket, a file that cannot be opened or read, or one longer than `limit` bytes is a
 /// probes::Error naming `what` and `path`: "cannot read hostfile /x: No such file or directory",
-/// "hostfile /tmp: it is a directory; give a file".
+/// "hostfile /tmp: it is a directory; give a file", "topology /dev/zero: it is a device, not a
+/// file; give a file".
 std::string read_input_file(const std::string& path, const std::string& what, std::size_t limit = input_file_limit);
 
 /// The same for an open descriptor (standard input for "-"), named `shown` in errors.

@@ -2,10 +2,13 @@
 
 #include "probes/error.hpp"
 
+#include "probes/input_file.hpp"
+
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
-#include <sstream>
+#include <sys/stat.h>
 #include <system_error>
+#include <unistd.h>
 
 namespace probes {
 
@@ -20,16 +23,23 @@ std::filesystem::path Sysroot::path(const std::string& system_path) const
 
 std::optional<std::string> Sysroot::read(const std::string& system_path) const
 {
-    std::ifstream in(path(system_path), std::ios::binary);
-    if (!in) {
+    // Files of /sys and /proc are regular files of a few KiB; under a --sysroot something else
+    // (a FIFO, /dev/zero linked in) is not read, and nothing past the ceiling.
+    const int fd = open(path(system_path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
         return std::nullopt;
     }
-    std::ostringstream out;
-    out << in.rdbuf();
-    if (in.bad()) {
-        return std::nullopt;
+    std::optional<std::string> text;
+    struct stat st { };
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        try {
+            text = read_input_fd(fd, system_path, "file", sysroot_file_limit);
+        } catch (const Error&) {
+            text.reset();
+        }
     }
-    return out.str();
+    close(fd);
+    return text;
 }
 
 std::optional<std::string> Sysroot::read_line(const std::string& system_path) const

@@ -15,7 +15,12 @@ public:
     /// The host path of an absolute system path such as "/sys/bus/pci/devices".
     std::filesystem::path path(const std::string& system_path) const;
 
-    /// The whole file, or nullopt when it cannot be read.
+    /// The most Sysroot::read takes from one file: 16 MiB (/proc/modules and a device's config
+    /// space are a few KiB).
+    static constexpr std::size_t sysroot_file_limit = std::size_t{16} << 20;
+
+    /// The whole file, or nullopt when it cannot be read, is not a regular file or is longer than
+    /// sysroot_file_limit.
     std::optional<std::string> read(const std::string& system_path) const;
 
     /// The first line without its newline, or nullopt when the file cannot be read.

@@ -1,7 +1,9 @@
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
+#include "probes/sysroot.hpp"
 #include "tests/support/temp_dir.hpp"
 
+#include <csignal>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -49,9 +51,30 @@ TEST(InputFile, MoreThanTheLimitIsAnErrorAndEndlessInputEnds)
         "hostfile " + (dir / "big").string() +
             ": longer than 100 bytes, more than such a file ever holds; is it the right file?");
     EXPECT_EQ(probes::read_input_file((dir / "big").string(), "hostfile", 101).size(), 101U) << "the limit is allowed";
-    // /dev/zero never ends: the read stops at the limit.
-    EXPECT_EQ(error_of("/dev/zero"),
-        "hostfile /dev/zero: longer than 64 MiB, more than such a file ever holds; is it the right file?");
+    // A pipe that never ends: the read stops at the limit.
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    std::thread writer([&] {
+        sigset_t pipe_signal; // the read end is closed under it: EPIPE, not the signal
+        sigemptyset(&pipe_signal);
+        sigaddset(&pipe_signal, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+        const std::string chunk(65536, 'x');
+        while (write(fds[1], chunk.data(), chunk.size()) > 0) { }
+    });
+    EXPECT_EQ(error_of("/dev/fd/" + std::to_string(fds[0])),
+        "hostfile /dev/fd/" + std::to_string(fds[0]) +
+            ": longer than 64 MiB, more than such a file ever holds; is it the right file?");
+    close(fds[0]);
+    writer.join();
+    close(fds[1]);
+}
+
+TEST(InputFile, DevicesAndSocketsAreRefused)
+{
+    // /dev/zero never ends and a disk is no hostfile: refused before reading.
+    EXPECT_EQ(error_of("/dev/zero"), "hostfile /dev/zero: it is a device, not a file; give a file");
+    EXPECT_EQ(error_of("/dev/null"), "hostfile /dev/null: it is a device, not a file; give a file");
 }
 
 TEST(InputFile, AFifoIsReadAsAStream)
@@ -70,6 +93,26 @@ TEST(InputFile, AFifoIsReadAsAStream)
     writer.join();
     EXPECT_EQ(text.rfind("node0 slots=8\n", 0), 0U);
     EXPECT_EQ(text.size(), 15890U);
+}
+
+TEST(InputFile, AFifoWaitsForItsWriterAWhileNotForEver)
+{
+    test_support::TempDir dir;
+    const auto fifo = dir / "fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    // A writer that comes late is waited for.
+    std::thread late([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::ofstream(fifo, std::ios::binary) << "node0 slots=8\n";
+    });
+    EXPECT_EQ(probes::read_input_file(fifo.string(), "hostfile"), "node0 slots=8\n");
+    late.join();
+    // None at all: an error after the wait, where opening it blocked for ever.
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(error_of(fifo.string()),
+        "hostfile " + fifo.string() +
+            ": a FIFO that no process wrote to within 10 s; start its writer first, or give a file");
+    EXPECT_GE(std::chrono::steady_clock::now() - start, probes::fifo_writer_wait);
 }
 
 } // namespace
@@ -95,4 +138,23 @@ TEST(InputFiles, DirectoriesBecomeTheirFilesInNaturalOrder)
     EXPECT_TRUE(probes::natural_less("rank2", "rank10"));
     EXPECT_FALSE(probes::natural_less("rank10", "rank2"));
     EXPECT_TRUE(probes::natural_less("a01", "a2"));
+}
+
+// Reads under --sysroot take regular files only, up to a ceiling: a proc/modules linked to
+// /dev/zero was read until the collector's deadline (4.2 GB), and a FIFO blocked it.
+TEST(Sysroot, ReadsRegularFilesOnlyAndUpToTheCeiling)
+{
+    test_support::TempDir dir;
+    std::filesystem::create_directories(dir / "proc");
+    std::filesystem::create_directories(dir / "sys");
+    std::ofstream(dir / "proc/cmdline") << "quiet\n";
+    std::filesystem::create_symlink("/dev/zero", dir / "proc/modules");
+    ASSERT_EQ(mkfifo((dir / "proc/mounts").c_str(), 0600), 0);
+    std::ofstream(dir / "sys/big", std::ios::binary) << std::string(probes::Sysroot::sysroot_file_limit + 1, 'x');
+    const probes::Sysroot root(dir.path());
+    EXPECT_EQ(root.read("/proc/cmdline"), "quiet\n");
+    EXPECT_EQ(root.read("/proc/modules"), std::nullopt);
+    EXPECT_EQ(root.read("/proc/mounts"), std::nullopt);
+    EXPECT_EQ(root.read("/sys/big"), std::nullopt);
+    EXPECT_EQ(root.read("/proc/missing"), std::nullopt);
 }
