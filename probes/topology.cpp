@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -105,10 +106,30 @@ hwloc_topology_t prepare(const XmlInput* xml, bool with_io)
     return topology;
 }
 
-hwloc_topology_t load(const XmlInput* xml, bool with_io = true)
+std::string load_too_long(const XmlInput* xml, unsigned seconds)
+{
+    return fmt::format("loading the topology{} took over {} s; hwloc's time grows fast with the number of objects: "
+                       "is it the right file? Set {}=SECONDS to wait longer",
+        xml != nullptr ? " " + xml->path : std::string(), seconds, topology_timeout_variable);
+}
+
+// hwloc's load time grows faster than the number of objects (a 14 MB XML of 200,000 PUs ran for
+// minutes): past the deadline the process ends with a message, exit 2 for a file the user gave,
+// 3 for this machine's own topology. The message is made before the alarm is armed.
+int load_within_deadline(hwloc_topology_t topology, const XmlInput* xml)
+{
+    const unsigned seconds = topology_load_timeout();
+    static std::string message;
+    message = fmt::format("{}: {}\n", program_invocation_short_name, load_too_long(xml, seconds));
+    const CallDeadline deadline(seconds, message.c_str(), xml != nullptr ? 2 : 3);
+    return hwloc_topology_load(topology);
+}
+
+// `deadline` false: the caller keeps the time (a child the parent waits for).
+hwloc_topology_t load(const XmlInput* xml, bool with_io = true, bool deadline = true)
 {
     hwloc_topology_t topology = prepare(xml, with_io);
-    if (hwloc_topology_load(topology) != 0) {
+    if ((deadline ? load_within_deadline(topology, xml) : hwloc_topology_load(topology)) != 0) {
         int err = errno;
         hwloc_topology_destroy(topology);
         if (xml != nullptr) {
@@ -212,6 +233,22 @@ std::vector<PciAncestor> ancestors_of(hwloc_obj_t pci, const CpuSet& allowed)
 
 } // namespace
 
+unsigned topology_load_timeout()
+{
+    const char* text = std::getenv(topology_timeout_variable);
+    if (text == nullptr || *text == '\0') {
+        return default_topology_timeout_s;
+    }
+    unsigned seconds = 0;
+    const std::string_view value(text);
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (ec != std::errc() || end != value.data() + value.size() || seconds < 1 || seconds > 86400) {
+        throw Error(fmt::format(
+            "{}={}: expected whole seconds from 1 to 86400", topology_timeout_variable, quote_input(value)));
+    }
+    return seconds;
+}
+
 Topology Topology::load_live(bool with_io)
 {
     return Topology(load(nullptr, with_io));
@@ -226,14 +263,21 @@ Topology Topology::load_xml(const std::string& path, bool crash_guard)
     // hwloc 2.9 crashes on some malformed XML (objects without complete_cpuset, for one). Load it
     // once in a child so bad input gives an error, not a crash. The child reports an ordinary
     // load error as its message (exit status 3); any other end of the child is a crash.
+    // The child has the deadline, and goes with this process when it is killed.
+    const unsigned seconds = topology_load_timeout();
     std::vector<Child> children;
+    SpawnOptions options;
+    options.die_with_parent = true;
     children.push_back(spawn_function(
         [&] {
-            hwloc_topology_destroy(load(&xml));
+            hwloc_topology_destroy(load(&xml, true, false));
             return std::string();
         },
-        SpawnOptions{}));
-    const ChildOutcome outcome = wait_for_children(children, std::nullopt).front();
+        options));
+    const ChildOutcome outcome = wait_for_children(children, std::chrono::seconds(seconds)).front();
+    if (outcome.timed_out) {
+        throw Error(load_too_long(&xml, seconds));
+    }
     if (outcome.exited(3) && !outcome.output.empty()) {
         throw Error(outcome.output);
     }

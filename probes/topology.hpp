@@ -29,6 +29,15 @@ const char* to_string(PciLink link);
 /// either chain is empty or they do not meet.
 PciLink pci_link(const NodeLayout& layout, const PciFunction& a, const PciFunction& b);
 
+/// Loading a topology has a deadline: default_topology_timeout_s seconds, or the variable's value
+/// (whole seconds, 1 to 86400). Past it the process ends with a message saying so (exit 2 for an
+/// XML file, 3 for the machine's own).
+inline constexpr const char* topology_timeout_variable = "GPUKIT_TOPOLOGY_TIMEOUT";
+inline constexpr unsigned default_topology_timeout_s = 30;
+
+/// The deadline in seconds; throws probes::Error when the variable is not a number in range.
+unsigned topology_load_timeout();
+
 /// The hwloc topology of this machine (live) or of an XML file, with I/O devices kept. The only
 /// place that talks to hwloc.
 class Topology {

@@ -7,6 +7,7 @@
 #include "tests/support/topology_xml.hpp"
 
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
@@ -283,4 +284,58 @@ TEST(GpurunOutput, AWriteErrorOnStandardOutputIsExitThree)
             std::chrono::seconds(30));
     EXPECT_EQ(r.exit_code, 3) << r.err;
     EXPECT_NE(r.err.find("gpurun: cannot write the output: No space left on device"), std::string::npos) << r.err;
+}
+
+// hwloc's time to load a topology grows faster than its objects (a 14 MB XML ran for minutes in
+// gpurun, gpudoctor check and topo): loading has a deadline, GPUKIT_TOPOLOGY_TIMEOUT seconds.
+TEST(GpurunTopology, LoadingAHugeTopologyHasADeadline)
+{
+    test_support::TempDir dir;
+    const auto xml = dir / "huge.xml";
+    {
+        // One NUMA node with 12,500 PUs, each cpuset written in hex words up to its last bit (55 MB,
+        // under the 64 MiB ceiling): hwloc takes 2.3 s over it here, 0.95 s for 8,000.
+        constexpr unsigned pus = 12500;
+        auto mask = [](unsigned first, unsigned count) {
+            std::string text;
+            for (unsigned word = (first + count - 1) / 32 + 1; word-- > 0;) {
+                std::uint32_t bits = 0;
+                for (unsigned b = 0; b < 32; ++b) {
+                    const unsigned pu = word * 32 + b;
+                    bits |= (pu >= first && pu < first + count ? 1U : 0U) << b;
+                }
+                text += fmt::format("{}0x{:08x}", text.empty() ? "" : ",", bits);
+            }
+            return text;
+        };
+        std::ofstream out(xml);
+        const std::string all = mask(0, pus);
+        out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n"
+               "<topology version=\"2.0\">\n"
+            << fmt::format("<object type=\"Machine\" os_index=\"0\" cpuset=\"{0}\" complete_cpuset=\"{0}\" "
+                           "allowed_cpuset=\"{0}\" nodeset=\"0x1\" complete_nodeset=\"0x1\" allowed_nodeset=\"0x1\" "
+                           "gp_index=\"1\">\n<object type=\"NUMANode\" os_index=\"0\" cpuset=\"{0}\" "
+                           "complete_cpuset=\"{0}\" nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"2\" "
+                           "local_memory=\"1000000\"/>\n",
+                   all);
+        for (unsigned pu = 0; pu < pus; ++pu) {
+            out << fmt::format("<object type=\"PU\" os_index=\"{0}\" cpuset=\"{1}\" complete_cpuset=\"{1}\" "
+                               "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"{2}\"/>\n",
+                pu, mask(pu, 1), pu + 3);
+        }
+        out << "</object>\n</topology>\n";
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto r = test_support::run({GPURUN_PATH, "--topology", xml.string(), "--cpu-only", "-np", "1", "--dry-run", "true"},
+        {{"GPUKIT_TOPOLOGY_TIMEOUT", "1"}}, std::chrono::seconds(60));
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err,
+        "gpurun: loading the topology " + xml.string() +
+            " took over 1 s; hwloc's time grows fast with the number of objects: is it the right file? Set "
+            "GPUKIT_TOPOLOGY_TIMEOUT=SECONDS to wait longer\n");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+    r = test_support::run({GPURUN_PATH, "--cpu-only", "-np", "1", "--dry-run", "true"},
+        {{"GPUKIT_TOPOLOGY_TIMEOUT", "0x10"}}, std::chrono::seconds(60));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "gpurun: GPUKIT_TOPOLOGY_TIMEOUT='0x10': expected whole seconds from 1 to 86400\n");
 }
