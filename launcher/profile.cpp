@@ -1,6 +1,7 @@
 #include "launcher/profile.hpp"
 
 #include "launcher/plan_report.hpp"
+#include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 #include "probes/process.hpp"
 
@@ -190,12 +191,9 @@ void create_profile_dir(const ProfileOptions& profile)
     if (profile.profiler == Profiler::none) {
         return;
     }
-    std::error_code ec;
-    std::filesystem::create_directories(profile.dir, ec);
-    if (ec || !std::filesystem::is_directory(profile.dir)) {
-        throw Error(fmt::format("--profile-dir {}: cannot create it: {}; pass --profile-dir DIR somewhere writable",
-            profile.dir, ec ? ec.message() : "a file of that name is in the way"));
-    }
+    // As --nccl-log-dir: the reports go into a directory of the user's that no other user can
+    // write to or swap (made 0700 when missing).
+    probes::own_directory(profile.dir, "--profile-dir");
 }
 
 std::string profile_epilogue(const ProfileOptions& profile, unsigned world_size)

@@ -44,7 +44,9 @@ std::string default_profile_dir(std::time_t now);
 void prepare_profile(ProfileOptions& profile, unsigned world_size, bool dry_run, bool remote_hosts,
     const char* path_env, std::vector<std::string>& notes);
 
-/// Creates the report directory (and its parents), right before the launch. Throws probes::Error.
+/// Creates the report directory (and its parents, mode 0700), right before the launch, as
+/// probes::own_directory does: another user's link on the way, a directory every user can write to
+/// without the sticky bit, or one that is not the caller's is a probes::Error.
 void create_profile_dir(const ProfileOptions& profile);
 
 /// After the job: the lines gpurun prints (each "gpurun: profile: ..."): which reports are in the

@@ -168,6 +168,15 @@ TEST(Profile, PrepareChecksRanksAndNsysAndMakesTheDirectoryAbsolute)
     launcher::create_profile_dir(p);
     EXPECT_TRUE(std::filesystem::is_directory(tmp / "runs/p"));
     EXPECT_TRUE(notes.empty());
+    // A directory every user can write to (another user's 0777 directory was accepted silently):
+    // anyone could replace the reports there.
+    std::filesystem::create_directories(tmp / "open");
+    std::filesystem::permissions(tmp / "open", std::filesystem::perms::all);
+    p.dir = (tmp / "open").string();
+    EXPECT_NE(error_of([&] { launcher::create_profile_dir(p); }).find("--profile-dir"), std::string::npos);
+    p.dir = (tmp / "open/inside").string();
+    EXPECT_NE(error_of([&] { launcher::create_profile_dir(p); }).find("--profile-dir"), std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(tmp / "open/inside")) << "nothing made below it";
 
     p = nsys_profile({0, 3, 5}, "/d");
     EXPECT_EQ(error_of([&] { launcher::prepare_profile(p, 4, false, false, with_nsys.c_str(), notes); }),
