@@ -500,6 +500,10 @@ CommandResult run_captured(const std::vector<std::string>& argv, std::chrono::mi
     options.output = SpawnOptions::Output::capture;
     options.stdin_null = true;
     options.env = env;
+    // In a group of its own, killed with it at the deadline and once it is reaped: a command that
+    // hangs (`mpirun --version` on a broken install) leaves none of its children running.
+    options.own_group = true;
+    options.die_with_parent = true;
     std::vector<Child> children;
     children.push_back(spawn_program(argv, options));
     const ChildOutcome outcome = wait_for_children(children, timeout).front();

@@ -139,7 +139,9 @@ struct CommandResult {
 };
 
 /// Runs argv[0] (searched in PATH) with argv, never through a shell, with a deadline after which
-/// it is killed; stdin is /dev/null. Throws probes::Error when it cannot be started.
+/// it is killed; stdin is /dev/null. It runs in a process group of its own, which is killed at the
+/// deadline and after it ends, so nothing it started outlives it; it dies with this process.
+/// Throws probes::Error when it cannot be started.
 CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
 
 /// The same, but the child gets exactly `env` as its environment instead of this process's, and

@@ -99,6 +99,42 @@ TEST(RunCommand, StatusTimeoutAndAProgramThatIsNotThere)
     EXPECT_TRUE(r.timed_out);
 }
 
+// A command that hangs (`mpirun --version` on a broken install) and the children it started: all
+// of them go at the deadline, also those that closed their output; and what a command that ended
+// left running goes with it.
+TEST(RunCommand, NothingTheCommandStartedOutlivesIt)
+{
+    test_support::TempDir dir;
+    const auto pids = dir / "pids";
+    auto alive = [](const std::filesystem::path& file) {
+        std::ifstream in(file);
+        std::vector<pid_t> left;
+        for (pid_t pid = 0; in >> pid;) {
+            // Killed but not yet reaped by whoever inherited it (state Z) counts as gone.
+            std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+            std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+            const auto paren = text.rfind(')');
+            if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z') {
+                left.push_back(pid);
+            }
+        }
+        return left;
+    };
+    auto r = probes::run_command(
+        {"/bin/sh", "-c", "(exec >&- 2>&-; sleep 30) & echo $! >>\"$0\"; sleep 30 & echo $! >>\"$0\"; wait",
+            pids.string()},
+        std::chrono::milliseconds(500));
+    EXPECT_TRUE(r.timed_out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(alive(pids), std::vector<pid_t>{}) << "children of a command killed at its deadline";
+    std::filesystem::remove(pids);
+    r = probes::run_command({"/bin/sh", "-c", "(exec >&- 2>&-; sleep 30) & echo $! >>\"$0\"; exit 0", pids.string()},
+        std::chrono::seconds(10));
+    EXPECT_EQ(r.exit_code, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(alive(pids), std::vector<pid_t>{}) << "a child left behind by a command that ended";
+}
+
 TEST(RunCommand, TheEnvironmentGivenIsTheWholeEnvironment)
 {
     const std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}, {"ONLY", "this"}};
