@@ -3,6 +3,7 @@
 #include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 #include "probes/nccl/log.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -226,6 +227,8 @@ NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep
         }
         m_dir = pattern;
         m_private = true;
+        // Also when gpurun is killed with SIGKILL and this destructor never runs.
+        probes::remove_after_exit(m_dir);
         return;
     }
     // Ranks open their logs there by name: the path must be one that nobody else can redirect.

@@ -210,6 +210,13 @@ private:
     struct sigaction m_previous { };
 };
 
+/// Starts a watcher, twice removed and in a session of its own (so a signal to this process's
+/// group or terminal does not reach it), that removes `dir` once this process has ended, however
+/// it ended (`kill -9` too), when `dir` is still a directory of this user's with mode 0700 (as
+/// mkdtemp makes it). It holds no descriptor of this process's but a pidfd. Best effort: returns
+/// false when it could not be started; the caller removes `dir` itself on the ordinary way out.
+bool remove_after_exit(const std::string& dir) noexcept;
+
 /// For a program's main, last: flushes standard output. When it could not be written (a full disk,
 /// /dev/full, an output file's quota) says so on standard error as "PROGRAM: cannot write the
 /// output: REASON" and returns 3 (the program could not do its work); else returns `status`.

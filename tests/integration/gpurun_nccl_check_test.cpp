@@ -249,3 +249,24 @@ TEST_F(GpurunNcclCheck, TheHelperUsesNoLogDirectoryThatIsNotTheUsers)
         << own.out;
     EXPECT_EQ(own.err, "");
 }
+
+// gpurun killed with SIGKILL runs no destructor: the private log directory is removed by the
+// watcher gpurun started when it made it (probes::remove_after_exit).
+TEST_F(GpurunNcclCheck, KillNineLeavesNoLogDirectory)
+{
+    const auto log = m_dir / "gpurun.log";
+    const auto release = m_dir / "release";
+    pid_t pid = test_support::start(
+        {GPURUN_PATH, "--cpu-only", "-np", "2", "--nccl-check", FAKE_NCCL_RANK_PATH, "--wait-for", release.string()},
+        m_env, log.string());
+    const std::string started = wait_for_text(log, "fake_nccl_rank 1 of 2");
+    ASSERT_NE(started.find("fake_nccl_rank 1 of 2"), std::string::npos) << "ranks did not start:\n" << started;
+    ASSERT_EQ(leftovers().size(), 1U) << "the private log directory is there while the job runs";
+    kill(pid, SIGKILL);
+    test_support::wait_for(pid, std::chrono::seconds(30));
+    for (int i = 0; i < 100 && !leftovers().empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(leftovers(), std::vector<std::string>{}) << "the private log directory outlived gpurun";
+    std::ofstream(release) << "go\n"; // the ranks, which outlive gpurun's SIGKILL, end
+}
