@@ -1,5 +1,6 @@
 #include "doctor/check/report.hpp"
 #include "doctor/check/runner.hpp"
+#include "doctor/check/snapshot.hpp"
 #include "doctor/check/verdict.hpp"
 #include "doctor/checks/checks.hpp"
 #include "doctor/checks/topo_matrix.hpp"
@@ -63,32 +64,11 @@ check::CollectContext make_context(const std::string& sysroot, const std::string
     return ctx;
 }
 
-/// The "gpudoctor_snapshot" number: the layout of the facts that snapshot writes and check --from reads.
-constexpr unsigned snapshot_format = 1;
-
 check::Facts load_snapshot(const std::string& path)
 {
-    std::string text =
-        path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : probes::read_input_file(path, "snapshot");
-    nlohmann::json doc;
-    try {
-        doc = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw Error(fmt::format("{} is not a gpudoctor snapshot: {}", path, e.what()));
-    }
-    if (!doc.is_object() || !doc.contains("gpudoctor_snapshot") || !doc.contains("facts") ||
-        !doc["facts"].is_object()) {
-        throw Error(fmt::format("{} is not a gpudoctor snapshot: no \"gpudoctor_snapshot\" and \"facts\" keys; write "
-                                "one with 'gpudoctor snapshot > node.json'",
-            path));
-    }
-    const auto& format = doc["gpudoctor_snapshot"];
-    if (!format.is_number_unsigned() || format.get<std::uint64_t>() != snapshot_format) {
-        throw Error(fmt::format("{}: snapshot format {}, but this gpudoctor reads format {}; write the snapshot "
-                                "with this version's 'gpudoctor snapshot'",
-            path, format.dump(), snapshot_format));
-    }
-    return doc["facts"];
+    return check::read_snapshot(
+        path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : probes::read_input_file(path, "snapshot"),
+        path);
 }
 
 using cli::use_color;
@@ -376,7 +356,7 @@ int run(int argc, char** argv)
     }
 
     if (snapshot->parsed()) {
-        nlohmann::json doc = {{"gpudoctor_snapshot", snapshot_format}, {"version", GPUKIT_VERSION},
+        nlohmann::json doc = {{"gpudoctor_snapshot", check::snapshot_format}, {"version", GPUKIT_VERSION},
             {"facts", check::collect(checks::collectors_for(probes), ctx)}};
         std::cout << doc.dump(2) << '\n';
         return 0;

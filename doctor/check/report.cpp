@@ -1,6 +1,7 @@
 #include "doctor/check/report.hpp"
 
 #include "doctor/check/probe.hpp"
+#include "probes/error.hpp"
 
 #include <fmt/format.h>
 #include <map>
@@ -33,6 +34,13 @@ std::string summary_line(const std::vector<ProbeResult>& results, bool strict)
         code == 0 ? (n[Severity::warn] > 0 ? "fit to train, with warnings" : "fit to train") : "NOT fit to train");
 }
 
+/// Text from the facts (a GPU's name, a driver version, a host name) as a report line shows it: a
+/// snapshot may hold terminal escape sequences, so control characters are written as \xNN.
+std::string one_line(std::string_view text)
+{
+    return probes::escape_controls(text, false);
+}
+
 } // namespace
 
 std::string checked_host(const Facts& facts)
@@ -49,9 +57,9 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
     std::string out;
     const std::string host = checked_host(facts);
     if (!options.quiet) {
-        out += fmt::format("gpudoctor check{}\n", host.empty() ? "" : " on " + host);
+        out += fmt::format("gpudoctor check{}\n", host.empty() ? "" : " on " + one_line(host));
         if (const std::string scope = scope_line(options.scope); !scope.empty()) {
-            out += fmt::format("judging {}\n", scope);
+            out += fmt::format("judging {}\n", one_line(scope));
         }
     }
     for (const auto& r : results) {
@@ -63,9 +71,9 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
                 continue;
             }
             out += fmt::format("{} {:<10} {}: {}  [{}]\n", probes::severity_label(f.severity, options.color),
-                r.probe->name, group.subject(), f.message, f.code);
+                r.probe->name, one_line(group.subject()), one_line(f.message), f.code);
             if (problem && !f.remedy.empty()) {
-                out += fmt::format("      {:<10} fix: {}\n", "", f.remedy);
+                out += fmt::format("      {:<10} fix: {}\n", "", one_line(f.remedy));
             }
         }
     }
@@ -99,7 +107,7 @@ std::string render_fail_summary(const std::vector<ProbeResult>& results, const R
     for (auto& c : line) {
         c = c == '\n' || c == '\r' ? ' ' : c;
     }
-    return line + "\n";
+    return one_line(line) + "\n";
 }
 
 nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts& facts, const ReportOptions& options)

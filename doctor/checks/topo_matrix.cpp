@@ -128,15 +128,15 @@ void from_nvml(const nlohmann::json& nvml, TopoMatrix& m)
     if (!any_link) {
         return;
     }
-    auto switch_links = [&](std::size_t i) {
-        unsigned count = 0;
+    // Each GPU's links to NVSwitches (remote ends that are no GPU), counted once per GPU, not per pair.
+    std::vector<unsigned> switch_links(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
         for (const auto& [bus, links] : remote[i]) {
             if (position.count(bus) == 0) {
-                count += links;
+                switch_links[i] += links;
             }
         }
-        return count;
-    };
+    }
     for (std::size_t i = 0; i < n; ++i) {
         for (std::size_t j = 0; j < n; ++j) {
             if (i == j) {
@@ -147,7 +147,7 @@ void from_nvml(const nlohmann::json& nvml, TopoMatrix& m)
             if (it != remote[i].end()) {
                 direct = it->second;
             }
-            const unsigned through_switch = std::min(switch_links(i), switch_links(j));
+            const unsigned through_switch = std::min(switch_links[i], switch_links[j]);
             const unsigned links = std::max(direct, through_switch);
             if (links > 0) {
                 m.link[i][j] = fmt::format("NV{}", links);

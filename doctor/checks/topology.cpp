@@ -88,7 +88,6 @@ Probe topology_probe()
                                          : "")));
             return out;
         }
-        const nlohmann::json matrix_facts = render_topo_json(m);
         std::vector<std::string> across;
         std::vector<std::string> unknown;
         nlohmann::json across_pairs = nlohmann::json::array();
@@ -132,7 +131,7 @@ Probe topology_probe()
         }
         if (out.empty()) {
             out.push_back({m.gpus.size() == 1 ? "topology.single_gpu" : "topology.ok", Severity::pass, "host",
-                summary(m), "", matrix_facts});
+                summary(m), "", render_topo_json(m)});
         }
         return out;
     };

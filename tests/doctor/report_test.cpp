@@ -47,4 +47,23 @@ TEST(FailSummary, FitNodeGetsTheSummaryLine)
     EXPECT_FALSE(doctor::check::is_failing(results[0].findings[2], true));
 }
 
+TEST(TextReport, ControlCharactersFromTheFactsAreEscaped)
+{
+    // A GPU name or driver version from a snapshot may hold terminal escape sequences.
+    std::vector<ProbeResult> results = {{&probe_named("gpus"),
+        {make_finding(
+            "gpus.ecc_uncorrected", Severity::fail, "gpu 0 (\x1b]0;owned\x07)", "NVIDIA \x1b[2J\x1b[32mH100\r\nok")}}};
+    results[0].findings[0].remedy = "drain\x1b[8m";
+    const doctor::check::Facts facts = {{"host", {{"hostname", "n01\x1b[1A"}}}};
+    const std::string text = doctor::check::render_text(results, facts, {});
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+    EXPECT_NE(text.find("gpudoctor check on n01\\x1b[1A\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("gpu 0 (\\x1b]0;owned\\x07): NVIDIA \\x1b[2J\\x1b[32mH100\\x0d\\x0aok  "), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("fix: drain\\x1b[8m\n"), std::string::npos) << text;
+    EXPECT_EQ(doctor::check::render_fail_summary(results, {}),
+        "gpus.ecc_uncorrected: gpu 0 (\\x1b]0;owned\\x07): NVIDIA \\x1b[2J\\x1b[32mH100  ok\n");
+}
+
 } // namespace

@@ -1,0 +1,154 @@
+#include "doctor/check/snapshot.hpp"
+#include "probes/error.hpp"
+#include "tests/support/doctor_support.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <gtest/gtest.h>
+
+using doctor::check::read_snapshot;
+using doctor::check::SnapshotCeilings;
+using test_support::TempDir;
+
+namespace {
+
+/// The nvml facts of a node with `n` healthy GPUs, as `gpudoctor snapshot` writes them.
+nlohmann::json nvml_with_gpus(std::size_t n)
+{
+    nlohmann::json gpus = nlohmann::json::array();
+    for (std::size_t i = 0; i < n; ++i) {
+        gpus.push_back({{"index", i}, {"bus_id", fmt::format("{:04x}:{:02x}:00.0", i / 256, i % 256)},
+            {"name", "NVIDIA H100 80GB HBM3"}, {"uuid", fmt::format("GPU-{}", i)}, {"memory_total", 85899345920ULL},
+            {"processes", 0}, {"nvlinks", nlohmann::json::array()}});
+    }
+    nlohmann::json pairs = nlohmann::json::array();
+    if (n == 2) {
+        pairs.push_back({{"a", 0}, {"b", 1}, {"p2p_read", 0}, {"p2p_write", 0}, {"ancestor", 20}});
+    }
+    return {{"nvml_loaded", true}, {"driver_version", "550.54.15"}, {"driver_file", nullptr}, {"gpus", gpus},
+        {"pairs", pairs}};
+}
+
+nlohmann::json snapshot_of(const nlohmann::json& nvml)
+{
+    return {{"gpudoctor_snapshot", doctor::check::snapshot_format}, {"version", "test"}, {"facts", {{"nvml", nvml}}}};
+}
+
+/// The error of reading `doc` as node.json, or "no error".
+std::string error_of(const nlohmann::json& doc)
+{
+    try {
+        read_snapshot(doc.dump(), "node.json");
+    } catch (const probes::Error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+std::string wrong_field(const std::string& collector, const std::string& why)
+{
+    return fmt::format("node.json: the {} facts are not as gpudoctor snapshot writes them ({}); write the snapshot "
+                       "again with 'gpudoctor snapshot > node.json'",
+        collector, why);
+}
+
+} // namespace
+
+TEST(Snapshot, WhatSnapshotWritesIsReadBack)
+{
+    const auto doc = snapshot_of(nvml_with_gpus(2));
+    EXPECT_EQ(read_snapshot(doc.dump(), "node.json"), doc["facts"]);
+    EXPECT_EQ(error_of(snapshot_of(nvml_with_gpus(SnapshotCeilings::gpus))), "no error");
+}
+
+TEST(Snapshot, MoreGpusThanANodeHasIsBadInputNamingTheFileAndTheCeiling)
+{
+    EXPECT_EQ(error_of(snapshot_of(nvml_with_gpus(SnapshotCeilings::gpus + 1))),
+        "node.json: the nvml facts list 1025 GPUs (gpus), more than the 1024 a snapshot of one node may hold; write "
+        "the snapshot on that node with 'gpudoctor snapshot > node.json'");
+    auto doc = snapshot_of(nvml_with_gpus(1));
+    doc["facts"]["topology"] = {{"gpus", nvml_with_gpus(SnapshotCeilings::gpus + 1)["gpus"]}};
+    EXPECT_NE(error_of(doc).find("node.json: the topology facts list 1025 GPUs (gpus), more than the 1024 "),
+        std::string::npos)
+        << error_of(doc);
+    doc = snapshot_of(nvml_with_gpus(1));
+    doc["facts"]["nvml"]["gpus"][0]["nvlinks"] = std::vector<std::string>(19, "0000:01:00.0");
+    EXPECT_NE(error_of(doc).find("node.json: the nvml facts list 19 NVLinks of one GPU (gpus[0].nvlinks), more "
+                                 "than the 18 "),
+        std::string::npos)
+        << error_of(doc);
+}
+
+TEST(Snapshot, DeepNestingAndHugeListsAreRefusedWhileParsing)
+{
+    auto doc = snapshot_of(nvml_with_gpus(1));
+    nlohmann::json deep = 1;
+    for (int i = 0; i < 40; ++i) {
+        deep = nlohmann::json::array({deep});
+    }
+    doc["facts"]["mpi"] = {{"ucx", deep}};
+    EXPECT_EQ(error_of(doc),
+        "node.json: the snapshot nests lists and objects more than 32 deep; write the snapshot again with "
+        "'gpudoctor snapshot > node.json'");
+    doc = snapshot_of(nvml_with_gpus(1));
+    doc["facts"]["mpi"] = {{"ucx", std::vector<int>(SnapshotCeilings::array + 1, 0)}};
+    EXPECT_EQ(error_of(doc),
+        "node.json: a list of the snapshot holds 1048577 entries, more than the 1048576 it may hold; write the "
+        "snapshot again with 'gpudoctor snapshot > node.json'");
+}
+
+TEST(Snapshot, ValuesTheChecksReadAreValidatedNamingTheCollectorAndField)
+{
+    struct Case {
+        const char* field;
+        nlohmann::json value;
+        std::string why;
+    };
+    const std::vector<Case> cases = {
+        {"index", -5, "gpus[1].index is -5, expected a GPU index from 0 to 1023"},
+        {"index", 1024, "gpus[1].index is 1024, expected a GPU index from 0 to 1023"},
+        {"index", "1", "gpus[1].index is '1', expected a GPU index from 0 to 1023"},
+        {"bus_id", "zzzz", "gpus[1].bus_id is 'zzzz', expected a PCI address such as 0000:1b:00.0"},
+        {"memory_total", -1, "gpus[1].memory_total is -1, expected a count, 0 or more"},
+        {"processes", 1.5, "gpus[1].processes is 1.5, expected a count, 0 or more"},
+        {"name", std::string(5000, 'x'), "gpus[1].name is 5000 bytes long, more than 4096"},
+        {"uuid", 7, "gpus[1].uuid is 7, expected a string"},
+    };
+    for (const auto& c : cases) {
+        auto doc = snapshot_of(nvml_with_gpus(2));
+        doc["facts"]["nvml"]["gpus"][1][c.field] = c.value;
+        EXPECT_EQ(error_of(doc), wrong_field("nvml", c.why)) << c.field;
+    }
+    auto doc = snapshot_of(nvml_with_gpus(2));
+    doc["facts"]["nvml"]["pairs"][0]["b"] = -1;
+    EXPECT_EQ(error_of(doc), wrong_field("nvml", "pairs[0].b is -1, expected a GPU index from 0 to 1023"));
+    doc = snapshot_of(nvml_with_gpus(2));
+    doc["facts"]["nvml"]["driver_version"] = std::string(4097, '5');
+    EXPECT_EQ(error_of(doc), wrong_field("nvml", "nvml.driver_version is 4097 bytes long, more than 4096"));
+    doc = snapshot_of(nvml_with_gpus(2));
+    doc["facts"]["topology"] = {{"links", {{{"a", "0000:00:00.0"}, {"b", "gpu1"}, {"link", "SYS"}}}}};
+    EXPECT_EQ(
+        error_of(doc), wrong_field("topology", "links[0].b is 'gpu1', expected a PCI address such as 0000:1b:00.0"));
+    doc = snapshot_of(nvml_with_gpus(2));
+    doc["facts"]["topology"] = {{"numa_nodes", {{{"os_index", 0}, {"memory", -4096}}}}};
+    EXPECT_EQ(error_of(doc), wrong_field("topology", "numa_nodes[0].memory is -4096, expected a count, 0 or more"));
+}
+
+TEST(Snapshot, CheckFromABadSnapshotIsExitTwoNamingTheFileAndField)
+{
+    TempDir dir;
+    auto doc = snapshot_of(nvml_with_gpus(2));
+    doc["facts"]["nvml"]["gpus"][0]["index"] = -5;
+    const auto path = dir.path() / "node.json";
+    std::ofstream(path) << doc.dump();
+    auto r = test_support::run({GPUDOCTOR_PATH, "check", "--only", "gpus", "--from", path.string()});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.out, "") << "no report of 4294967291";
+    EXPECT_EQ(r.err,
+        fmt::format("gpudoctor: {}: the nvml facts are not as gpudoctor snapshot writes them (gpus[0].index is -5, "
+                    "expected a GPU index from 0 to 1023); write the snapshot again with 'gpudoctor snapshot > "
+                    "node.json'\n",
+            path.string()));
+}
