@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <toml++/toml.h>
+#include <unordered_map>
 #include <vector>
 
 namespace doctor::check {
@@ -219,6 +220,16 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
         if (list == nullptr) {
             throw wrong("deep.floor", "a list of [[deep.floor]] tables");
         }
+        if (list->size() > max_floors) {
+            throw probes::Error(fmt::format("{}:{}: {} [[deep.floor]] tables, more than the {} a policy may hold; "
+                                            "keep one per GPU model",
+                origin, node->source().begin.line, list->size(), max_floors));
+        }
+        // Each floor's position by lower-case model, so that a repeated model is found at once.
+        std::unordered_map<std::string, std::size_t> by_model;
+        for (std::size_t i = 0; i < floors.size(); ++i) {
+            by_model.emplace(lower(floors[i].model), i);
+        }
         for (const auto& item : *list) {
             const auto* entry = item.as_table();
             const int line = item.source().begin.line;
@@ -268,12 +279,11 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
                 throw probes::Error(fmt::format("{}:{}: a [[deep.floor]] needs model = \"<GPU name>\"", origin, line));
             }
             // A later floor for the same model replaces the earlier one (a user's policy over the built-in).
-            auto same = std::find_if(
-                floors.begin(), floors.end(), [&](const DeepFloor& f) { return lower(f.model) == lower(floor.model); });
-            if (same != floors.end()) {
-                *same = floor;
-            } else {
+            auto [same, added] = by_model.emplace(lower(floor.model), floors.size());
+            if (added) {
                 floors.push_back(floor);
+            } else {
+                floors[same->second] = floor;
             }
         }
     }

@@ -41,6 +41,8 @@ struct Policy {
     double pcie_fraction = 0.7; ///< host copies below this share of the PCIe link fail (no model floor)
     double outlier_fraction = 0.6; ///< a GPU or pair below this share of its peers' median warns
     std::vector<DeepFloor> floors;
+    /// The most [[deep.floor]] tables one policy file may hold: one per GPU model is a few dozen.
+    static constexpr std::size_t max_floors = 10000;
 
     /// The floor whose model is the longest match in `gpu_name` (case-insensitive), or nullptr.
     const DeepFloor* floor_for(const std::string& gpu_name) const;

@@ -5,6 +5,7 @@
 #include "probes/error.hpp"
 #include "tests/support/doctor_support.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <string>
 
@@ -290,6 +291,28 @@ TEST(DeepPolicy, BadDeepSettingsNameTheFileLineAndKey)
     EXPECT_EQ(error_of("[[deep.floor]]\nmodel = \"A100\"\np2p_gbps = \"fast\"\n"),
         "site.toml:3: deep.floor p2p_gbps must be a number of GB/s, 0 or more");
     EXPECT_EQ(error_of("[deep]\nfloors = 3\n"), "site.toml:2: unknown setting 'deep.floors'");
+}
+
+TEST(DeepPolicy, AtMostTenThousandFloorsAndARepeatedModelReplacesItsFloor)
+{
+    auto floors = [](std::size_t n) {
+        std::string text = "# site floors\n";
+        for (std::size_t i = 0; i < n; ++i) {
+            text += fmt::format("[[deep.floor]]\nmodel = \"GPU {}\"\nh2d_gbps = {}\n", i % 5000, i);
+        }
+        return text;
+    };
+    EXPECT_EQ(policy_error(floors(Policy::max_floors + 1)),
+        "site.toml:2: 10001 [[deep.floor]] tables, more than the 10000 a policy may hold; keep one per GPU model");
+    Policy policy = Policy::defaults();
+    const std::size_t built_in = policy.floors.size();
+    policy.merge_toml(floors(Policy::max_floors), "site.toml");
+    EXPECT_EQ(policy.floors.size(), built_in + 5000) << "the second 5000 replace the first";
+    policy.merge_toml("[[deep.floor]]\nmodel = \"gpu 7\"\nh2d_gbps = 1\n", "more.toml");
+    EXPECT_EQ(policy.floors.size(), built_in + 5000);
+    EXPECT_EQ(policy.floors[built_in + 7].model, "gpu 7") << "in the place of GPU 7, case aside";
+    EXPECT_EQ(policy.floors[built_in + 7].h2d_gbps, 1.0);
+    EXPECT_EQ(policy.floors[built_in + 8].h2d_gbps, 5008.0);
 }
 
 TEST(DeepPolicy, WholeNumbersMayBeWrittenAsFloatsButNotHugeOnes)
