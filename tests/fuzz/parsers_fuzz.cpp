@@ -1,7 +1,12 @@
 // libFuzzer targets for every parser gpurun and gpudoctor feed with outside text. Built with -DGPUKIT_FUZZ=ON
 // (clang); FUZZ_TARGET selects the parser. A parser may reject input with probes::Error, never
 // crash, hang or leak; what it accepts must survive a round trip.
+#include "doctor/check/gpu_scope.hpp"
 #include "doctor/check/policy.hpp"
+#include "doctor/check/report.hpp"
+#include "doctor/check/runner.hpp"
+#include "doctor/check/snapshot.hpp"
+#include "doctor/checks/checks.hpp"
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/search.hpp"
 #include "doctor/profile/report.hpp"
@@ -304,8 +309,24 @@ void fuzz_one(const std::string& text)
     }
     // As gpudoctor profile --json prints it: text that is not UTF-8 becomes U+FFFD.
     (void)doctor::profile::render_profile_json(summary).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+#elif FUZZ_TARGET == 15
+    // gpudoctor check --from: a snapshot read, judged by every probe (the deep ones too) and
+    // reported, as check --from does. Facts the reader lets through must not break a rule.
+    static const auto probes = doctor::checks::select_probes("", "", true);
+    static const auto policy = doctor::check::Policy::defaults();
+    const doctor::check::Facts facts = doctor::check::read_snapshot(text, "fuzz.json");
+    auto results = doctor::check::judge(probes, facts, policy, "fuzz.json");
+    doctor::check::ReportOptions options;
+    options.scope = doctor::check::gpu_scope(facts, "", nullptr);
+    doctor::check::keep_in_scope(results, options.scope);
+    const std::string text_report = doctor::check::render_text(results, facts, options);
+    if (text_report.find('\x1b') != std::string::npos) {
+        std::abort(); // a terminal escape from the snapshot reached the report
+    }
+    (void)doctor::check::render_json(results, facts, options)
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 #else
-#error "FUZZ_TARGET must be 1..14"
+#error "FUZZ_TARGET must be 1..15"
 #endif
 }
 
