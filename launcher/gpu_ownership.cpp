@@ -1,5 +1,7 @@
 #include "launcher/gpu_ownership.hpp"
 
+#include "probes/error.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
@@ -97,6 +99,8 @@ ProcessLookup proc_lookup(const probes::Sysroot& sysroot)
         if (auto comm = sysroot.read_line(fmt::format("/proc/{}/comm", pid)); comm && !comm->empty()) {
             info.name = *comm;
         }
+        // Another user names their process as they like, terminal escapes included.
+        info.name = probes::escape_controls(info.name, false);
         return info;
     };
 }

@@ -172,6 +172,9 @@ TEST(GpuOwnership, ProcLookupReadsStatAndComm)
     EXPECT_EQ(info->start_time, 123456U);
     EXPECT_EQ(info->name, "my (odd) name");
     EXPECT_FALSE(lookup(4243));
+    // Another user's process named with a terminal escape: shown escaped.
+    std::ofstream(proc / "comm") << "\x1b]0;owned\a\n";
+    EXPECT_EQ(lookup(4242)->name, "\\x1b]0;owned\\x07");
 
     RankRecord r{0, 0, 4242, 123456, buses[0]};
     EXPECT_TRUE(launcher::rank_alive(r, lookup));
