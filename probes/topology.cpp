@@ -116,9 +116,8 @@ std::string load_too_long(const XmlInput* xml, unsigned seconds)
 // hwloc's load time grows faster than the number of objects (a 14 MB XML of 200,000 PUs ran for
 // minutes): past the deadline the process ends with a message, exit 2 for a file the user gave,
 // 3 for this machine's own topology. The message is made before the alarm is armed.
-int load_within_deadline(hwloc_topology_t topology, const XmlInput* xml)
+int load_within_deadline(hwloc_topology_t topology, const XmlInput* xml, unsigned seconds)
 {
-    const unsigned seconds = topology_load_timeout();
     static std::string message;
     message = fmt::format("{}: {}\n", program_invocation_short_name, load_too_long(xml, seconds));
     const CallDeadline deadline(seconds, message.c_str(), xml != nullptr ? 2 : 3);
@@ -128,8 +127,10 @@ int load_within_deadline(hwloc_topology_t topology, const XmlInput* xml)
 // `deadline` false: the caller keeps the time (a child the parent waits for).
 hwloc_topology_t load(const XmlInput* xml, bool with_io = true, bool deadline = true)
 {
+    // Read before the topology is made: a bad value is an exception that must not leak it.
+    const unsigned seconds = deadline ? topology_load_timeout() : 0;
     hwloc_topology_t topology = prepare(xml, with_io);
-    if ((deadline ? load_within_deadline(topology, xml) : hwloc_topology_load(topology)) != 0) {
+    if ((deadline ? load_within_deadline(topology, xml, seconds) : hwloc_topology_load(topology)) != 0) {
         int err = errno;
         hwloc_topology_destroy(topology);
         if (xml != nullptr) {
