@@ -25,28 +25,6 @@ using probes::Error;
 constexpr std::size_t job_id_length = 16;
 constexpr const char* record_prefix = "rank-";
 
-// Why `dir` is not a private directory of ours, or "" when it is.
-std::string not_private(const std::string& dir)
-{
-    struct stat st { };
-    if (lstat(dir.c_str(), &st) != 0) {
-        return std::strerror(errno);
-    }
-    if (S_ISLNK(st.st_mode)) {
-        return "it is a symbolic link";
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        return "it is not a directory";
-    }
-    if (st.st_uid != geteuid()) {
-        return fmt::format("it belongs to uid {}, not {}", st.st_uid, geteuid());
-    }
-    if ((st.st_mode & 07777) != 0700) {
-        return fmt::format("its mode is {:04o}, not 0700", st.st_mode & 07777);
-    }
-    return "";
-}
-
 } // namespace
 
 std::string new_job_id()
@@ -100,20 +78,11 @@ void make_private_dir(const std::string& dir)
         throw Error(fmt::format(
             "cannot make the job directory {}: {}; set TMPDIR to a writable directory", dir, std::strerror(errno)));
     }
-    if (const std::string why = not_private(dir); !why.empty()) {
+    if (const std::string why = probes::why_not_private(dir); !why.empty()) {
         throw Error(fmt::format("the job directory {} is not private: {}; remove it, or set TMPDIR to a directory of "
                                 "your own",
             dir, why));
     }
-}
-
-void remove_private_dir(const std::string& dir) noexcept
-{
-    if (!not_private(dir).empty()) {
-        return;
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
 }
 
 void write_rank_record(const std::string& dir, const RankRecord& record)

@@ -34,9 +34,6 @@ std::string job_dir_path(const std::string& job_id, const std::string& tmpdir);
 /// anything else may be another user's trap, and throws probes::Error saying what was found.
 void make_private_dir(const std::string& dir);
 
-/// Removes `dir` and its records when it is such a directory of ours; anything else stays.
-void remove_private_dir(const std::string& dir) noexcept;
-
 /// Writes `record` as <dir>/rank-<rank>: a temporary file (mkstemp, mode 0600) renamed into
 /// place, so a reader sees the whole record or none. Throws probes::Error.
 void write_rank_record(const std::string& dir, const RankRecord& record);

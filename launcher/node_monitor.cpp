@@ -182,7 +182,7 @@ public:
             {nvml_watchdog_s, nvml_stuck, 1, remove_json_temp}, wait,
             [&](const std::vector<probes::monitor::GpuSample>& samples) { take_sample(samples); });
         report();
-        remove_private_dir(m_o.job_dir);
+        probes::remove_private_dir(m_o.job_dir);
         return 0;
     }
 
@@ -573,7 +573,7 @@ int run_node_monitor(const NodeMonitorOptions& options) noexcept
         return NodeMonitor(options).run();
     } catch (const std::exception& e) {
         fmt::print(stderr, "gpurun: monitor: internal error: {}\n", e.what());
-        remove_private_dir(options.job_dir);
+        probes::remove_private_dir(options.job_dir);
         return 3;
     }
 }

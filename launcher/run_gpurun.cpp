@@ -6,6 +6,7 @@
 #include "launcher/nccl_check.hpp"
 #include "launcher/plan_report.hpp"
 #include "launcher/profile.hpp"
+#include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 #include "probes/library_versions.hpp"
 #include "probes/process.hpp"
@@ -217,7 +218,7 @@ int run(const std::vector<std::string>& argv)
     if (!plan.helper.monitor_job.empty()) {
         // The monitor removes its node's directory; this covers one that was killed on this node.
         const char* tmpdir = env("TMPDIR");
-        remove_private_dir(job_dir_path(plan.helper.monitor_job, tmpdir != nullptr ? tmpdir : ""));
+        probes::remove_private_dir(job_dir_path(plan.helper.monitor_job, tmpdir != nullptr ? tmpdir : ""));
     }
     if (nccl) {
         fmt::print(stderr, "{}", nccl->finish());

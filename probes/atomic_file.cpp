@@ -422,4 +422,34 @@ std::string own_directory(const std::string& path, const std::string& what)
     return full;
 }
 
+std::string why_not_private(const std::string& dir)
+{
+    struct stat st { };
+    if (lstat(dir.c_str(), &st) != 0) {
+        return std::strerror(errno);
+    }
+    if (S_ISLNK(st.st_mode)) {
+        return "it is a symbolic link";
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return "it is not a directory";
+    }
+    if (st.st_uid != geteuid()) {
+        return fmt::format("it belongs to uid {}, not {}", st.st_uid, geteuid());
+    }
+    if ((st.st_mode & 07777) != 0700) {
+        return fmt::format("its mode is {:04o}, not 0700", st.st_mode & 07777);
+    }
+    return "";
+}
+
+void remove_private_dir(const std::string& dir) noexcept
+{
+    if (!why_not_private(dir).empty()) {
+        return;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
 } // namespace probes

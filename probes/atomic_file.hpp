@@ -79,6 +79,13 @@ int open_output_file(const std::string& path, const std::string& what, mode_t mo
 /// afterwards. Throws probes::Error naming `what`.
 std::string own_directory(const std::string& path, const std::string& what);
 
+/// Why `dir` is not a private directory of the caller's, or "" when it is: lstat shows a
+/// directory, not a symbolic link, owned by this user, mode 0700 (as mkdtemp makes it).
+std::string why_not_private(const std::string& dir);
+
+/// Removes `dir` and what is in it when it is such a directory; anything else stays.
+void remove_private_dir(const std::string& dir) noexcept;
+
 /// A file for write_files_atomically: `what` is the option that asked for it.
 struct OutputFile {
     std::string what;

@@ -1,6 +1,7 @@
 #include "probes/input_file.hpp"
 
 #include "probes/error.hpp"
+#include "probes/unique_fd.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -66,9 +67,9 @@ std::string start_fifo(int fd, const std::string& path, const std::string& what)
     return {};
 }
 
-} // namespace
-
-std::string read_input_fd(int fd, const std::string& shown, const std::string& what, std::size_t limit)
+// `fd` whole, after `start` (what was already read of it), once its kind is one to read.
+std::string read_kind_checked(
+    int fd, const std::string& shown, const std::string& what, std::size_t limit, std::string start)
 {
     struct stat st { };
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -78,38 +79,33 @@ std::string read_input_fd(int fd, const std::string& shown, const std::string& w
         throw Error(fmt::format(
             "{} {}: it is a {}, not a file; give a file", what, shown, S_ISSOCK(st.st_mode) ? "socket" : "device"));
     }
-    std::string text;
     if (S_ISREG(st.st_mode) && st.st_size > 0) {
-        text.reserve(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), limit) + 1);
+        start.reserve(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), limit) + 1);
     }
-    return read_rest(fd, shown, what, limit, std::move(text));
+    return read_rest(fd, shown, what, limit, std::move(start));
+}
+
+} // namespace
+
+std::string read_input_fd(int fd, const std::string& shown, const std::string& what, std::size_t limit)
+{
+    return read_kind_checked(fd, shown, what, limit, {});
 }
 
 std::string read_input_file(const std::string& path, const std::string& what, std::size_t limit)
 {
     // Not blocking in open: a FIFO with no writer would wait for one for ever.
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
+    const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    struct stat st { };
+    if (fd.get() < 0 || fstat(fd.get(), &st) != 0) {
         throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
     }
-    try {
-        struct stat st { };
-        if (fstat(fd, &st) != 0) {
-            throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
-        }
-        std::string start = S_ISFIFO(st.st_mode) ? start_fifo(fd, path, what) : std::string();
-        const int flags = fcntl(fd, F_GETFL);
-        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-            throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
-        }
-        std::string text = S_ISFIFO(st.st_mode) ? read_rest(fd, path, what, limit, std::move(start))
-                                                : read_input_fd(fd, path, what, limit);
-        close(fd);
-        return text;
-    } catch (...) {
-        close(fd);
-        throw;
+    std::string start = S_ISFIFO(st.st_mode) ? start_fifo(fd.get(), path, what) : std::string();
+    const int flags = fcntl(fd.get(), F_GETFL);
+    if (flags < 0 || fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        throw Error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
     }
+    return read_kind_checked(fd.get(), path, what, limit, std::move(start));
 }
 
 bool natural_less(const std::string& a, const std::string& b)

@@ -1,6 +1,8 @@
 #include "probes/process.hpp"
 
+#include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
+#include "probes/unique_fd.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <limits>
@@ -646,12 +647,10 @@ bool remove_after_exit(const std::string& dir) noexcept
     const pid_t watched = getpid();
     // Opened here, while `watched` surely lives: the watcher waits on it (readable once the
     // process has ended). Without pidfd_open (Linux < 5.3) it asks kill(pid, 0) every second.
-    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, watched, 0));
+    const UniqueFd owned(static_cast<int>(syscall(SYS_pidfd_open, watched, 0)));
+    const int pidfd = owned.get();
     const pid_t first = fork();
     if (first < 0) {
-        if (pidfd >= 0) {
-            close(pidfd);
-        }
         return false;
     }
     if (first == 0) {
@@ -666,11 +665,11 @@ bool remove_after_exit(const std::string& dir) noexcept
         for (int fd = 0; fd < 3 && null >= 0; ++fd) {
             dup2(null, fd);
         }
-        const int keep = pidfd >= 0 ? pidfd : 2;
-        if (keep > 2) {
-            dup2(keep, 3);
+        // Nothing of this process's is held open (its output pipe would not end), but the pidfd as 3.
+        if (pidfd >= 0 && pidfd != 3) {
+            dup2(pidfd, 3);
         }
-        close_from(keep > 2 ? 4 : 3, std::min(sysconf(_SC_OPEN_MAX), 65536L));
+        close_from(pidfd >= 0 ? 4 : 3, std::min(sysconf(_SC_OPEN_MAX), 65536L));
         if (pidfd >= 0) {
             pollfd p{3, POLLIN, 0};
             while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
@@ -679,16 +678,8 @@ bool remove_after_exit(const std::string& dir) noexcept
                 sleep(1);
             }
         }
-        struct stat st { };
-        if (lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-            (st.st_mode & 07777) == 0700) {
-            std::error_code ec;
-            std::filesystem::remove_all(dir, ec);
-        }
+        remove_private_dir(dir);
         _exit(0);
-    }
-    if (pidfd >= 0) {
-        close(pidfd);
     }
     int status = 0;
     while (waitpid(first, &status, 0) < 0 && errno == EINTR) { }

@@ -3,6 +3,7 @@
 #include "probes/error.hpp"
 
 #include "probes/input_file.hpp"
+#include "probes/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -25,21 +26,16 @@ std::optional<std::string> Sysroot::read(const std::string& system_path) const
 {
     // Files of /sys and /proc are regular files of a few KiB; under a --sysroot something else
     // (a FIFO, /dev/zero linked in) is not read, and nothing past the ceiling.
-    const int fd = open(path(system_path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
+    const UniqueFd fd(open(path(system_path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    struct stat st { };
+    if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
         return std::nullopt;
     }
-    std::optional<std::string> text;
-    struct stat st { };
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        try {
-            text = read_input_fd(fd, system_path, "file", sysroot_file_limit);
-        } catch (const Error&) {
-            text.reset();
-        }
+    try {
+        return read_input_fd(fd.get(), system_path, "file", sysroot_file_limit);
+    } catch (const Error&) {
+        return std::nullopt;
     }
-    close(fd);
-    return text;
 }
 
 std::optional<std::string> Sysroot::read_line(const std::string& system_path) const

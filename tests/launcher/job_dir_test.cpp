@@ -1,4 +1,5 @@
 #include "launcher/job_dir.hpp"
+#include "probes/atomic_file.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -60,12 +61,12 @@ TEST(JobDir, MadePrivateAndAcceptedOnlyWhenPrivate)
     }).find("cannot make the job directory"),
         std::string::npos);
 
-    launcher::remove_private_dir(trap.string());
+    probes::remove_private_dir(trap.string());
     EXPECT_TRUE(std::filesystem::exists(dir)) << "a symlink is not followed";
-    launcher::remove_private_dir(dir.string());
+    probes::remove_private_dir(dir.string());
     EXPECT_TRUE(std::filesystem::exists(dir)) << "mode 0755: not ours to remove";
     chmod(dir.c_str(), 0700);
-    launcher::remove_private_dir(dir.string());
+    probes::remove_private_dir(dir.string());
     EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
