@@ -4,6 +4,7 @@
 #include "probes/error.hpp"
 #include "probes/nccl/log.hpp"
 #include "probes/process.hpp"
+#include "probes/unique_fd.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -24,9 +25,6 @@ using probes::Error;
 constexpr auto poll_interval = std::chrono::milliseconds(200);
 /// Logs are read in pieces of this size.
 constexpr std::size_t piece_size = 1 << 20;
-/// A line without a newline after this many bytes is no NCCL line: it counts as an empty line and
-/// the rest of it is skipped, so that a rank writing junk cannot make gpurun hold it.
-constexpr std::size_t max_line_bytes = 1 << 20;
 
 // Every line of `text` as one of gpurun's own lines on standard error.
 std::string prefixed(const std::string& text)
@@ -111,23 +109,6 @@ bool logs_init(const std::string& subsys)
     }
     return leave_out ? !named : named;
 }
-
-class Fd {
-public:
-    explicit Fd(int fd) : m_fd(fd) { }
-    ~Fd()
-    {
-        if (m_fd >= 0) {
-            close(m_fd);
-        }
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return m_fd; }
-
-private:
-    int m_fd;
-};
 
 } // namespace
 
@@ -243,8 +224,7 @@ NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep
 NcclCheck::~NcclCheck()
 {
     if (m_private) {
-        std::error_code ec;
-        std::filesystem::remove_all(m_dir, ec);
+        probes::remove_private_dir(m_dir);
     }
 }
 
@@ -253,40 +233,6 @@ void NcclCheck::start_over()
     m_analyzer = std::make_unique<probes::nccl::Analyzer>();
     m_followed.clear();
     m_broken = false;
-}
-
-// Whole lines go to the analyzer; the start of a line waits in `partial` for its newline.
-void NcclCheck::feed(FollowedLog& log, std::string_view data)
-{
-    if (log.skipping) {
-        const std::size_t nl = data.find('\n');
-        if (nl == std::string_view::npos) {
-            return;
-        }
-        data.remove_prefix(nl + 1);
-        log.skipping = false;
-    }
-    const std::size_t last = data.rfind('\n');
-    if (last == std::string_view::npos) {
-        log.partial.append(data);
-        if (log.partial.size() > max_line_bytes) {
-            m_analyzer->read_more(log.input, "\n");
-            log.partial.clear();
-            log.skipping = true;
-        }
-        return;
-    }
-    std::string_view whole = data.substr(0, last + 1);
-    if (!log.partial.empty()) {
-        const std::size_t first = whole.find('\n');
-        log.partial.append(whole.substr(0, first + 1));
-        m_analyzer->read_more(log.input, log.partial);
-        whole.remove_prefix(first + 1);
-    }
-    if (!whole.empty()) {
-        m_analyzer->read_more(log.input, whole);
-    }
-    log.partial.assign(data.substr(last + 1));
 }
 
 std::string NcclCheck::follow_logs(bool at_end)
@@ -299,7 +245,7 @@ std::string NcclCheck::follow_logs(bool at_end)
     std::string piece(piece_size, '\0');
     for (const auto& file : logs()) {
         const std::string path = file.string();
-        Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+        const probes::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
         struct stat st { };
         if (fd.get() < 0 || fstat(fd.get(), &st) != 0) {
             unreadable += fmt::format("cannot read {}: {}\n", path, std::strerror(errno));
@@ -342,13 +288,12 @@ std::string NcclCheck::follow_logs(bool at_end)
             }
             log.offset += static_cast<std::uint64_t>(n);
             m_bytes_read += static_cast<std::uint64_t>(n);
-            feed(log, std::string_view(piece.data(), static_cast<std::size_t>(n)));
+            m_analyzer->read_more(log.input, std::string_view(piece.data(), static_cast<std::size_t>(n)));
         }
     }
     if (at_end) {
-        for (auto& [path, log] : m_followed) {
-            m_analyzer->read_more(log.input, log.skipping ? std::string() : log.partial, true);
-            log.partial.clear();
+        for (const auto& [path, log] : m_followed) {
+            m_analyzer->read_more(log.input, {}, true); // the last line, also without its newline
         }
     }
     m_broken = false;

@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace probes::nccl {
@@ -100,8 +99,6 @@ private:
         std::uint64_t device = 0;
         std::uint64_t inode = 0;
         std::uint64_t offset = 0; ///< bytes read
-        std::string partial; ///< the start of a line whose newline is not written yet
-        bool skipping = false; ///< inside a line too long to be an NCCL line, up to its newline
     };
 
     /// Reads what each log gained into m_analyzer: whole lines, and with `at_end` the last line
@@ -109,7 +106,6 @@ private:
     std::string follow_logs(bool at_end);
     /// Forgets what was read: a fresh analyzer, every log from its start.
     void start_over();
-    void feed(FollowedLog& log, std::string_view data);
 
     NcclCheckMode m_mode;
     unsigned m_ranks;

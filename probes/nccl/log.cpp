@@ -2,6 +2,7 @@
 
 #include "probes/error.hpp"
 #include "probes/nccl/state.hpp"
+#include "probes/unique_fd.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -283,23 +284,6 @@ void read_blocks(Source& source, std::string head, BlockQueue& queue)
     }
 }
 
-class Fd {
-public:
-    explicit Fd(int fd) : m_fd(fd) { }
-    ~Fd()
-    {
-        if (m_fd > 2) {
-            close(m_fd);
-        }
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return m_fd; }
-
-private:
-    int m_fd;
-};
-
 } // namespace
 
 bool LinkTally::add_ring(const std::vector<int>& ranks, Mark where)
@@ -344,13 +328,14 @@ Analyzer::~Analyzer() = default;
 void Analyzer::read_file(const std::string& path, const std::string& shown)
 {
     const bool is_stdin = path == "-";
-    Fd fd(is_stdin ? STDIN_FILENO : open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) {
+    const UniqueFd opened(is_stdin ? -1 : open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    const int fd = is_stdin ? STDIN_FILENO : opened.get();
+    if (fd < 0) {
         throw Error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
     }
     const std::string name = !shown.empty() ? shown : is_stdin ? "-" : path;
     // The first bytes tell gzip from text; they are read here and handed on.
-    FdSource raw(fd.get(), name);
+    FdSource raw(fd, name);
     std::string head(2, '\0');
     std::size_t got = 0;
     while (got < 2) {
@@ -401,23 +386,14 @@ void Analyzer::read_file(const std::string& path, const std::string& shown)
 
 void Analyzer::read_text(std::string_view text, const std::string& name)
 {
-    m_state->inputs.push_back(name);
-    const auto input = static_cast<std::uint32_t>(m_state->inputs.size() - 1);
-    LineScanner scanner;
-    std::vector<LineRef> lines;
-    scanner.scan(text.data(), text.size(), lines);
-    LineRecords found;
-    found.extract(text, lines);
-    found.replay(*m_state, lines, input);
-    m_state->lines = m_state->lines_before + scanner.lines();
-    m_state->finish_input();
+    read_more(add_input(name), text, true);
 }
 
 std::uint32_t Analyzer::add_input(const std::string& name)
 {
     m_state->inputs.push_back(name);
     const auto input = static_cast<std::uint32_t>(m_state->inputs.size() - 1);
-    m_state->followed.emplace(input, LineScanner());
+    m_state->followed.emplace(input, State::Followed{});
     return input;
 }
 
@@ -428,17 +404,48 @@ void Analyzer::read_more(std::uint32_t input, std::string_view text, bool last)
     if (followed == s.followed.end()) {
         throw std::logic_error(fmt::format("read_more: input {} was not started with add_input", input));
     }
-    LineScanner& scanner = followed->second;
-    const std::uint64_t before = scanner.lines();
+    State::Followed& f = followed->second;
+    // As read_blocks does: whole lines are read, the start of the next waits in `carry`, and a
+    // line longer than a block is cut (its rest skipped up to its newline).
+    std::string_view piece; // read now
+    std::string_view rest; // waits for its newline
+    bool cut = false;
+    if (last) {
+        piece = text;
+    } else if (const std::size_t newline = text.rfind('\n'); newline != std::string_view::npos) {
+        piece = text.substr(0, newline + 1);
+        rest = text.substr(newline + 1);
+    } else {
+        f.carry.append(text);
+        if (f.carry.size() < block_size) {
+            return;
+        }
+        cut = true;
+    }
+    std::string joined;
+    if (!f.carry.empty()) {
+        if (!cut) {
+            f.carry.append(piece);
+        }
+        joined.swap(f.carry);
+        piece = joined;
+    }
+    const std::uint64_t before = f.scanner.lines();
     std::vector<LineRef> lines;
-    scanner.scan(text.data(), text.size(), lines);
+    if (cut) {
+        f.scanner.scan_cut(piece.data(), piece.size(), lines);
+    } else {
+        f.scanner.scan(piece.data(), piece.size(), lines);
+    }
+    f.carry.assign(rest);
     LineRecords found;
-    found.extract(text, lines);
+    found.extract(piece, lines);
     found.replay(s, lines, input);
-    s.lines += scanner.lines() - before;
+    s.lines += f.scanner.lines() - before;
     s.lines_before = s.lines;
     if (last) {
         s.finish_input();
+        s.followed.erase(followed);
     }
 }
 

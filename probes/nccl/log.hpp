@@ -120,9 +120,11 @@ public:
     /// Starts an input that is read in pieces while it is written (gpurun --nccl-check follows
     /// its ranks' logs); returns its number for read_more().
     std::uint32_t add_input(const std::string& name);
-    /// Reads the next piece of input `input` (from add_input): whole lines, each with its newline;
-    /// with `last`, the end of the input, whose final line may lack one. Line numbers go on from
-    /// the piece before. Pieces of several inputs may alternate, as logs grow side by side.
+    /// Reads the next piece of input `input` (from add_input), cut anywhere: its whole lines are
+    /// read, the start of a line waits for the rest, and a line longer than a block is cut as
+    /// read_file cuts it. With `last`, the end of the input, whose final line may lack a newline;
+    /// the input is done. Line numbers go on from the piece before. Pieces of several inputs may
+    /// alternate, as logs grow side by side.
     void read_more(std::uint32_t input, std::string_view text, bool last = false);
     /// The report so far; the analyzer can go on reading afterwards.
     Analysis analysis() const;

@@ -184,7 +184,12 @@ struct Analyzer::State {
     std::size_t ring_ranks = 0; ///< ranks in the rings of all tallies
 
     std::vector<std::string> inputs;
-    std::unordered_map<std::uint32_t, LineScanner> followed; ///< inputs read in pieces, by number
+    /// An input read in pieces: its scanner, and the start of a line whose newline is still to come.
+    struct Followed {
+        LineScanner scanner;
+        std::string carry;
+    };
+    std::unordered_map<std::uint32_t, Followed> followed; ///< inputs read in pieces, by number
     std::uint64_t lines = 0;
     std::uint64_t lines_before = 0; ///< in the inputs before the current one
     std::uint64_t records = 0;

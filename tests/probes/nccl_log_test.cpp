@@ -540,6 +540,23 @@ nodeB:12001:12082 [0] NCCL INFO comm 0x562fd0b7a1c0 rank 2 nranks 4 cudaDev 0 nv
 nodeB:12002:12083 [1] NCCL INFO comm 0x55ab9e34f870 rank 3 nranks 4 cudaDev 1 nvmlDev 1 busId 2a000 commId 0x4a5b6c7d8e9f0a1b - Init COMPLETE
 )";
 
+// A log read in pieces cut anywhere (as gpurun --nccl-check reads logs that ranks still write)
+// reads as the whole text does: the analyzer keeps the start of a line until its newline comes.
+TEST(NcclLogFormats, PiecesCutAnywhereReadAsTheWholeText)
+{
+    const std::string text = std::string(v2_17_log) + "nodeA:8001:8001 [0] NCCL INFO no newline at the end";
+    const auto whole = nccl::render_json(analyze(text, "log"));
+    for (const std::size_t step : {std::size_t{1}, std::size_t{7}, std::size_t{4096}}) {
+        nccl::Analyzer analyzer;
+        const std::uint32_t input = analyzer.add_input("log");
+        for (std::size_t at = 0; at < text.size(); at += step) {
+            analyzer.read_more(input, std::string_view(text).substr(at, step));
+        }
+        analyzer.read_more(input, {}, true);
+        EXPECT_EQ(nccl::render_json(analyzer.analysis()), whole) << "pieces of " << step << " bytes";
+    }
+}
+
 TEST(NcclLogFormats, V2_19NvmlIndexCumemAndPxn)
 {
     const Analysis a = analyze(v2_19_log, "v2_19_cumem_pxn");
