@@ -222,6 +222,21 @@ void read_pci(const json& pci, const FactsReader& r)
     });
 }
 
+void read_host(const json& host, const FactsReader& r)
+{
+    for (const char* key : {"hostname", "kernel", "machine"}) {
+        r.text(host, key, "host");
+    }
+}
+
+/// The collectors whose values the checks read and show; the others' facts are judged by shape.
+struct CollectorReader {
+    const char* collector;
+    void (*read)(const json& facts, const FactsReader& r);
+};
+constexpr CollectorReader collector_readers[] = {
+    {"nvml", read_nvml}, {"topology", read_topology}, {"pci", read_pci}, {"host", read_host}};
+
 /// The facts of one collector that the checks read, against the ceilings.
 void read_collector(const std::string& file, const std::string& collector, const json& facts)
 {
@@ -230,15 +245,9 @@ void read_collector(const std::string& file, const std::string& collector, const
     }
     const FactsReader r(file, collector);
     r.text(facts, "error", collector);
-    if (collector == "nvml") {
-        read_nvml(facts, r);
-    } else if (collector == "topology") {
-        read_topology(facts, r);
-    } else if (collector == "pci") {
-        read_pci(facts, r);
-    } else if (collector == "host") {
-        for (const char* key : {"hostname", "kernel", "machine"}) {
-            r.text(facts, key, "host");
+    for (const auto& reader : collector_readers) {
+        if (collector == reader.collector) {
+            reader.read(facts, r);
         }
     }
 }
