@@ -76,18 +76,26 @@ expect_eq "config file, no SLURMD_NODENAME: drained" \
     "update|nodename=$(hostname -s)|state=drain|reason=$ecc_reason|" "$calls"
 
 # Root sources the config file: one that others could change is not read.
+# config_read WHAT CONF [WHY]: the prolog with config CONF logs "not reading CONF: WHY", or with no
+# WHY reads it without a complaint.
+config_read() {
+    local what=$1 conf=$2 why=${3:-}
+    run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$conf"
+    if [[ -n $why ]]; then
+        expect_contains "$what: not read" "gpudoctor-slurm: not reading $conf: $why" "$err"
+    else
+        expect_eq "$what: read" "" "$(grep 'not reading' <<<"$err")"
+    fi
+}
 chmod 0664 "$scratch/etc/slurm.conf"
-run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/slurm.conf"
-expect_contains "config writable by group: not read" \
-    "gpudoctor-slurm: not reading $scratch/etc/slurm.conf: $scratch/etc/slurm.conf is writable by group or others (mode 664)" "$err"
+config_read "config writable by group" "$scratch/etc/slurm.conf" \
+    "$scratch/etc/slurm.conf is writable by group or others (mode 664)"
 chmod 0644 "$scratch/etc/slurm.conf"
 chmod 0777 "$scratch/etc"
-run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/slurm.conf"
-expect_contains "config in a directory others can write to: not read" \
-    "not reading $scratch/etc/slurm.conf: $scratch/etc is writable by group or others (mode 777)" "$err"
+config_read "config in a directory others can write to" "$scratch/etc/slurm.conf" \
+    "$scratch/etc is writable by group or others (mode 777)"
 chmod 0755 "$scratch/etc"
-run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/slurm.conf"
-expect_eq "config file safe again: no complaint" "" "$(grep 'not reading' <<<"$err")"
+config_read "config file safe again" "$scratch/etc/slurm.conf"
 
 # Every directory above the file counts, and links are resolved first: a directory others can
 # write to two levels up (where a flipping link could be swapped in between the check and the
@@ -95,23 +103,19 @@ expect_eq "config file safe again: no complaint" "" "$(grep 'not reading' <<<"$e
 mkdir -p "$scratch/open/deep/etc"
 cp "$scratch/etc/slurm.conf" "$scratch/open/deep/etc/slurm.conf"
 chmod 0777 "$scratch/open"
-run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/open/deep/etc/slurm.conf"
-expect_contains "config below a directory others can write to: not read" \
-    "not reading $scratch/open/deep/etc/slurm.conf: $scratch/open is writable by group or others (mode 777)" "$err"
+config_read "config below a directory others can write to" "$scratch/open/deep/etc/slurm.conf" \
+    "$scratch/open is writable by group or others (mode 777)"
 ln -s "$scratch/open/deep/etc/slurm.conf" "$scratch/etc/linked.conf"
-run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/linked.conf"
-expect_contains "a link into such a directory: not read" \
-    "not reading $scratch/etc/linked.conf: $scratch/open is writable by group or others (mode 777)" "$err"
+config_read "a link into such a directory" "$scratch/etc/linked.conf" \
+    "$scratch/open is writable by group or others (mode 777)"
 chmod 1777 "$scratch/open"
-run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/linked.conf"
-expect_eq "a directory with the sticky bit above it (as /tmp): read" "" "$(grep 'not reading' <<<"$err")"
+config_read "a directory with the sticky bit above it (as /tmp)" "$scratch/etc/linked.conf"
 chmod 0755 "$scratch/open"
 
 # A FIFO in its place is not opened (the open would wait for a writer for ever).
 mkfifo "$scratch/etc/fifo.conf"
 chmod 0644 "$scratch/etc/fifo.conf"
-run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_SLURM_CONF="$scratch/etc/fifo.conf"
-expect_contains "a FIFO: not read" "not reading $scratch/etc/fifo.conf: it is not a regular file" "$err"
+config_read "a FIFO" "$scratch/etc/fifo.conf" "it is not a regular file"
 
 # A long reason is trimmed.
 run "$slurm/gpudoctor-prolog.sh" ecc.json GPUDOCTOR_REASON_MAX=40
