@@ -269,7 +269,7 @@ std::string NcclCheck::follow_logs(bool at_end)
             log.input = m_analyzer->add_input(m_private ? file.filename().string() : path);
             log.device = st.st_dev;
             log.inode = st.st_ino;
-            it = m_followed.emplace(path, std::move(log)).first;
+            it = m_followed.emplace(path, log).first;
         }
         FollowedLog& log = it->second;
         // Up to the size seen now: a rank that writes faster than this reads cannot keep it here.
