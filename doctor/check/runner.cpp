@@ -131,16 +131,13 @@ std::vector<ProbeResult> judge(
         } else {
             try {
                 r.findings = p->judge(facts, policy);
-            } catch (const nlohmann::json::exception& e) {
+            } catch (const std::exception& e) {
+                // A fact that is missing or of another type than its collector writes.
                 if (!snapshot.empty()) {
                     throw probes::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({}); "
                                                     "write the snapshot again with 'gpudoctor snapshot > node.json'",
                         snapshot, p->name, e.what()));
                 }
-                r.findings.push_back({p->name + ".error", Severity::error, "host",
-                    fmt::format("the {} rule broke on these facts: {}", p->name, e.what()),
-                    "report this with the output of 'gpudoctor snapshot'", nullptr});
-            } catch (const std::exception& e) {
                 r.findings.push_back({p->name + ".error", Severity::error, "host",
                     fmt::format("the {} rule broke on these facts: {}", p->name, e.what()),
                     "report this with the output of 'gpudoctor snapshot'", nullptr});

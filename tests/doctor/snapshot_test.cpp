@@ -152,3 +152,25 @@ TEST(Snapshot, CheckFromABadSnapshotIsExitTwoNamingTheFileAndField)
                     "node.json'\n",
             path.string()));
 }
+
+TEST(Snapshot, AFactARuleReadsThatIsMissingIsExitTwoNotAReadPastTheFacts)
+{
+    // Found by the snapshot fuzz target: nvml facts without "driver_file" (its key misspelt) made
+    // the driver rule read past the end of the object.
+    TempDir dir;
+    const nlohmann::json doc = {{"gpudoctor_snapshot", doctor::check::snapshot_format},
+        {"facts",
+            {{"host", {{"hostname", "cpu01"}}},
+                {"nvml",
+                    {{"dri~er_file", nullptr}, {"nvml_loaded", false},
+                        {"nvml_error", "cannot load libnvidia-ml.so.1"}}}}}};
+    const auto path = dir.path() / "node.json";
+    std::ofstream(path) << doc.dump();
+    auto r = test_support::run({GPUDOCTOR_PATH, "check", "--only", "driver", "--from", path.string()});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err,
+        fmt::format("gpudoctor: {}: the driver facts are not as gpudoctor snapshot writes them (a JSON value that is "
+                    "not there was read); write the snapshot again with 'gpudoctor snapshot > node.json'\n",
+            path.string()));
+}

@@ -1,0 +1,23 @@
+#pragma once
+
+// Every C++ file of the project is compiled with this header included first (see the top
+// CMakeLists.txt). nlohmann::json checks its preconditions with JSON_ASSERT, which is assert()
+// by default: in a release build a read through a const json of a key that is not there, such as
+// facts["driver_file"] on facts from a snapshot that lacks it, then reads past the end of the
+// object. Here a broken precondition throws instead, so a rule that reads a missing fact fails
+// with an error the caller reports, and never reads memory that is not there.
+
+#include <stdexcept>
+
+namespace probes {
+
+/// What JSON_ASSERT throws; `condition` (nlohmann's own words) is kept for a debugger, not shown.
+[[noreturn]] inline void json_precondition_failed([[maybe_unused]] const char* condition)
+{
+    throw std::out_of_range("a JSON value that is not there was read");
+}
+
+} // namespace probes
+
+#define JSON_ASSERT(condition)                                                                                         \
+    (static_cast<bool>(condition) ? static_cast<void>(0) : ::probes::json_precondition_failed(#condition))
