@@ -107,8 +107,9 @@ struct Resolved {
     std::optional<struct stat> existing;
 };
 
-/// Walks `path` from the root one component at a time (see the header).
-Resolved resolve(const std::string& path, const std::string& what)
+/// Walks `path` from the root one component at a time (see the header). With `make_parents`, a
+/// missing directory on the way is made (mode 0700) in the directory the walk has checked.
+Resolved resolve(const std::string& path, const std::string& what, bool make_parents = false)
 {
     auto error = [&](const std::string& why) { return Error(fmt::format("{} {}: {}", what, path, why)); };
     if (path.empty()) {
@@ -158,6 +159,13 @@ Resolved resolve(const std::string& path, const std::string& what)
             if (errno == ENOENT && last) {
                 r.name = name;
                 return r;
+            }
+            if (errno == ENOENT && make_parents) {
+                if (mkdirat(r.dir.get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+                    throw error(fmt::format("cannot create {}: {}", joined(r.shown_dir, name), std::strerror(errno)));
+                }
+                parts.push_front(name); // walked into as any directory is
+                continue;
             }
             if (via_link) {
                 throw error(fmt::format(
@@ -396,11 +404,8 @@ std::string own_directory(const std::string& path, const std::string& what)
     while (trimmed.size() > 1 && trimmed.back() == '/') {
         trimmed.pop_back();
     }
-    if (const auto parent = std::filesystem::path(trimmed).parent_path(); !parent.empty()) {
-        std::error_code ec;
-        std::filesystem::create_directories(parent, ec); // checked by the walk below
-    }
-    Resolved r = resolve(trimmed, what);
+    // Missing parents are made by the walk, never through a link or directory it refuses.
+    Resolved r = resolve(trimmed, what, true);
     const std::string full = joined(r.shown_dir, r.name);
     auto error = [&](const std::string& why) { return Error(fmt::format("{} {}: {}", what, path, why)); };
     if (!r.existing && mkdirat(r.dir.get(), r.name.c_str(), 0700) != 0 && errno != EEXIST) {

@@ -343,6 +343,29 @@ TEST_F(AtomicFileTest, ALiveOutputFileIsTruncatedAndADeviceOpenedAsItIs)
 
 } // namespace
 
+// Its missing parents are made by the checked walk: none through a directory that every user can
+// write to without the sticky bit, nor through another user's link.
+TEST(OwnDirectory, MissingParentsAreMadeOnlyWhereTheWalkGoes)
+{
+    test_support::TempDir dir;
+    std::filesystem::create_directory(dir / "open");
+    ASSERT_EQ(chmod((dir / "open").c_str(), 0777), 0);
+    EXPECT_THROW(probes::own_directory((dir / "open/x/logs").string(), "--nccl-log-dir"), probes::Error);
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "open")) << "a parent was made in a directory the walk refuses";
+    probes::own_directory((dir / "mine/x/logs").string(), "--nccl-log-dir");
+    struct stat st { };
+    ASSERT_EQ(stat((dir / "mine/x").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700U);
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root, to give a link another user's uid";
+    }
+    std::filesystem::create_directory(dir / "target");
+    std::filesystem::create_directory_symlink(dir / "target", dir / "theirs");
+    ASSERT_EQ(lchown((dir / "theirs").c_str(), 65534, 65534), 0);
+    EXPECT_THROW(probes::own_directory((dir / "theirs/x/logs").string(), "--nccl-log-dir"), probes::Error);
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "target")) << "a parent was made through another user's link";
+}
+
 // A directory that others write into by name (NCCL's logs): made, or the caller's own, and named
 // by a path that nobody else can redirect.
 TEST(OwnDirectory, MadeOrOwnedAndNamedWithoutOtherUsersLinks)
