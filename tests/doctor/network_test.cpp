@@ -55,7 +55,9 @@ nlohmann::json down(int n = 1)
     return port_facts(n, "1: DOWN", "2: Polling", "10 Gb/sec (4X SDR)");
 }
 
-nlohmann::json device(const std::string& name, nlohmann::json ports)
+// Lists are vectors, not json: `{up()}` as a json is an array under g++ but a copy of the one
+// element under clang.
+nlohmann::json device(const std::string& name, const std::vector<nlohmann::json>& ports)
 {
     return {{"name", name}, {"ports", ports}, {"netdevs", nlohmann::json::array()}};
 }
@@ -73,8 +75,8 @@ const nlohmann::json two_gpu_topology = {
         {{{"name", "mlx5_0"}, {"numa", nlohmann::json::array({0})}},
             {{"name", "mlx5_1"}, {"numa", nlohmann::json::array({1})}}}}};
 
-nlohmann::json facts(
-    nlohmann::json devices, nlohmann::json peermem = peermem_loaded, nlohmann::json topology = two_gpu_topology)
+nlohmann::json facts(const std::vector<nlohmann::json>& devices, nlohmann::json peermem = peermem_loaded,
+    nlohmann::json topology = two_gpu_topology)
 {
     return {{"network", {{"infiniband", devices}, {"peermem", peermem}}}, {"topology", topology}};
 }
@@ -242,7 +244,7 @@ TEST(NetworkRule, GarbageRateOrStateIsSkippedNotPassed)
     no_state["state"] = nullptr;
     auto findings = judge_one("network", facts({device("mlx5_0", {no_state})}));
     EXPECT_EQ(codes_with(findings, Severity::skip), (std::vector<std::string>{"network.port_unknown"}));
-    findings = judge_one("network", facts({device("mlx5_0", nlohmann::json::array())}));
+    findings = judge_one("network", facts({device("mlx5_0", {})}));
     EXPECT_NE(find_code(findings, "network.port_unknown"), nullptr);
 }
 
@@ -267,9 +269,8 @@ TEST(NetworkRule, NoPeermemWarnsOnlyWithGpus)
 
 TEST(NetworkRule, NoRdmaAtAllPasses)
 {
-    auto findings = judge_one("network",
-        facts(nlohmann::json::array(), no_peermem,
-            {{"gpus", two_gpu_topology["gpus"]}, {"hcas", nlohmann::json::array()}}));
+    auto findings = judge_one(
+        "network", facts({}, no_peermem, {{"gpus", two_gpu_topology["gpus"]}, {"hcas", nlohmann::json::array()}}));
     ASSERT_EQ(findings.size(), 1U);
     EXPECT_EQ(findings[0].code, "network.no_rdma");
     EXPECT_EQ(findings[0].severity, Severity::pass);
@@ -329,8 +330,7 @@ TEST(NetworkRule, EveryCodeEmittedIsDocumented)
     for (const auto& f_in :
         {facts({device("mlx5_0", {up(), down(2), up(3, "1 Gb/sec"), up(4, "?")}), device("x", nlohmann::json::array())},
              no_peermem, topo),
-            facts(nlohmann::json::array()),
-            facts({device("mlx5_0", {up()})}, peermem_loaded, {{"gpus", topo["gpus"]}})}) {
+            facts({}), facts({device("mlx5_0", {up()})}, peermem_loaded, {{"gpus", topo["gpus"]}})}) {
         for (const auto& f : judge_one("network", f_in)) {
             EXPECT_NE(std::find(documented.begin(), documented.end(), f.code), documented.end()) << f.code;
             if (f.severity == Severity::warn || f.severity == Severity::fail) {
