@@ -1,6 +1,7 @@
 // libFuzzer targets for every parser gpurun and gpudoctor feed with outside text. Built with -DGPUKIT_FUZZ=ON
-// (clang); FUZZ_TARGET selects the parser. A parser may reject input with probes::Error, never
-// crash, hang or leak; what it accepts must survive a round trip.
+// (clang): this file is compiled once, and each program fuzz_NAME runs the target NAME of the
+// table at its end. A parser may reject input with probes::Error, never crash, hang or leak; what
+// it accepts must survive a round trip.
 #include "doctor/check/gpu_scope.hpp"
 #include "doctor/check/policy.hpp"
 #include "doctor/check/report.hpp"
@@ -16,6 +17,7 @@
 #include "launcher/pack.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/shell_words.hpp"
+#include "probes/atomic_file.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/cpu_set.hpp"
 #include "probes/error.hpp"
@@ -29,9 +31,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
+
+/// The name of the target, defined by the program (tests/fuzz/CMakeLists.txt writes it).
+extern const char* const gpukit_fuzz_target;
 
 namespace {
 
@@ -47,20 +57,25 @@ std::vector<probes::Gpu> fuzz_gpus()
     return gpus;
 }
 
-void fuzz_one(const std::string& text)
+void fuzz_cpulist(const std::string& text)
 {
-#if FUZZ_TARGET == 1
     auto set = probes::CpuSet::parse(text);
     if (probes::CpuSet::parse(set.to_list()) != set) {
         std::abort();
     }
-#elif FUZZ_TARGET == 2
+}
+
+void fuzz_pci_address(const std::string& text)
+{
     if (auto a = probes::PciAddress::parse(text)) {
         if (probes::PciAddress::parse(a->to_string()) != a) {
             std::abort();
         }
     }
-#elif FUZZ_TARGET == 3
+}
+
+void fuzz_hostfile(const std::string& text)
+{
     // Hostfiles and -H lists, then --pack over the hosts read: the fewest hosts, most free first,
     // in the order given, every host either chosen or left out with a reason. A smaller host limit
     // than gpurun's keeps each run fast (a million hosts take seconds under the sanitizers).
@@ -109,13 +124,19 @@ void fuzz_one(const std::string& text)
             }
         }
     }
-#elif FUZZ_TARGET == 4
+}
+
+void fuzz_visible_devices(const std::string& text)
+{
     static const auto gpus = fuzz_gpus();
     auto pool = probes::select_visible(gpus, text);
     if (pool.size() > 3 * text.size() + 3) {
         std::abort();
     }
-#elif FUZZ_TARGET == 5
+}
+
+void fuzz_helper_args(const std::string& text)
+{
     std::vector<std::string> args;
     std::size_t pos = 0;
     while (pos <= text.size()) {
@@ -130,7 +151,10 @@ void fuzz_one(const std::string& text)
     if (launcher::parse_helper_arguments(launcher::helper_arguments(parsed)) != parsed) {
         std::abort();
     }
-#elif FUZZ_TARGET == 6
+}
+
+void fuzz_nccl_log(const std::string& text)
+{
     probes::nccl::Analyzer analyzer;
     analyzer.read_text(text, "fuzz.log");
     const auto analysis = analyzer.analysis();
@@ -166,7 +190,10 @@ void fuzz_one(const std::string& text)
             std::abort();
         }
     }
-#elif FUZZ_TARGET == 7
+}
+
+void fuzz_byte_size(const std::string& text)
+{
     // A size is in (0, 2^60]; printed, it reads back within the two decimals' rounding.
     const std::uint64_t bytes = probes::parse_byte_size(text, "fuzz");
     if (bytes == 0 || bytes > (std::uint64_t{1} << 60)) {
@@ -177,14 +204,20 @@ void fuzz_one(const std::string& text)
     if (diff > bytes / 100 + 1) {
         std::abort();
     }
-#elif FUZZ_TARGET == 8
+}
+
+void fuzz_rank_list(const std::string& text)
+{
     // --profile-ranks: what is accepted is sorted, unique, and reads back from its printed form.
     const auto ranks = launcher::parse_rank_list(text, "fuzz");
     if (!std::is_sorted(ranks.begin(), ranks.end()) || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() ||
         launcher::parse_rank_list(launcher::format_rank_list(ranks), "fuzz") != ranks) {
         std::abort();
     }
-#elif FUZZ_TARGET == 9
+}
+
+void fuzz_policy_toml(const std::string& text)
+{
     // --policy FILE over the built-in policy: accepted or a probes::Error, and what is accepted is
     // in range (a floor lookup on any name works). The built-in policy is read once and copied.
     static const doctor::check::Policy defaults = doctor::check::Policy::defaults();
@@ -194,7 +227,10 @@ void fuzz_one(const std::string& text)
         std::abort();
     }
     policy.floor_for(text.substr(0, 64));
-#elif FUZZ_TARGET == 10
+}
+
+void fuzz_fit_toml(const std::string& text)
+{
     // gpudoctor fit's data files: a user's --models file over the presets (read once, then copied),
     // and a GPU table.
     static const doctor::fit::ModelCatalog presets = doctor::fit::ModelCatalog::builtin();
@@ -204,7 +240,10 @@ void fuzz_one(const std::string& text)
     } catch (const probes::Error&) {
     }
     doctor::fit::GpuTable::from_toml(text, "fuzz-gpus.toml");
-#elif FUZZ_TARGET == 11
+}
+
+void fuzz_fit_command(const std::string& text)
+{
     // fit --search: the command template ({batch} in NUL-separated arguments) and the verdict read
     // from a trial's output. Each argument keeps its other text; no argument gains or loses one.
     std::vector<std::string> argv;
@@ -235,7 +274,10 @@ void fuzz_one(const std::string& text)
     }
     std::string evidence;
     doctor::fit::classify_trial(static_cast<int>(text.size() % 3), text.size() % 5 == 0, text, &evidence);
-#elif FUZZ_TARGET == 12
+}
+
+void fuzz_node_list(const std::string& text)
+{
     // Slurm lists: a smaller limit than gpurun's keeps each run fast; what is over it must fail.
     constexpr std::size_t limit = 20000;
     try {
@@ -258,7 +300,10 @@ void fuzz_one(const std::string& text)
         launcher::expand_count_list(launcher::compress_count_list(counts), limit) != counts) {
         std::abort();
     }
-#elif FUZZ_TARGET == 13
+}
+
+void fuzz_shell_words(const std::string& text)
+{
     // Shell words: each word quoted in single quotes and split again gives the same words.
     const auto words = launcher::split_shell_words(text, "fuzz");
     std::string quoted;
@@ -276,7 +321,10 @@ void fuzz_one(const std::string& text)
     if (launcher::split_shell_words(quoted, "fuzz") != words) {
         std::abort();
     }
-#elif FUZZ_TARGET == 14
+}
+
+void fuzz_nsys_sqlite(const std::string& text)
+{
     // gpudoctor profile: the Nsight Systems SQLite reader, on mutated exports. SQLite reads from a
     // file, so each input is written to one private temporary file first. What the reader accepts
     // is summarised and printed as JSON, with every share a fraction. The file goes to $TMPDIR when
@@ -309,7 +357,10 @@ void fuzz_one(const std::string& text)
     }
     // As gpudoctor profile --json prints it: text that is not UTF-8 becomes U+FFFD.
     (void)doctor::profile::render_profile_json(summary).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-#elif FUZZ_TARGET == 15
+}
+
+void fuzz_snapshot(const std::string& text)
+{
     // gpudoctor check --from: a snapshot read, judged by every probe (the deep ones too) and
     // reported, as check --from does. Facts the reader lets through must not break a rule.
     static const auto probes = doctor::checks::select_probes("", "", true);
@@ -325,9 +376,148 @@ void fuzz_one(const std::string& text)
     }
     (void)doctor::check::render_json(results, facts, options)
         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-#else
-#error "FUZZ_TARGET must be 1..15"
-#endif
+}
+
+/// A fresh tree for the path walker, rebuilt before each input: directories, a file, links that
+/// stay inside it, a directory every user can write to without the sticky bit ("open"), one with
+/// it ("sticky"), and (as root) another user's link "theirs" to "their_target".
+std::filesystem::path path_walker_sandbox()
+{
+    namespace fs = std::filesystem;
+    static const fs::path base = [] {
+        const char* dir = std::getenv("TMPDIR");
+        std::string name = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/fuzz-walk-XXXXXX";
+        if (mkdtemp(name.data()) == nullptr) {
+            std::abort();
+        }
+        static std::string to_remove = name;
+        std::atexit([] {
+            std::error_code ec;
+            fs::remove_all(to_remove, ec);
+        });
+        return fs::path(name);
+    }();
+    const fs::path root = base / "s";
+    fs::remove_all(root);
+    fs::create_directories(root / "a/b");
+    for (const char* dir : {"open", "sticky", "their_target"}) {
+        fs::create_directory(root / dir);
+    }
+    std::ofstream(root / "f") << "old";
+    if (chmod((root / "open").c_str(), 0777) != 0 || chmod((root / "sticky").c_str(), 01777) != 0) {
+        std::abort();
+    }
+    const std::pair<const char*, const char*> links[] = {{"self", "."}, {"sub", "a/b"}, {"loop", "loop"},
+        {"dangling", "missing"}, {"flink", "f"}, {"up", "a/.."}, {"theirs", "their_target"}};
+    for (const auto& [name, target] : links) {
+        fs::create_symlink(target, root / name);
+    }
+    if (geteuid() == 0 && lchown((root / "theirs").c_str(), 65534, 65534) != 0) {
+        std::abort();
+    }
+    return root;
+}
+
+std::size_t entries_under(const std::filesystem::path& dir)
+{
+    return static_cast<std::size_t>(std::distance(
+        std::filesystem::recursive_directory_iterator(dir), std::filesystem::recursive_directory_iterator()));
+}
+
+void fuzz_path_walker(const std::string& text)
+{
+    // The first byte picks the writer, the rest is a path inside the sandbox. Paths that leave it
+    // by their words ("..", "/...") or name the other user's directory are not tried: the links
+    // in the sandbox are the only ways out of a directory, so that one is reached only through
+    // "theirs" and must stay empty, as must "open".
+    namespace fs = std::filesystem;
+    if (text.empty() || text.size() > 4097) {
+        return;
+    }
+    const std::string rel = text.substr(1);
+    if (rel.empty() || rel.front() == '/' || rel.find('\0') != std::string::npos ||
+        rel.find("their_target") != std::string::npos) {
+        return;
+    }
+    for (std::size_t at = 0; at <= rel.size();) {
+        const std::size_t slash = std::min(rel.find('/', at), rel.size());
+        if (rel.compare(at, slash - at, "..") == 0) {
+            return;
+        }
+        at = slash + 1;
+    }
+    const fs::path root = path_walker_sandbox();
+    const std::size_t before = entries_under(root);
+    const std::string path = (root / rel).string();
+    const int op = static_cast<unsigned char>(text[0]) % 3;
+    bool done = false;
+    try {
+        if (op == 0) {
+            probes::write_file_atomically(path, "new", "--fuzz");
+            std::ifstream in(path);
+            const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            if (back != "new") {
+                std::abort(); // written somewhere else than the path names
+            }
+        } else if (op == 1) {
+            close(probes::open_output_file(path, "--fuzz"));
+        } else {
+            const std::string made = probes::own_directory(path, "--fuzz");
+            struct stat st { };
+            const bool inside = made == root.string() || made.rfind(root.string() + "/", 0) == 0;
+            if (!inside || lstat(made.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+                (st.st_mode & S_IWOTH) != 0) {
+                std::abort(); // not a directory of the caller's inside the sandbox, by a resolved path
+            }
+        }
+        done = true;
+    } catch (const probes::Error&) {
+    }
+    if (!fs::is_empty(root / "open") || !fs::is_empty(root / "their_target")) {
+        std::abort(); // written where another user could redirect it
+    }
+    if (!done && op != 2 && entries_under(root) != before) {
+        std::abort(); // a refused write left something behind (a temporary file)
+    }
+}
+
+struct Target {
+    const char* name;
+    void (*run)(const std::string& text);
+};
+
+constexpr Target kTargets[] = {
+    {"cpulist", fuzz_cpulist},
+    {"pci_address", fuzz_pci_address},
+    {"hostfile", fuzz_hostfile},
+    {"visible_devices", fuzz_visible_devices},
+    {"helper_args", fuzz_helper_args},
+    {"nccl_log", fuzz_nccl_log},
+    {"byte_size", fuzz_byte_size},
+    {"rank_list", fuzz_rank_list},
+    {"policy_toml", fuzz_policy_toml},
+    {"fit_toml", fuzz_fit_toml},
+    {"fit_command", fuzz_fit_command},
+    {"node_list", fuzz_node_list},
+    {"shell_words", fuzz_shell_words},
+    {"nsys_sqlite", fuzz_nsys_sqlite},
+    {"snapshot", fuzz_snapshot},
+    {"path_walker", fuzz_path_walker},
+};
+
+/// The target this program runs: its name is compiled into each fuzz_NAME program (fuzz_target.cpp).
+const Target& chosen_target()
+{
+    static const Target& chosen = []() -> const Target& {
+        for (const auto& t : kTargets) {
+            if (std::strcmp(t.name, gpukit_fuzz_target) == 0) {
+                return t;
+            }
+        }
+        std::fprintf(stderr, "fuzz: no target named '%s'\n", gpukit_fuzz_target);
+        std::abort();
+    }();
+    return chosen;
 }
 
 } // namespace
@@ -335,7 +525,7 @@ void fuzz_one(const std::string& text)
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     try {
-        fuzz_one(std::string(reinterpret_cast<const char*>(data), size));
+        chosen_target().run(std::string(reinterpret_cast<const char*>(data), size));
     } catch (const probes::Error&) {
     }
     return 0;
