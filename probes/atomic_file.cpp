@@ -116,7 +116,9 @@ Resolved resolve(const std::string& path, const std::string& what, bool make_par
         throw Error(fmt::format("{} '': expected a file name", what));
     }
     const auto given = components(path);
-    if (path.back() == '/' || given.empty() || given.back() == "..") {
+    // "x/." names the directory x, as "x/" does; components() drops the ".".
+    const bool ends_in_dot = path == "." || path.ends_with("/.");
+    if (path.back() == '/' || ends_in_dot || given.empty() || given.back() == "..") {
         throw error("expected a file name, not a directory");
     }
     // The directory as the user would name it, for messages about a missing one.
@@ -400,8 +402,9 @@ void write_file_atomically(
 
 std::string own_directory(const std::string& path, const std::string& what)
 {
+    // "logs/", "logs/." and "logs/./" name logs.
     std::string trimmed = path;
-    while (trimmed.size() > 1 && trimmed.back() == '/') {
+    while (trimmed.size() > 1 && (trimmed.back() == '/' || trimmed.ends_with("/."))) {
         trimmed.pop_back();
     }
     // Missing parents are made by the walk, never through a link or directory it refuses.

@@ -273,7 +273,8 @@ Facts read_snapshot(const std::string& text, const std::string& file)
     json doc;
     try {
         doc = json::parse(text, bounded);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
+        // parse_error, and out_of_range for a number beyond a double ("1e999").
         throw probes::Error(fmt::format("{} is not a gpudoctor snapshot: {}", file, e.what()));
     }
     if (!doc.is_object() || !doc.contains("gpudoctor_snapshot") || !doc.contains("facts") ||

@@ -99,6 +99,19 @@ TEST(Snapshot, DeepNestingAndHugeListsAreRefusedWhileParsing)
         "snapshot again with 'gpudoctor snapshot > node.json'");
 }
 
+TEST(Snapshot, ANumberBeyondADoubleIsBadInputNotACrash)
+{
+    // Found by fuzz_snapshot: nlohmann::json throws out_of_range (406), not parse_error, for it.
+    std::string error = "no error";
+    try {
+        read_snapshot(R"({"gpudoctor_snapshot": 1, "facts": {"nvml": {"memory_total": 1e999}}})", "node.json");
+    } catch (const probes::Error& e) {
+        error = e.what();
+    }
+    EXPECT_EQ(error,
+        "node.json is not a gpudoctor snapshot: [json.exception.out_of_range.406] number overflow parsing '1e999'");
+}
+
 TEST(Snapshot, ValuesTheChecksReadAreValidatedNamingTheCollectorAndField)
 {
     struct Case {

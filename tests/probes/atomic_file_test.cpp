@@ -183,6 +183,10 @@ TEST_F(AtomicFileTest, EmptyNameAndDirectoryNameAreErrors)
     EXPECT_EQ(error_of("", "x"), "--prometheus '': expected a file name");
     EXPECT_EQ(error_of(m_dir.path().string() + "/", "x"),
         "--prometheus " + m_dir.path().string() + "/: expected a file name, not a directory");
+    // "node.prom/." names a directory too (found by fuzz_path_walker: the file node.prom was written).
+    EXPECT_EQ(error_of(m_dir.path().string() + "/node.prom/.", "x"),
+        "--prometheus " + m_dir.path().string() + "/node.prom/.: expected a file name, not a directory");
+    EXPECT_FALSE(std::filesystem::exists(m_dir / "node.prom"));
 }
 
 TEST_F(AtomicFileTest, AFileTheCallerOwnsKeepsItsMode)
@@ -373,6 +377,7 @@ TEST(OwnDirectory, MadeOrOwnedAndNamedWithoutOtherUsersLinks)
     test_support::TempDir dir;
     const auto made = probes::own_directory((dir / "a/b/logs/").string(), "--nccl-log-dir");
     EXPECT_EQ(made, (dir / "a/b/logs").string());
+    EXPECT_EQ(probes::own_directory((dir / "a/b/logs/./").string(), "--nccl-log-dir"), made);
     struct stat st { };
     ASSERT_EQ(stat(made.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0700U);
