@@ -1,6 +1,7 @@
 #include "probes/atomic_file.hpp"
 
 #include "probes/error.hpp"
+#include "probes/unique_fd.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -49,32 +50,6 @@ mode_t current_umask()
     return mask;
 }
 
-class Descriptor {
-public:
-    explicit Descriptor(int fd = -1) : m_fd(fd) { }
-    ~Descriptor() { reset(); }
-    Descriptor(const Descriptor&) = delete;
-    Descriptor& operator=(const Descriptor&) = delete;
-    Descriptor(Descriptor&& other) noexcept : m_fd(other.release()) { }
-    Descriptor& operator=(Descriptor&& other) noexcept
-    {
-        reset(other.release());
-        return *this;
-    }
-    int get() const { return m_fd; }
-    int release() { return std::exchange(m_fd, -1); }
-    void reset(int fd = -1)
-    {
-        if (m_fd >= 0) {
-            close(m_fd);
-        }
-        m_fd = fd;
-    }
-
-private:
-    int m_fd;
-};
-
 std::deque<std::string> components(const std::string& path)
 {
     std::deque<std::string> parts;
@@ -101,7 +76,7 @@ std::string joined(const std::string& dir, const std::string& name)
 
 /// Where the target is: its directory, opened and checked, and its name there.
 struct Resolved {
-    Descriptor dir;
+    UniqueFd dir;
     std::string shown_dir;
     std::string name;
     std::optional<struct stat> existing;
@@ -214,7 +189,7 @@ Resolved resolve(const std::string& path, const std::string& what, bool make_par
         if (!S_ISDIR(st.st_mode)) {
             throw error(fmt::format("cannot create a temporary file in {}: {}", textual_dir, std::strerror(ENOTDIR)));
         }
-        Descriptor next(openat(r.dir.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd next(openat(r.dir.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         struct stat opened { };
         if (next.get() < 0 || fstat(next.get(), &opened) != 0 || opened.st_ino != st.st_ino ||
             opened.st_dev != st.st_dev) {
@@ -414,7 +389,7 @@ std::string own_directory(const std::string& path, const std::string& what)
     if (!r.existing && mkdirat(r.dir.get(), r.name.c_str(), 0700) != 0 && errno != EEXIST) {
         throw error(fmt::format("cannot create it: {}", std::strerror(errno)));
     }
-    Descriptor dir(openat(r.dir.get(), r.name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd dir(openat(r.dir.get(), r.name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     struct stat st { };
     if (dir.get() < 0 || fstat(dir.get(), &st) != 0) {
         throw error(errno == ENOTDIR ? std::string("not a directory") : std::strerror(errno));
