@@ -37,7 +37,71 @@ CpuSet join(const std::vector<CpuSet>& cores, std::size_t first, std::size_t cou
     return out;
 }
 
+/// `counts[j]` of `free_cores` for each rank `ranks[j]`, the cores inside its `nearest[rank]` first:
+/// ranks with the same nearest set split its free cores in blocks (in rank order), then every rank
+/// tops up from the cores left, in order.
+std::vector<CpuSet> nearest_first(const std::vector<CpuSet>& free_cores, const std::vector<unsigned>& ranks,
+    const std::vector<CpuSet>& nearest, const std::vector<std::size_t>& counts)
+{
+    const std::size_t m = ranks.size();
+    std::vector<CpuSet> out(m);
+    std::vector<std::size_t> have(m, 0);
+    std::vector<bool> taken(free_cores.size(), false);
+    std::vector<bool> done(m, false);
+    for (std::size_t j = 0; j < m; ++j) {
+        if (done[j]) {
+            continue;
+        }
+        const CpuSet& near = nearest[ranks[j]];
+        std::vector<std::size_t> sharing; // the ranks of the group nearest the same set
+        for (std::size_t k = j; k < m; ++k) {
+            if (!done[k] && nearest[ranks[k]] == near) {
+                sharing.push_back(k);
+                done[k] = true;
+            }
+        }
+        std::vector<std::size_t> inside;
+        for (std::size_t c = 0; c < free_cores.size(); ++c) {
+            if (free_cores[c].minus(near).empty()) {
+                inside.push_back(c);
+            }
+        }
+        std::size_t next = 0;
+        for (std::size_t i = 0; i < sharing.size(); ++i) {
+            const std::size_t k = sharing[i];
+            const std::size_t fair = inside.size() / sharing.size() + (i < inside.size() % sharing.size() ? 1 : 0);
+            for (std::size_t n = 0; n < std::min(fair, counts[k]) && next < inside.size(); ++n) {
+                out[k] = out[k].unite(free_cores[inside[next]]);
+                taken[inside[next++]] = true;
+                ++have[k];
+            }
+        }
+    }
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < m; ++k) {
+        while (have[k] < counts[k] && next < free_cores.size()) {
+            if (!taken[next]) {
+                out[k] = out[k].unite(free_cores[next]);
+                taken[next] = true;
+                ++have[k];
+            }
+            ++next;
+        }
+    }
+    return out;
+}
+
+std::string this_node_gpus_words(std::size_t gpus)
+{
+    return gpus == 0 ? "has no GPUs" : fmt::format("has {} GPU{}, fewer than their ranks", gpus, gpus == 1 ? "" : "s");
+}
+
 } // namespace
+
+bool is_this_node(const std::string& host, const std::string& local_host)
+{
+    return host == "localhost" || host == "127.0.0.1" || host == local_host;
+}
 
 NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
     unsigned local_ranks, const std::string& host)
@@ -71,6 +135,7 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
     const auto numa_nodes = layout.cpu_numa_nodes();
 
     std::vector<CpuSet> domains(local_ranks);
+    std::vector<CpuSet> nearest(local_ranks); // the rank's GPU's (or spread) NUMA node, within the domain
     plan.ranks.resize(local_ranks);
     for (unsigned r = 0; r < local_ranks; ++r) {
         RankBinding& b = plan.ranks[r];
@@ -91,6 +156,7 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
         if (domain.empty()) {
             domain = allowed;
         }
+        nearest[r] = domain;
         if (options.bind == BindMode::socket) {
             domain = layout.packages_of(domain).intersect(allowed);
         }
@@ -138,11 +204,22 @@ NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::G
         if (free_cores.size() >= std::max<std::size_t>(m, std::size_t(want) * m)) {
             const std::size_t share = want > 0 ? want : free_cores.size() / m;
             const std::size_t extra = want > 0 ? 0 : free_cores.size() % m;
-            std::size_t next = 0;
+            std::vector<std::size_t> counts(m);
             for (std::size_t j = 0; j < m; ++j) {
-                const std::size_t count = share + (j < extra ? 1 : 0);
-                plan.ranks[group.ranks[j]].cpus = join(free_cores, next, count);
-                next += count;
+                counts[j] = share + (j < extra ? 1 : 0);
+            }
+            if (options.bind == BindMode::socket) {
+                // Inside the package, each rank's cores come first from its GPU's NUMA node.
+                const auto picked = nearest_first(free_cores, group.ranks, nearest, counts);
+                for (std::size_t j = 0; j < m; ++j) {
+                    plan.ranks[group.ranks[j]].cpus = picked[j];
+                }
+            } else {
+                std::size_t next = 0;
+                for (std::size_t j = 0; j < m; ++j) {
+                    plan.ranks[group.ranks[j]].cpus = join(free_cores, next, counts[j]);
+                    next += counts[j];
+                }
             }
         } else {
             const std::size_t domain_cores = layout.cores_in(group.domain).size();
@@ -204,7 +281,20 @@ JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of
     for (const auto& h : list) {
         specs.push_back(spec_of(h.name));
     }
-    auto slots_of = [&](std::size_t i) { return list[i].slots.value_or(node_capacity(*specs[i].spec, options)); };
+    // Another host without a topology of its own is previewed with this node's.
+    auto previews = [&](std::size_t i) { return !specs[i].own && !is_this_node(list[i].name, local_host); };
+    auto slots_of = [&](std::size_t i) {
+        if (list[i].slots) {
+            return *list[i].slots;
+        }
+        if (previews(i) && !options.cpu_only && specs[i].spec->pool.empty()) {
+            throw Error(
+                fmt::format("cannot tell how many ranks {} runs: this node has no GPUs to preview it with; give "
+                            "its slots (-H {}:8), --gpus-per-node N, or --topology {}=FILE",
+                    list[i].name, list[i].name, list[i].name));
+        }
+        return node_capacity(*specs[i].spec, options);
+    };
     if (!np) {
         if (options.cpu_only && std::any_of(list.begin(), list.end(), [](const HostSlots& h) { return !h.slots; })) {
             throw Error("--cpu-only needs -np N: there are no GPUs to count ranks by");
@@ -260,10 +350,22 @@ JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of
     job.ranks.reserve(*np);
     unsigned rank = 0;
     bool previewed = false;
+    std::vector<std::string> on_host;
     for (std::size_t k = 0; k < job.hosts.size(); ++k) {
         const auto& h = job.hosts[k];
         const HostSpec& spec = specs[used[k]];
-        previewed = previewed || !spec.own;
+        if (previews(used[k]) && !options.cpu_only && *h.slots > node_capacity(*spec.spec, options)) {
+            // Too many ranks for this node's GPUs: the host's helper binds them, from its own topology.
+            for (unsigned j = 0; j < *h.slots; ++j) {
+                RankBinding b;
+                b.local_rank = j;
+                b.on_host = true;
+                job.ranks.push_back(JobRank{rank++, h.name, b});
+            }
+            on_host.push_back(h.name);
+            continue;
+        }
+        previewed = previewed || previews(used[k]);
         auto key = std::make_pair(spec.spec, *h.slots);
         auto it = plans.find(key);
         if (it == plans.end()) {
@@ -278,9 +380,21 @@ JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of
             job.ranks.push_back(JobRank{rank++, h.name, b});
         }
     }
-    if (!hosts.empty() && previewed) {
+    if (previewed) {
         job.notes.push_back("other hosts are previewed with this node's topology; on each host the rank helper plans "
                             "from that host's own topology");
+    }
+    if (!on_host.empty()) {
+        constexpr std::size_t shown = 8;
+        std::string names = fmt::format(
+            "{}", fmt::join(on_host.begin(), on_host.begin() + std::ptrdiff_t(std::min(shown, on_host.size())), ", "));
+        if (on_host.size() > shown) {
+            names += fmt::format(" and {} more", on_host.size() - shown);
+        }
+        job.notes.push_back(fmt::format("GPUs and cores of the ranks on {} are chosen by the rank helper on each host, "
+                                        "from its own topology: this node {}; pass --topology HOST=FILE to preview "
+                                        "a host",
+            names, this_node_gpus_words(spec_of(local_host).spec->pool.size())));
     }
     return job;
 }

@@ -15,6 +15,9 @@ namespace launcher {
 /// The most ranks a job may have: far beyond any cluster, and a bound on the memory a plan takes.
 inline constexpr unsigned max_job_ranks = 1'000'000;
 
+/// The most GPUs --gpus-per-node may give a host: more than any node holds (a DGX-2 has 16).
+inline constexpr unsigned max_gpus_per_node = 1024;
+
 /// The most ranks --ranks-per-gpu may give one GPU.
 inline constexpr unsigned max_ranks_per_gpu = 64;
 
@@ -28,6 +31,10 @@ struct RankBinding {
     unsigned cores = 0; ///< whole cores in `cpus`
     bool shared = false; ///< too few cores: these CPUs are shared with other ranks
     std::string hca;
+    /// Chosen by the rank's helper on its host: this node cannot preview that host (it has no GPUs,
+    /// or fewer than the host's ranks, and no --topology HOST=FILE was given). The GPU, CPUs and
+    /// NIC above are then empty.
+    bool on_host = false;
 };
 
 /// The plan for one node.
@@ -72,6 +79,9 @@ struct HostSpec {
     const NodeSpec* spec = nullptr;
     bool own = false;
 };
+
+/// Whether `host` names the node gpurun runs on, called `local_host` (its host name).
+bool is_this_node(const std::string& host, const std::string& local_host);
 
 /// How many ranks a node holds by default: its GPUs times --ranks-per-gpu; with --cpu-only, its
 /// cores.

@@ -129,6 +129,9 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         probes::add_number(app, "-n,--np", np, "Number of ranks (-np N also works); default: one per GPU", "N");
     app.add_option("-H,--host", host_list, "Hosts and slots, as h1:8,h2:8")->type_name("LIST");
     app.add_option("--hostfile", o.hostfile, "Hostfile: 'host slots=N' or 'host:N' lines")->type_name("FILE");
+    unsigned gpus_per_node = 0;
+    auto* gpus_per_node_opt = probes::add_number(app, "--gpus-per-node", gpus_per_node,
+        "GPUs of each host without slots (default: Slurm's count, else the host's topology)", "N");
     app.add_option("--bind", bind, "CPU binding: numa (default), socket, cores or none")->type_name("MODE");
     probes::add_number(
         app, "--cpus-per-rank", o.plan.cpus_per_rank, "Whole cores per rank (default: an equal share)", "K");
@@ -170,6 +173,12 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.add_flag("--dry-run", o.dry_run, "Print the plan and the launcher command; start nothing");
     app.add_flag("--json", o.json, "With --dry-run: print the plan as JSON");
     app.add_flag("--report-bindings", o.report_bindings, "Each rank prints the binding it really got");
+    app.add_flag("--env-all", o.env_all,
+        "Pass every variable to the ranks on other hosts, not only PATH, NCCL_*, CUDA_*, PYTHON*, ...");
+    app.add_flag("--tag-output", o.output.tag, "Put [rank] before every line the ranks write (stdout and stderr)");
+    auto* log_dir_out_opt = app.add_option("--log-dir", o.output.log_dir,
+                                   "Also write each rank's output to DIR/rank<R>.out and .err, on its host")
+                                ->type_name("DIR");
     app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Let Open MPI run as root (passed to mpirun)");
     probes::add_number(
         app, "--grace", o.grace_seconds, "Seconds between passing on a signal and SIGKILL (default 10)", "SECONDS");
@@ -296,6 +305,13 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     }
     o.program = rest;
 
+    if (gpus_per_node_opt->count() > 0) {
+        if (gpus_per_node == 0 || gpus_per_node > max_gpus_per_node) {
+            throw Error(fmt::format(
+                "--gpus-per-node {}: expected a count of GPUs from 1 to {}", gpus_per_node, max_gpus_per_node));
+        }
+        o.gpus_per_node = gpus_per_node;
+    }
     if (np_opt->count() > 0) {
         o.np = np;
     }
@@ -413,6 +429,9 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     if (nccl_check) {
         o.nccl_check = choose<NcclCheckMode>(
             "--nccl-check", *nccl_check, {{"end", NcclCheckMode::end}, {"init", NcclCheckMode::init}}, "=");
+    }
+    if (log_dir_out_opt->count() > 0 && o.output.log_dir.empty()) {
+        throw Error("--log-dir '': expected a directory");
     }
     if (log_dir_opt->count() > 0 && o.nccl_log_dir.empty()) {
         throw Error("--nccl-log-dir '': expected a directory");

@@ -69,6 +69,15 @@ std::vector<std::string> helper_arguments(const HelperOptions& o)
     if (o.report_bindings) {
         args.emplace_back("--report-bindings");
     }
+    if (o.output.tag) {
+        args.emplace_back("--tag-output");
+    }
+    if (!o.output.log_dir.empty()) {
+        args.insert(args.end(), {"--log-dir", o.output.log_dir});
+    }
+    if (o.grace_seconds != HelperOptions{}.grace_seconds) {
+        args.insert(args.end(), {"--grace", fmt::format("{}", o.grace_seconds)});
+    }
     if (o.nic_binding != NicBinding::ucx) {
         args.insert(args.end(), {"--nic-binding", to_string(o.nic_binding)});
     }
@@ -114,6 +123,21 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
             o.plan.cpu_only = true;
         } else if (a == "--report-bindings") {
             o.report_bindings = true;
+        } else if (a == "--tag-output") {
+            o.output.tag = true;
+        } else if (a == "--log-dir") {
+            o.output.log_dir = value(a);
+            if (o.output.log_dir.empty()) {
+                throw Error("--log-dir '': expected a directory");
+            }
+        } else if (a == "--grace") {
+            const std::string& v = value(a);
+            double seconds = -1;
+            auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
+            if (v.empty() || ec != std::errc() || ptr != v.data() + v.size() || !(seconds >= 0 && seconds <= 86400)) {
+                throw Error(fmt::format("--grace {}: expected seconds from 0 to 86400", v));
+            }
+            o.grace_seconds = seconds;
         } else if (a == "--nic-binding") {
             const std::string& v = value(a);
             if (v == "ucx") {

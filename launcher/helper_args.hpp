@@ -21,6 +21,8 @@ struct HelperOptions {
     /// --monitor: the job id naming each node's private directory. gpurun's side only: it reaches
     /// the helpers in the environment (job_id_variable), not as an argument.
     std::string monitor_job;
+    OutputOptions output; ///< --tag-output, --log-dir
+    double grace_seconds = 10.0; ///< --grace: between passing on a signal and SIGKILL
     std::vector<std::string> program;
     friend bool operator==(const HelperOptions&, const HelperOptions&) = default;
 };

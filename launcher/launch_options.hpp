@@ -82,12 +82,22 @@ struct MonitorOptions {
 /// user set already is never replaced.
 enum class NicBinding { ucx, nccl, none };
 
+/// What becomes of each rank's output.
+struct OutputOptions {
+    bool tag = false; ///< --tag-output: "[rank] " before every line of standard output and error
+    std::string log_dir; ///< --log-dir: rank<R>.out and rank<R>.err there, on each rank's host
+    friend bool operator==(const OutputOptions&, const OutputOptions&) = default;
+};
+
 /// The whole gpurun command line.
 struct LaunchOptions {
     PlanOptions plan;
     std::optional<unsigned> np;
     std::vector<HostSlots> hosts;
     std::string hostfile;
+    /// --gpus-per-node N: the ranks of each host whose slots are not given are N times
+    /// --ranks-per-gpu, without a look at any topology (a login node plans with it)
+    std::optional<unsigned> gpus_per_node;
     bool dry_run = false;
     bool json = false;
     bool report_bindings = false;
@@ -96,6 +106,7 @@ struct LaunchOptions {
     std::string master_addr;
     std::optional<unsigned> master_port;
     std::vector<std::string> exports; ///< -x NAME[=VALUE], passed to the launcher as given
+    bool env_all = false; ///< --env-all: pass every variable but those of this host or process
     LauncherKind launcher = LauncherKind::automatic;
     std::vector<std::string> launcher_args; ///< --launcher-args, split into words, passed before the helper
     /// --topology HOST=FILE (with --dry-run): the hosts previewed from their own topology
@@ -108,6 +119,7 @@ struct LaunchOptions {
     BatchOptions batch;
     ProfileOptions profile;
     MonitorOptions monitor;
+    OutputOptions output;
     std::vector<std::string> program; ///< PROGRAM ARGS..., byte-exact
 };
 

@@ -6,6 +6,7 @@
 #include "launcher/node_list.hpp"
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
+#include "launcher/slurm_allocation.hpp"
 #include "probes/error.hpp"
 #include "probes/process.hpp"
 #include "probes/sysroot.hpp"
@@ -15,6 +16,8 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <initializer_list>
+#include <string_view>
 
 namespace launcher {
 
@@ -24,8 +27,8 @@ using probes::Error;
 
 bool is_local(const std::vector<HostSlots>& hosts, const std::string& local_host)
 {
-    return std::all_of(hosts.begin(), hosts.end(),
-        [&](const HostSlots& h) { return h.name == "localhost" || h.name == "127.0.0.1" || h.name == local_host; });
+    return std::all_of(
+        hosts.begin(), hosts.end(), [&](const HostSlots& h) { return is_this_node(h.name, local_host); });
 }
 
 std::string mps_note(const probes::Sysroot& sysroot, const std::function<const char*(const char*)>& env)
@@ -121,18 +124,81 @@ void nic_notes(const JobPlan& job, NicBinding binding, const std::function<const
     }
 }
 
+bool starts_with_any(const std::string& name, std::initializer_list<std::string_view> prefixes)
+{
+    return std::any_of(prefixes.begin(), prefixes.end(), [&](std::string_view p) { return name.rfind(p, 0) == 0; });
+}
+
+/// The launcher's variables, NAME or NAME=VALUE, one per name: the last given wins (a value set for
+/// the job over the caller's), in the order of those kept.
+std::vector<std::string> one_per_name(const std::vector<std::string>& entries)
+{
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const std::string name = entries[i].substr(0, entries[i].find('='));
+        const bool later = std::any_of(entries.begin() + static_cast<std::ptrdiff_t>(i) + 1, entries.end(),
+            [&](const std::string& e) { return e.substr(0, e.find('=')) == name; });
+        if (!later) {
+            out.push_back(entries[i]);
+        }
+    }
+    return out;
+}
+
 } // namespace
 
-bool resolve_hosts(LaunchOptions& o, const std::function<const char*(const char*)>& env)
+std::vector<std::string> passed_variables(const std::vector<std::string>& names, bool all)
 {
-    bool hosts_given = !o.hosts.empty();
-    if (!hosts_given) {
+    std::vector<std::string> out;
+    for (const auto& name : names) {
+        // Host-specific: each host's own value applies (pass -x CUDA_VISIBLE_DEVICES to force it).
+        if (name == "CUDA_VISIBLE_DEVICES") {
+            continue;
+        }
+        const bool wanted = all
+            ? !(starts_with_any(name,
+                    {"SLURM_", "SLURMD_", "OMPI_", "PMI_", "PMIX_", "HYDRA_", "MPI_LOCAL", "SSH_", "XDG_", "DBUS_"}) ||
+                  name == "HOSTNAME" || name == "HOST" || name == "PWD" || name == "OLDPWD" || name == "SHLVL" ||
+                  name == "_" || name == "DISPLAY" || name == "TERM")
+            : (name == "PATH" || name == "LD_LIBRARY_PATH" ||
+                  starts_with_any(name, {"NCCL_", "UCX_", "CUDA_", "PYTHON", "TORCH", "HF_", "OMP_", "GPUKIT_"}));
+        if (wanted && std::find(out.begin(), out.end(), name) == out.end()) {
+            out.push_back(name);
+        }
+    }
+    return out;
+}
+
+HostSource resolve_hosts(LaunchOptions& o, const std::function<const char*(const char*)>& env)
+{
+    HostSource source;
+    source.given = !o.hosts.empty();
+    std::optional<SlurmAllocation> allocation;
+    if (!source.given) {
         // Inside a Slurm allocation, its nodes are the hosts.
-        if (const char* nodes = env("SLURM_JOB_NODELIST"); nodes != nullptr && *nodes != '\0') {
-            for (auto& name : expand_node_list(nodes)) {
-                o.hosts.push_back(HostSlots{std::move(name), std::nullopt});
+        allocation = slurm_allocation(env, o.plan.ranks_per_gpu, o.plan.cpu_only);
+        if (allocation) {
+            o.hosts = allocation->hosts;
+            source.notes = allocation->notes;
+            source.given = true;
+        }
+    }
+    if (o.gpus_per_node) {
+        if (!source.given) {
+            throw Error(
+                "--gpus-per-node counts the GPUs of other hosts: give them with -H or --hostfile, or run inside "
+                "a Slurm allocation (this node's GPUs are counted from its topology)");
+        }
+        if (allocation && allocation->gpus_per_node && *o.gpus_per_node > *allocation->gpus_per_node) {
+            throw Error(fmt::format("--gpus-per-node {} but the Slurm allocation gives each node {} ({}); lower "
+                                    "--gpus-per-node",
+                *o.gpus_per_node, *allocation->gpus_per_node, probes::quote_input(allocation->gpus_told_by)));
+        }
+        const std::uint64_t slots = std::uint64_t(*o.gpus_per_node) * std::max(1U, o.plan.ranks_per_gpu);
+        for (auto& h : o.hosts) {
+            if (!h.slots || allocation) {
+                h.slots = static_cast<unsigned>(slots);
             }
-            hosts_given = true;
         }
     }
     for (const auto& t : o.host_topologies) {
@@ -141,22 +207,22 @@ bool resolve_hosts(LaunchOptions& o, const std::function<const char*(const char*
                 "--topology {}={}: {} is not one of the hosts (-H, --hostfile)", t.first, t.second, t.first));
         }
     }
-    return hosts_given;
+    return source;
 }
 
-LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ctx)
+LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanContext& ctx)
 {
     const auto& env = ctx.env;
     const probes::NodeLayout& layout = ctx.layout;
     const probes::GpuInventory& inventory = ctx.inventory;
     const bool from_file = !o.plan.topology_file.empty();
+    const std::string local_host = layout.hostname.empty() ? "localhost" : layout.hostname;
     if (!o.plan.cpu_only) {
-        const bool default_used =
-            o.hosts.empty() || std::any_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) {
-                return std::none_of(o.host_topologies.begin(), o.host_topologies.end(),
-                    [&](const auto& t) { return t.first == h.name; });
-            });
-        if (inventory.pool.empty() && default_used) {
+        // Ranks on this node need its GPUs; other hosts are counted by their slots and bound there.
+        const bool runs_here = o.hosts.empty() || std::any_of(o.hosts.begin(), o.hosts.end(), [&](const HostSlots& h) {
+            return is_this_node(h.name, local_host) && ctx.host_specs.count(h.name) == 0;
+        });
+        if (inventory.pool.empty() && runs_here) {
             throw Error(fmt::format("no GPUs found on {}{}; pass --cpu-only to run ranks without GPUs",
                 layout.hostname.empty() ? "this node" : layout.hostname,
                 inventory.visible_devices_set ? " (CUDA_VISIBLE_DEVICES is empty)"
@@ -166,13 +232,12 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
     }
 
     LaunchPlan plan;
-    const std::string local_host = layout.hostname.empty() ? "localhost" : layout.hostname;
     const NodeSpec this_node{layout, inventory.pool};
     auto spec_of = [&](const std::string& host) {
         auto it = ctx.host_specs.find(host);
         return it == ctx.host_specs.end() ? HostSpec{&this_node, false} : HostSpec{&it->second, true};
     };
-    std::vector<std::string> host_notes;
+    std::vector<std::string> host_notes = hosts.notes;
     if (o.pack) {
         PackChoice choice = pack_hosts(capacities(o, spec_of), *o.np);
         o.hosts = choice.chosen;
@@ -227,6 +292,8 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
     HelperOptions& helper = plan.helper;
     helper.plan = o.plan;
     helper.report_bindings = o.report_bindings;
+    helper.output = o.output;
+    helper.grace_seconds = o.grace_seconds;
     helper.batch = o.batch;
     helper.profile = o.profile;
     if (o.monitor.interval > 0) {
@@ -272,13 +339,8 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
                         "own setting (pass -x CUDA_VISIBLE_DEVICES to force this one)");
     }
 
-    std::vector<std::string> forwarded;
-    for (const char* name : {"PATH", "LD_LIBRARY_PATH"}) {
-        if (env(name) != nullptr) {
-            forwarded.emplace_back(name);
-        }
-    }
-    forwarded.insert(forwarded.end(), ctx.gpukit_variables.begin(), ctx.gpukit_variables.end());
+    const auto passed_note_at = static_cast<std::ptrdiff_t>(notes.size());
+    std::vector<std::string> forwarded = passed_variables(ctx.variables, o.env_all);
     if (!helper.monitor_job.empty()) {
         forwarded.emplace_back(job_id_variable); // its value is set in gpurun's environment: not in argv
     }
@@ -301,10 +363,20 @@ LaunchPlan plan_launch(LaunchOptions& o, bool hosts_given, const PlanContext& ct
     request.hosts =
         o.hosts.empty() ? std::vector<HostSlots>{HostSlots{"localhost", job.hosts.front().slots}} : job.hosts;
     request.ranks = ranks;
-    request.hosts_given = hosts_given;
+    request.hosts_given = hosts.given;
     request.allow_root = ctx.allow_root;
-    request.env = forwarded;
-    request.env.insert(request.env.end(), o.exports.begin(), o.exports.end());
+    forwarded.insert(forwarded.end(), o.exports.begin(), o.exports.end());
+    request.env = one_per_name(forwarded);
+    for (const auto& name : passed_variables(ctx.variables, o.env_all)) {
+        if (std::find(request.env.begin(), request.env.end(), name) != request.env.end()) {
+            plan.passed.push_back(name); // passed with the caller's value, not one set for the job
+        }
+    }
+    if (!this_node_only && !plan.passed.empty()) {
+        notes.insert(notes.begin() + passed_note_at,
+            fmt::format("passed to the ranks on every host: {}{}", fmt::join(plan.passed, " "),
+                o.env_all ? " (--env-all)" : "; pass -x NAME for others, or --env-all"));
+    }
     request.launcher_args = o.launcher_args;
     request.env_program = ctx.env_program;
     request.helper = ctx.helper_path;

@@ -24,7 +24,7 @@ namespace launcher {
 /// What planning reads from outside gpurun's options. run_gpurun fills it from this machine.
 struct PlanContext {
     std::function<const char*(const char*)> env; ///< the environment gpurun runs in
-    std::vector<std::string> gpukit_variables; ///< names of the GPUKIT_* variables set, forwarded to ranks
+    std::vector<std::string> variables; ///< the names of the variables set in gpurun's environment
     probes::NodeLayout layout; ///< this node's topology
     probes::GpuInventory inventory; ///< this node's GPUs (none with --cpu-only)
     std::map<std::string, NodeSpec> host_specs; ///< --topology HOST=FILE: those hosts' own
@@ -49,16 +49,31 @@ struct LaunchPlan {
     std::vector<std::string> command; ///< the launcher's argv
     std::vector<std::string> notes; ///< launcher, inventory, plan, host, profile and variable notes, in that order
     bool this_node_only = true; ///< no hosts, or only names of this node
+    std::vector<std::string> passed; ///< the variables of gpurun's environment the launcher passes to every rank
 };
 
-/// The hosts of the job: -H or --hostfile, else inside a Slurm allocation its nodes
-/// (SLURM_JOB_NODELIST); checks that each --topology HOST=FILE names one of them. Returns whether
-/// hosts were given (by the user or the allocation). Throws probes::Error.
-bool resolve_hosts(LaunchOptions& options, const std::function<const char*(const char*)>& env);
+/// The variables of gpurun's environment (`names`) that the ranks on every host get: PATH,
+/// LD_LIBRARY_PATH, and those a training job depends on, by prefix (NCCL_, UCX_, CUDA_ but
+/// CUDA_VISIBLE_DEVICES, PYTHON, TORCH, HF_, OMP_, GPUKIT_); with `all`, every one but those that
+/// describe this host or this process (HOSTNAME, PWD, SSH_*, SLURM_*, OMPI_*, PMI_*, ...). In the
+/// order of `names`.
+std::vector<std::string> passed_variables(const std::vector<std::string>& names, bool all);
+
+/// Where the job's hosts came from.
+struct HostSource {
+    bool given = false; ///< by the user (-H, --hostfile) or a Slurm allocation
+    std::vector<std::string> notes; ///< how the allocation's ranks per node were counted
+};
+
+/// The hosts of the job: -H or --hostfile, else inside a Slurm allocation its nodes and their
+/// ranks (slurm_allocation); --gpus-per-node gives the ranks of each host without slots (of every
+/// node in an allocation, at most Slurm's GPUs). Checks that each --topology HOST=FILE names one of
+/// the hosts. Throws probes::Error.
+HostSource resolve_hosts(LaunchOptions& options, const std::function<const char*(const char*)>& env);
 
 /// The plan. `options` are completed as the report shows them (packed hosts, the monitor's file
 /// made absolute, nsys's MPI flavour). Throws probes::Error for a job that cannot be planned (no
 /// GPUs, a bad MASTER_PORT, a program that is not there for a real run, ...).
-LaunchPlan plan_launch(LaunchOptions& options, bool hosts_given, const PlanContext& context);
+LaunchPlan plan_launch(LaunchOptions& options, const HostSource& hosts, const PlanContext& context);
 
 } // namespace launcher

@@ -57,6 +57,16 @@ std::string render_text(const PlanReport& r)
     }
     for (const auto& jr : ranks) {
         const auto& b = jr.binding;
+        if (b.on_host) {
+            rows.push_back({std::to_string(jr.rank), jr.host, std::to_string(b.local_rank), "(on host)", "-", "-", "-",
+                "(on host)", "-"});
+            if (r.batch) {
+                rows.back().insert(rows.back().end(),
+                    {std::to_string(r.batch->per_gpu.at(jr.rank)),
+                        format_loss_weight(r.batch->loss_weight.at(jr.rank))});
+            }
+            continue;
+        }
         rows.push_back({std::to_string(jr.rank), jr.host, std::to_string(b.local_rank),
             b.gpu ? std::to_string(b.gpu->physical_index) : "-", b.gpu ? b.gpu->bus_id.to_string() : "-",
             b.gpu ? b.gpu->name : "-", numa_list(b.numa), b.cpus.to_list() + (b.shared ? " (shared)" : ""),
@@ -74,7 +84,11 @@ std::string render_text(const PlanReport& r)
     }
     std::string out;
     const auto& p = r.options.plan;
-    std::string what = p.cpu_only ? "CPU only" : fmt::format("GPUs from {}", r.gpu_source);
+    const bool all_on_host =
+        std::all_of(ranks.begin(), ranks.end(), [](const JobRank& jr) { return jr.binding.on_host; });
+    std::string what = p.cpu_only ? "CPU only"
+        : all_on_host             ? std::string("GPUs chosen on each host")
+                                  : fmt::format("GPUs from {}", r.gpu_source);
     out += fmt::format("gpurun: {} rank{} on {} host{} ({}; bind {}, memory {}, gpu visibility {})\n", ranks.size(),
         ranks.size() == 1 ? "" : "s", r.job.hosts.size(), r.job.hosts.size() == 1 ? "" : "s", what, to_string(p.bind),
         to_string(p.memory), to_string(p.visibility));
@@ -116,6 +130,16 @@ std::string render_text(const PlanReport& r)
             mon.interval, to_string(mon.enforce),
             mon.json_file.empty() ? std::string() : fmt::format("; samples and summary to {}", mon.json_file));
     }
+    if (const auto& output = r.options.output; output.tag || !output.log_dir.empty()) {
+        std::vector<std::string> parts;
+        if (output.tag) {
+            parts.emplace_back("every line tagged [rank]");
+        }
+        if (!output.log_dir.empty()) {
+            parts.push_back(fmt::format("each rank's also in {}/rank<R>.out and .err on its host", output.log_dir));
+        }
+        out += fmt::format("output: {}\n", fmt::join(parts, "; "));
+    }
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
@@ -150,12 +174,14 @@ nlohmann::json render_json(const PlanReport& r)
                                                                         : nlohmann::json(nullptr)}};
         }
         ranks.push_back({{"rank", jr.rank}, {"local_rank", b.local_rank}, {"host", jr.host}, {"gpu", gpu},
-            {"numa", b.numa}, {"cpus", b.cpus.to_list()}, {"cores", b.cores}, {"shared_cpus", b.shared},
+            {"bound_on_host", b.on_host}, {"numa", b.on_host ? nlohmann::json(nullptr) : nlohmann::json(b.numa)},
+            {"cpus", b.on_host ? nlohmann::json(nullptr) : nlohmann::json(b.cpus.to_list())},
+            {"cores", b.on_host ? nlohmann::json(nullptr) : nlohmann::json(b.cores)}, {"shared_cpus", b.shared},
             {"nic", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)},
             {"nic_variables", nic_json(b.hca)},
             {"local_batch", r.batch ? nlohmann::json(r.batch->per_gpu.at(jr.rank)) : nlohmann::json(nullptr)},
             {"loss_weight", r.batch ? nlohmann::json(r.batch->loss_weight.at(jr.rank)) : nlohmann::json(nullptr)}});
-        if (r.helper != nullptr) {
+        if (r.helper != nullptr && !b.on_host) {
             // What the rank's helper will set, from the same function: "environment" always,
             // "environment_unless_set" only where the rank's own environment lacks it.
             RankContext context;
@@ -170,6 +196,9 @@ nlohmann::json render_json(const PlanReport& r)
             }
             ranks.back()["environment"] = always;
             ranks.back()["environment_unless_set"] = unless_set;
+        } else if (r.helper != nullptr) {
+            ranks.back()["environment"] = nullptr; // set by the helper on the host, from its own plan
+            ranks.back()["environment_unless_set"] = nullptr;
         }
     }
     nlohmann::json hosts = nlohmann::json::array();
@@ -204,7 +233,9 @@ nlohmann::json render_json(const PlanReport& r)
         {"speeds",
             r.batch && !r.options.batch.speeds.empty() ? nlohmann::json(r.options.batch.speeds)
                                                        : nlohmann::json(nullptr)},
-        {"profile", profile},
+        {"profile", profile}, {"tag_output", r.options.output.tag}, {"passed_variables", r.passed},
+        {"log_dir",
+            r.options.output.log_dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.options.output.log_dir)},
         {"monitor",
             r.options.monitor.interval > 0
                 ? nlohmann::json{{"interval", r.options.monitor.interval},

@@ -27,6 +27,7 @@ struct PlanReport {
     std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
     /// What each rank's helper is given; with it, the JSON shows each rank's environment.
     const HelperOptions* helper = nullptr;
+    std::vector<std::string> passed; ///< the variables passed to the ranks on every host
 };
 
 std::string render_text(const PlanReport& report);

@@ -14,6 +14,7 @@
 #include "probes/topology.hpp"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -94,6 +95,9 @@ void make_paths_absolute(LaunchOptions& o)
     if (!o.nccl_log_dir.empty()) {
         absolute(o.nccl_log_dir); // ranks write there from their own working directory
     }
+    if (!o.output.log_dir.empty()) {
+        absolute(o.output.log_dir);
+    }
 }
 
 // The launcher; for --dry-run without one installed, the one that would be looked for, and why.
@@ -136,7 +140,7 @@ int run(const std::vector<std::string>& argv)
         throw Error("running as root, which Open MPI refuses; pass --allow-run-as-root, or set both "
                     "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
     }
-    const bool hosts_given = resolve_hosts(o, env);
+    const HostSource hosts = resolve_hosts(o, env);
 
     probes::require_sysroot_directory(o.plan.sysroot);
     const bool from_file = !o.plan.topology_file.empty();
@@ -163,8 +167,8 @@ int run(const std::vector<std::string>& argv)
     }
     for (char** e = environ; *e != nullptr; ++e) {
         std::string_view entry(*e);
-        if (entry.rfind("GPUKIT_", 0) == 0) {
-            ctx.gpukit_variables.emplace_back(entry.substr(0, entry.find('=')));
+        if (const auto eq = entry.find('='); eq != 0 && eq != std::string_view::npos) {
+            ctx.variables.emplace_back(entry.substr(0, eq));
         }
     }
     ctx.lookup = system_address_lookup();
@@ -185,11 +189,11 @@ int run(const std::vector<std::string>& argv)
         return nccl->dir();
     };
 
-    const LaunchPlan plan = plan_launch(o, hosts_given, ctx);
+    const LaunchPlan plan = plan_launch(o, hosts, ctx);
     const auto ranks = static_cast<unsigned>(plan.job.ranks.size());
     if (o.dry_run) {
         PlanReport report{plan.job, o, ctx.inventory.source, plan.notes, plan.command, plan.batch, ctx.launcher,
-            plan.left_out, &plan.helper};
+            plan.left_out, &plan.helper, plan.passed};
         if (o.json) {
             // Arguments are bytes: what is not UTF-8 is shown as U+FFFD rather than refused.
             std::cout << render_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
@@ -206,6 +210,14 @@ int run(const std::vector<std::string>& argv)
             fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER", ctx.helper_path));
     }
     create_profile_dir(o.profile);
+    if (!o.output.log_dir.empty()) {
+        // Checked here before anything starts; each rank's helper makes and checks it on its host.
+        const std::string dir = probes::own_directory(o.output.log_dir, "--log-dir");
+        if (access(dir.c_str(), W_OK | X_OK) != 0) {
+            throw Error(
+                fmt::format("--log-dir {}: cannot write there: {}", probes::quote_input(dir), std::strerror(errno)));
+        }
+    }
     if (!plan.helper.monitor_job.empty() && setenv(job_id_variable, plan.helper.monitor_job.c_str(), 1) != 0) {
         throw Error(fmt::format("cannot set {}: {}", job_id_variable, std::strerror(errno)));
     }

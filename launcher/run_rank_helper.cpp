@@ -8,6 +8,7 @@
 #include "launcher/profile.hpp"
 #include "launcher/rank_context.hpp"
 #include "launcher/rank_environment.hpp"
+#include "launcher/rank_supervisor.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
 #include "probes/topology.hpp"
@@ -28,27 +29,14 @@ namespace {
 
 using probes::Error;
 
-[[noreturn]] void exec_program(const std::vector<std::string>& program)
-{
-    std::vector<char*> args;
-    for (const auto& a : program) {
-        args.push_back(const_cast<char*>(a.c_str()));
-    }
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    const int err = errno;
-    fmt::print(stderr, "gpurun-rank: cannot run '{}': {}\n", program[0], std::strerror(err));
-    std::fflush(stderr);
-    _exit(err == ENOENT ? 127 : 126);
-}
-
 int run(const std::vector<std::string>& args)
 {
     const HelperOptions o = parse_helper_arguments(args);
     const pid_t parent = getppid();
-    // If the launcher dies, so does the rank: no orphan keeps a GPU busy. The check after prctl
+    // If the launcher dies, so does the rank: no orphan keeps a GPU busy. SIGTERM, so that the
+    // helper can stop the program and what it started (supervise_rank). The check after prctl
     // closes the race with a parent that died before it.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) {
         return 1;
     }
@@ -121,13 +109,20 @@ int run(const std::vector<std::string>& args)
             topology.memory_binding(), topology.is_this_system() ? "" : " (XML topology: not bound)");
         std::fflush(stderr);
     }
+    RankSupervision supervision;
+    supervision.rank = context->rank;
+    supervision.local_rank = mine.local_rank;
+    supervision.host = layout.hostname.empty() ? "localhost" : layout.hostname;
+    supervision.tag_output = o.output.tag;
+    supervision.log_dir = o.output.log_dir;
+    supervision.grace_seconds = o.grace_seconds;
     if (profiles_rank(o.profile, context->rank)) {
         // gpurun made the directory on its own host; a rank elsewhere makes it on its host.
         std::error_code ec;
         std::filesystem::create_directories(o.profile.dir, ec);
-        exec_program(nsys_command(o.profile.dir, context->rank, o.program, o.profile.mpi_impl));
+        return supervise_rank(nsys_command(o.profile.dir, context->rank, o.program, o.profile.mpi_impl), supervision);
     }
-    exec_program(o.program);
+    return supervise_rank(o.program, supervision);
 }
 
 } // namespace

@@ -222,7 +222,7 @@ void set_up_child(const SpawnOptions& options, pid_t parent) noexcept
         setpgid(0, 0);
     }
     if (options.die_with_parent) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
         if (getppid() != parent) {
             _exit(137); // the parent died before the request took hold
         }
@@ -313,6 +313,13 @@ Child spawn_program(const std::vector<std::string>& argv, const SpawnOptions& op
             const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
             dup2(null, STDOUT_FILENO);
             dup2(null, STDERR_FILENO);
+        } else {
+            if (options.stdout_fd >= 0) {
+                dup2(options.stdout_fd, STDOUT_FILENO);
+            }
+            if (options.stderr_fd >= 0) {
+                dup2(options.stderr_fd, STDERR_FILENO);
+            }
         }
         exec_prepared(p, options);
     }
@@ -555,6 +562,10 @@ void Supervisor::start(const std::vector<std::string>& argv, bool own_group, con
 {
     SpawnOptions options;
     options.own_group = own_group;
+    // Killed with SIGKILL, the caller cannot pass anything on: the launcher gets SIGTERM from the
+    // kernel instead, and stops what it started.
+    options.die_with_parent = true;
+    options.parent_death_signal = SIGTERM;
     options.mask = &m_previous;
     options.exec_error = exec_error;
     m_child = spawn_program(argv, options);

@@ -51,7 +51,12 @@ struct SpawnOptions {
     /// A process group of its own (set on both sides of fork, so the parent can signal the group
     /// at once): what the child starts can be killed with it.
     bool own_group = false;
-    bool die_with_parent = false; ///< SIGKILL when the parent dies (PR_SET_PDEATHSIG)
+    bool die_with_parent = false; ///< `parent_death_signal` when the parent dies (PR_SET_PDEATHSIG)
+    int parent_death_signal = SIGKILL; ///< SIGTERM lets a launcher stop what it started
+    /// With Output::inherit: descriptors the child gets as standard output and error instead of
+    /// the caller's (-1 keeps them), such as pipes the caller reads.
+    int stdout_fd = -1;
+    int stderr_fd = -1;
     /// Started twice removed, with no parent to wait for it (a daemon that outlives the caller's
     /// exec): standard streams on /dev/null, every other descriptor closed. Needs a program.
     bool detach = false;
@@ -162,7 +167,8 @@ public:
     Supervisor(const Supervisor&) = delete;
     Supervisor& operator=(const Supervisor&) = delete;
 
-    /// Starts the program with the signal mask the caller had. Throws probes::Error as spawn_program.
+    /// Starts the program with the signal mask the caller had; it gets SIGTERM if the caller dies
+    /// (even by SIGKILL). Throws probes::Error as spawn_program.
     void start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error);
     bool started() const { return m_child.pid() > 0; }
     const Child& child() const { return m_child; }

@@ -6,6 +6,7 @@
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/topology_xml.hpp"
 
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -261,6 +262,16 @@ TEST_P(GpurunCli, MatchesGolden)
         {"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
         {"LD_LIBRARY_PATH", test_support::unset_var}, {"COLUMNS", "100"}, {"NCCL_DEBUG", test_support::unset_var},
         {"NCCL_DEBUG_SUBSYS", test_support::unset_var}, {"NCCL_DEBUG_FILE", test_support::unset_var}};
+    // The variables gpurun passes to other hosts are listed in the plan: none of the caller's.
+    const std::string passed_prefixes[] = {"NCCL_", "UCX_", "CUDA_", "PYTHON", "TORCH", "HF_", "OMP_", "GPUKIT_"};
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string name(*e, std::strcspn(*e, "="));
+        for (const auto& prefix : passed_prefixes) {
+            if (name.rfind(prefix, 0) == 0 && env.count(name) == 0) {
+                env[name] = test_support::unset_var;
+            }
+        }
+    }
     for (const auto& [k, v] : c.env) {
         env[k] = v == test_support::unset_var ? v : expand(v);
     }

@@ -7,11 +7,14 @@
 #include "tests/support/rank_files.hpp"
 #include "tests/support/temp_dir.hpp"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <map>
+#include <sstream>
 #include <thread>
 
 using test_support::EnvChanges;
@@ -41,6 +44,20 @@ protected:
     test_support::Finished gpurun(std::vector<std::string> args, const EnvChanges& extra = {})
     {
         return test_support::run_with(GPURUN_PATH, std::move(args), m_env, extra);
+    }
+
+    /// Starts gpurun --grace 1 with 2 CPU-only ranks that sleep, `extra` in their environment;
+    /// returns gpurun's pid and, once they are running, the ranks' (fewer if they did not start).
+    std::pair<pid_t, std::vector<pid_t>> start_sleeping_ranks(const EnvChanges& extra)
+    {
+        EnvChanges env = m_env;
+        env["PROBE_SLEEP"] = "120";
+        for (const auto& [k, v] : extra) {
+            env[k] = v;
+        }
+        const pid_t pid = test_support::start({GPURUN_PATH, "--cpu-only", "-np", "2", "--grace", "1", RANK_PROBE_PATH},
+            env, (m_dir / "gpurun.log").string());
+        return {pid, test_support::wait_for_rank_pids(m_dir, 2, std::chrono::milliseconds(15000))};
     }
 
     TempDir m_dir;
@@ -256,4 +273,216 @@ TEST_F(GpurunMpirun, EndsWhenStartedWithSigchldIgnored)
         kill(pid, SIGKILL);
     }
     EXPECT_EQ(code, 0) << "gpurun did not end";
+}
+
+// --- The rank helper stays as the rank's parent: output, failures, and nothing left behind ------
+
+namespace {
+
+/// Waits up to `limit` for every pid to be gone; returns those still alive (and SIGKILLs them).
+std::vector<pid_t> survivors(const std::vector<pid_t>& pids, std::chrono::milliseconds limit)
+{
+    const auto until = std::chrono::steady_clock::now() + limit;
+    std::vector<pid_t> left;
+    do {
+        left.clear();
+        for (pid_t p : pids) {
+            if (test_support::alive(p)) {
+                left.push_back(p);
+            }
+        }
+        if (left.empty()) {
+            return left;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (std::chrono::steady_clock::now() < until);
+    for (pid_t p : left) {
+        std::ifstream cmdline("/proc/" + std::to_string(p) + "/cmdline");
+        std::string words((std::istreambuf_iterator<char>(cmdline)), {});
+        std::replace(words.begin(), words.end(), '\0', ' ');
+        ADD_FAILURE() << "still running: " << p << ' ' << words;
+        kill(p, SIGKILL);
+    }
+    return left;
+}
+
+pid_t read_pid(const std::filesystem::path& file)
+{
+    pid_t p = 0;
+    for (int i = 0; i < 300 && p == 0; ++i) {
+        std::ifstream(file) >> p;
+        if (p == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+    return p;
+}
+
+/// The direct children of `parent`, from /proc.
+std::vector<pid_t> children_of(pid_t parent)
+{
+    std::vector<pid_t> out;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+        const std::string name = entry.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) {
+            continue;
+        }
+        std::ifstream stat(entry.path() / "stat");
+        std::string text((std::istreambuf_iterator<char>(stat)), {});
+        const auto close = text.rfind(')');
+        char state = 0;
+        long ppid = 0;
+        if (close != std::string::npos && std::sscanf(text.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 &&
+            ppid == parent) {
+            out.push_back(static_cast<pid_t>(std::stol(name)));
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text)
+{
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+} // namespace
+
+TEST_F(GpurunMpirun, TagOutputPutsTheRankBeforeEveryLineOfBothStreams)
+{
+    auto r = gpurun({"--cpu-only", "-np", "2", "--tag-output", RANK_PROBE_PATH}, {{"PROBE_PRINT", "3"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* rank : {"0", "1"}) {
+        for (int i = 1; i <= 3; ++i) {
+            const std::string n = std::to_string(i);
+            EXPECT_NE(r.out.find(std::string("[") + rank + "] out " + n + " of " + rank + "\n"), std::string::npos)
+                << r.out;
+            EXPECT_NE(r.err.find(std::string("[") + rank + "] err " + n + " of " + rank + "\n"), std::string::npos)
+                << r.err;
+        }
+    }
+    for (const auto& line : lines_of(r.out)) {
+        EXPECT_TRUE(line.rfind("[0] ", 0) == 0 || line.rfind("[1] ", 0) == 0) << line;
+    }
+}
+
+TEST_F(GpurunMpirun, TagOutputPassesBinaryAndLongLinesWithOnePrefixEach)
+{
+    constexpr std::size_t long_line = (1U << 20) + 4096; // over 1 MiB
+    auto r = gpurun(
+        {"--cpu-only", "-np", "1", "--tag-output", RANK_PROBE_PATH}, {{"PROBE_LONG_LINE", std::to_string(long_line)}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string expected = "[0] " + std::string(long_line, 'x') + "\n[0] ";
+    for (int b = 0; b < 256; ++b) {
+        expected += static_cast<char>(b);
+        if (b == '\n') {
+            expected += "[0] ";
+        }
+    }
+    EXPECT_EQ(r.out.size(), expected.size());
+    EXPECT_TRUE(r.out == expected) << "the bytes differ (sizes " << r.out.size() << " and " << expected.size() << ")";
+}
+
+TEST_F(GpurunMpirun, LogDirKeepsEachRanksStreamsAndTheTerminalStillGetsThem)
+{
+    const auto logs = m_dir / "logs" / "run1"; // made, with its parent
+    auto r = gpurun({"--cpu-only", "-np", "2", "--log-dir", logs.string(), RANK_PROBE_PATH}, {{"PROBE_PRINT", "2"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto read = [&](const std::string& name) {
+        std::ifstream in(logs / name);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_EQ(read("rank0.out"), "out 1 of 0\nout 2 of 0\n");
+    EXPECT_EQ(read("rank1.err"), "err 1 of 1\nerr 2 of 1\n");
+    EXPECT_NE(r.out.find("out 2 of 1\n"), std::string::npos) << r.out;
+    EXPECT_EQ(
+        std::filesystem::status(logs).permissions() & std::filesystem::perms::others_all, std::filesystem::perms::none);
+}
+
+TEST_F(GpurunMpirun, ALogDirThatIsAFileOrAnotherUsersIsExitTwoBeforeAnythingStarts)
+{
+    const auto file = m_dir / "afile";
+    std::ofstream(file) << "x";
+    auto r = gpurun({"--cpu-only", "-np", "1", "--log-dir", file.string(), RANK_PROBE_PATH});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--log-dir"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(m_dir / "rank-0.txt")) << "a rank ran";
+    r = gpurun({"--cpu-only", "-np", "1", "--log-dir", "", RANK_PROBE_PATH});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "gpurun: --log-dir '': expected a directory\n");
+    if (geteuid() == 0) {
+        const auto theirs = m_dir / "theirs";
+        std::filesystem::create_directory(theirs);
+        ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0);
+        r = gpurun({"--cpu-only", "-np", "1", "--log-dir", theirs.string(), RANK_PROBE_PATH});
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_FALSE(std::filesystem::exists(theirs / "rank0.out"));
+    }
+}
+
+TEST_F(GpurunMpirun, AFailedRankIsNamedWithItsStatusAndTheLastLinesOfItsStderr)
+{
+    auto r = gpurun({"--cpu-only", "-np", "2", RANK_PROBE_PATH},
+        {{"PROBE_EXIT_RANK", "1"}, {"PROBE_EXIT", "3"}, {"PROBE_PRINT", "25"}});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    const auto at = r.err.find("gpurun: rank 1 (");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const std::string report = r.err.substr(at);
+    EXPECT_NE(report.find(", local rank 1) failed: exit status 3 after "), std::string::npos) << report;
+    EXPECT_NE(report.find(" s; last lines of its stderr:\n  | err 6 of 1\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("  | err 25 of 1\n"), std::string::npos) << report;
+    EXPECT_EQ(report.find("  | err 5 of 1\n"), std::string::npos) << "20 lines, not more: " << report;
+    EXPECT_EQ(r.err.find("gpurun: rank 0 ("), std::string::npos) << "rank 0 did not fail: " << r.err;
+}
+
+TEST_F(GpurunMpirun, ADaemonARankStartedDoesNotOutliveTheJob)
+{
+    auto r = gpurun({"--cpu-only", "-np", "2", RANK_PROBE_PATH}, {{"PROBE_DAEMON", "1"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const pid_t d0 = read_pid(m_dir / "daemon-0");
+    const pid_t d1 = read_pid(m_dir / "daemon-1");
+    ASSERT_GT(d0, 0);
+    ASSERT_GT(d1, 0);
+    EXPECT_TRUE(survivors({d0, d1}, std::chrono::seconds(3)).empty()) << "a rank's daemon is still running";
+}
+
+TEST_F(GpurunMpirun, KillNineOfGpurunLeavesNoProcessOfTheJob)
+{
+    auto [pid, job] = start_sleeping_ranks({{"PROBE_DAEMON", "1"}});
+    ASSERT_EQ(job.size(), 2U) << "ranks did not start";
+    for (const char* daemon : {"daemon-0", "daemon-1"}) {
+        job.push_back(read_pid(m_dir / daemon));
+    }
+    for (pid_t launcher : children_of(pid)) {
+        job.push_back(launcher);
+    }
+    kill(pid, SIGKILL);
+    test_support::wait_for(pid, std::chrono::seconds(5));
+    EXPECT_TRUE(survivors(job, std::chrono::seconds(1 + 2 + 2)).empty())
+        << "a process of the job outlived gpurun by more than --grace + 2 s";
+}
+
+TEST_F(GpurunMpirun, KillNineOfTheLauncherLeavesNoRank)
+{
+    const auto [pid, ranks] = start_sleeping_ranks({});
+    ASSERT_EQ(ranks.size(), 2U) << "ranks did not start";
+    const auto launchers = children_of(pid);
+    ASSERT_EQ(launchers.size(), 1U);
+    kill(launchers[0], SIGKILL);
+    EXPECT_NE(test_support::wait_for(pid, std::chrono::seconds(10)), -1) << "gpurun did not end with its launcher";
+    EXPECT_TRUE(survivors(ranks, std::chrono::seconds(1 + 2)).empty()) << "a rank outlived mpirun";
+    kill(pid, SIGKILL);
+}
+
+TEST_F(GpurunMpirun, ARankThatIgnoresSigtermIsKilledAfterTheGrace)
+{
+    const auto [pid, ranks] = start_sleeping_ranks({{"PROBE_IGNORE_TERM", "1"}});
+    ASSERT_EQ(ranks.size(), 2U) << "ranks did not start";
+    const auto done = test_support::interrupt(pid, std::chrono::seconds(10));
+    EXPECT_EQ(done.code, 128 + SIGINT);
+    EXPECT_TRUE(survivors(ranks, std::chrono::seconds(2)).empty()) << "a rank ignoring SIGTERM survived";
 }

@@ -85,6 +85,21 @@ TEST_F(BindingPlan, SocketModeSharesThePackage)
     EXPECT_EQ(plan.ranks[0].cpus.size() + plan.ranks[1].cpus.size(), 16U);
     EXPECT_TRUE(CpuSet::parse("0-15").includes(plan.ranks[0].cpus.unite(plan.ranks[1].cpus)));
     EXPECT_TRUE(CpuSet::parse("16-31").includes(plan.ranks[2].cpus));
+    // Each rank's share starts with its GPU's NUMA node, not with the package's first cores.
+    EXPECT_TRUE(plan.ranks[0].cpus.includes(CpuSet::parse("12-15"))) << plan.ranks[0].cpus.to_list();
+    EXPECT_TRUE(plan.ranks[1].cpus.includes(CpuSet::parse("4-7"))) << plan.ranks[1].cpus.to_list();
+    EXPECT_TRUE(plan.ranks[2].cpus.includes(CpuSet::parse("28-31"))) << plan.ranks[2].cpus.to_list();
+    EXPECT_TRUE(plan.ranks[3].cpus.includes(CpuSet::parse("20-23"))) << plan.ranks[3].cpus.to_list();
+    EXPECT_EQ(plan.ranks[0].cpus.size(), 8U);
+
+    // Two ranks on GPU 0 split its NUMA node's cores, then the rest of the package.
+    o.ranks_per_gpu = 2;
+    plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), o, 2);
+    expect_disjoint(plan);
+    for (const auto& r : plan.ranks) {
+        EXPECT_EQ(r.cpus.intersect(CpuSet::parse("12-15")).size(), 2U) << r.cpus.to_list();
+        EXPECT_EQ(r.cpus.size(), 8U);
+    }
 }
 
 TEST_F(BindingPlan, CoresModeAndCpusPerRank)

@@ -99,6 +99,10 @@ TEST(Cli, UsageErrorsSayWhatAndSuggest)
     EXPECT_NE(error_of({"--grace", "1e12", "prog"}).find("from 0 to 86400"), std::string::npos);
     EXPECT_NE(error_of({"-H", "a", "--hostfile", "f", "prog"}).find("both given"), std::string::npos);
     EXPECT_NE(error_of({"-x", "=v", "prog"}).find("NAME or NAME=VALUE"), std::string::npos);
+    EXPECT_EQ(error_of({"--gpus-per-node", "0", "prog"}), "--gpus-per-node 0: expected a count of GPUs from 1 to 1024");
+    EXPECT_NE(error_of({"--gpus-per-node", "-1", "prog"}).find("--gpus-per-node"), std::string::npos);
+    EXPECT_NE(error_of({"--gpus-per-node", "abc", "prog"}).find("'abc' is not a decimal number"), std::string::npos);
+    EXPECT_EQ(parse({"--gpus-per-node", "08", "prog"}).options.gpus_per_node, 8U) << "decimal, not octal";
 }
 
 TEST(Cli, AnEmptyValueIsAnErrorNotTheDefault)

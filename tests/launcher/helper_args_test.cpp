@@ -21,6 +21,9 @@ TEST(HelperArgs, RoundTripKeepsEveryOptionAndTheProgramByteExact)
     o.report_bindings = true;
     o.batch.global_batch = 96;
     o.batch.speeds = {1, 2.5, 0.1 + 0.2, 1.0 / 3};
+    o.output.tag = true;
+    o.output.log_dir = "/logs/a b";
+    o.grace_seconds = 0.1 + 0.2;
     o.program = {"prog", "--", "a b", "$(x)", "\"q\"", "--bind", ""};
     auto args = launcher::helper_arguments(o);
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
@@ -106,4 +109,13 @@ TEST(HelperArgs, MonitorOptionsTravelToTheHelper)
     EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-json", "ly", "--", "x"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "kill", "--", "x"}), probes::Error);
     EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "stop", "--", "x"}), probes::Error);
+}
+
+TEST(HelperArgs, OutputAndGraceAreCheckedWhereTheHelperReadsThem)
+{
+    for (const auto& bad : std::vector<std::vector<std::string>>{{"--grace", "-1", "--", "p"},
+             {"--grace", "1e9", "--", "p"}, {"--grace", "nan", "--", "p"}, {"--log-dir", "", "--", "p"}}) {
+        EXPECT_THROW(launcher::parse_helper_arguments(bad), probes::Error) << bad[0] << ' ' << bad[1];
+    }
+    EXPECT_EQ(launcher::parse_helper_arguments({"--grace", "2.5", "--", "p"}).grace_seconds, 2.5);
 }

@@ -43,6 +43,7 @@ protected:
             return std::vector<std::pair<std::string, std::string>>{{"10.0.0.1", "eth0"}};
         };
         m_ctx.free_port = [] { return 41234U; };
+        m_ctx.variables = {"PATH"};
         m_ctx.helper_path = "/opt/gpukit/bin/gpurun-rank";
         m_ctx.nccl_dir = [this](unsigned ranks) {
             m_nccl_ranks = ranks;
@@ -53,8 +54,8 @@ protected:
 
     launcher::LaunchPlan plan()
     {
-        const bool given = launcher::resolve_hosts(m_options, m_ctx.env);
-        return launcher::plan_launch(m_options, given, m_ctx);
+        const auto hosts = launcher::resolve_hosts(m_options, m_ctx.env);
+        return launcher::plan_launch(m_options, hosts, m_ctx);
     }
 
     std::string plan_error()
@@ -128,7 +129,7 @@ TEST_F(LaunchPlan, NoGpusIsAnErrorUnlessCpuOnly)
 
 TEST_F(LaunchPlan, GpukitVariablesAndTheNcclCheckReachTheRanks)
 {
-    m_ctx.gpukit_variables = {"GPUKIT_NVML_LIBRARY"};
+    m_ctx.variables = {"GPUKIT_NVML_LIBRARY"};
     m_options.nccl_check = launcher::NcclCheckMode::end;
     const auto p = plan();
     EXPECT_EQ(m_nccl_ranks, 8U) << "the check's directory is made for the job's size";
@@ -164,6 +165,117 @@ TEST_F(LaunchPlan, ATopologyForAHostThatIsNotOneIsAnError)
     m_options.hosts = {{"n01", 8}};
     m_options.host_topologies = {{"n09", "/x.xml"}};
     EXPECT_EQ(plan_error(), "--topology n09=/x.xml: n09 is not one of the hosts (-H, --hostfile)");
+}
+
+TEST_F(LaunchPlan, ALoginNodeWithoutGpusPlansOtherHostsBySlotsAndLeavesTheirBindingToThem)
+{
+    m_ctx.inventory.pool.clear();
+    m_options.hosts = {{"n01", 8}, {"n02", 8}};
+    const auto p = plan();
+    ASSERT_EQ(p.job.ranks.size(), 16U);
+    EXPECT_TRUE(std::all_of(p.job.ranks.begin(), p.job.ranks.end(),
+        [](const launcher::JobRank& r) { return r.binding.on_host && !r.binding.gpu && r.binding.cpus.empty(); }));
+    EXPECT_EQ(p.job.ranks[9].host, "n02");
+    EXPECT_EQ(p.job.ranks[9].binding.local_rank, 1U);
+    EXPECT_TRUE(has(p.command, "n01:8,n02:8"));
+    EXPECT_TRUE(any_contains(p.notes,
+        "GPUs and cores of the ranks on n01, n02 are chosen by the rank helper on each "
+        "host, from its own topology: this node has no GPUs"));
+    EXPECT_FALSE(any_contains(p.notes, "previewed with this node's topology")) << "nothing was previewed";
+}
+
+TEST_F(LaunchPlan, ALoginNodeNeedsSlotsOrGpusPerNodeToCountRanks)
+{
+    m_ctx.inventory.pool.clear();
+    m_options.hosts = {{"n01", std::nullopt}, {"n02", std::nullopt}};
+    EXPECT_EQ(plan_error(),
+        "cannot tell how many ranks n01 runs: this node has no GPUs to preview it with; give its "
+        "slots (-H n01:8), --gpus-per-node N, or --topology n01=FILE");
+    m_options.gpus_per_node = 4;
+    m_options.plan.ranks_per_gpu = 2;
+    const auto p = plan();
+    EXPECT_EQ(p.job.ranks.size(), 16U) << "4 GPUs times 2 ranks each, on 2 hosts";
+    EXPECT_TRUE(has(p.command, "n01:8,n02:8"));
+}
+
+TEST_F(LaunchPlan, ALoginNodeInsideAnAllocationTakesSlurmsGpusPerNode)
+{
+    m_ctx.inventory.pool.clear();
+    m_env["SLURM_JOB_NODELIST"] = "n[01-02]";
+    m_env["SLURM_GPUS_PER_NODE"] = "h100:8";
+    m_env["SLURM_TASKS_PER_NODE"] = "1(x2)";
+    const auto p = plan();
+    EXPECT_EQ(p.job.ranks.size(), 16U);
+    EXPECT_TRUE(has(p.command, "n01:8,n02:8"));
+    // Each plan() resolves the hosts afresh, as one gpurun run does.
+    m_options.hosts.clear();
+    m_options.gpus_per_node = 16;
+    EXPECT_EQ(plan_error(),
+        "--gpus-per-node 16 but the Slurm allocation gives each node 8 "
+        "('SLURM_GPUS_PER_NODE=h100:8'); lower --gpus-per-node");
+    m_options.hosts.clear();
+    m_options.gpus_per_node = 2;
+    EXPECT_EQ(plan().job.ranks.size(), 4U) << "fewer than Slurm's GPUs is the user's choice";
+    m_options.hosts.clear();
+    m_env["SLURM_GPUS_ON_NODE"] = "4";
+    EXPECT_NE(plan_error().find("the Slurm allocation's variables disagree"), std::string::npos);
+}
+
+TEST_F(LaunchPlan, GpusPerNodeCountsOnlyOtherHosts)
+{
+    m_options.gpus_per_node = 4;
+    EXPECT_NE(plan_error().find("--gpus-per-node counts the GPUs of other hosts"), std::string::npos);
+    m_options.hosts = {{"n01", 2}, {"n02", std::nullopt}};
+    const auto p = plan();
+    ASSERT_EQ(p.job.hosts.size(), 2U);
+    EXPECT_EQ(p.job.hosts[0].slots, 2U) << "a host's own slots are kept";
+    EXPECT_EQ(p.job.hosts[1].slots, 4U);
+}
+
+TEST_F(LaunchPlan, RanksOnThisNodeStillNeedItsGpus)
+{
+    m_ctx.inventory.pool.clear();
+    m_options.hosts = {{"localhost", 2}, {"n02", 2}};
+    EXPECT_EQ(plan_error(),
+        "no GPUs found on twosocket (NVML and the PCI devices hwloc sees); pass --cpu-only to run ranks without GPUs");
+}
+
+TEST_F(LaunchPlan, AHostWithMoreRanksThanThisNodesGpusIsBoundThereAndTheOthersPreviewed)
+{
+    m_options.hosts = {{"n01", 4}, {"n02", 16}};
+    const auto p = plan();
+    ASSERT_EQ(p.job.ranks.size(), 20U);
+    EXPECT_FALSE(p.job.ranks[3].binding.on_host);
+    EXPECT_TRUE(p.job.ranks[3].binding.gpu.has_value());
+    EXPECT_TRUE(p.job.ranks[4].binding.on_host);
+    EXPECT_TRUE(any_contains(p.notes, "previewed with this node's topology"));
+    EXPECT_TRUE(any_contains(p.notes,
+        "ranks on n02 are chosen by the rank helper on each host, from its own "
+        "topology: this node has 8 GPUs, fewer than their ranks"));
+}
+
+TEST_F(LaunchPlan, TheVariablesATrainingJobNeedsReachEveryHostAndTheDryRunSaysWhich)
+{
+    m_options.hosts = {{"n01", 8}, {"n02", 8}};
+    m_ctx.variables = {"PATH", "NCCL_SOCKET_IFNAME", "PYTHONPATH", "HF_HOME", "TORCH_DISTRIBUTED_DEBUG",
+        "OMP_PROC_BIND", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "MY_SETTING", "SLURM_JOB_ID", "HOSTNAME",
+        "UCX_TLS"};
+    auto p = plan();
+    const std::vector<std::string> sent = {"PATH", "NCCL_SOCKET_IFNAME", "PYTHONPATH", "HF_HOME",
+        "TORCH_DISTRIBUTED_DEBUG", "OMP_PROC_BIND", "CUDA_LAUNCH_BLOCKING", "UCX_TLS"};
+    EXPECT_EQ(p.passed, sent);
+    for (const auto& name : sent) {
+        EXPECT_TRUE(has(p.command, name)) << name;
+    }
+    EXPECT_FALSE(has(p.command, "MY_SETTING"));
+    EXPECT_FALSE(has(p.command, "CUDA_VISIBLE_DEVICES")) << "each host's own";
+    EXPECT_TRUE(any_contains(p.notes, "passed to the ranks on every host: PATH NCCL_SOCKET_IFNAME PYTHONPATH"));
+    m_options.env_all = true;
+    p = plan();
+    EXPECT_TRUE(has(p.passed, "MY_SETTING"));
+    EXPECT_FALSE(has(p.passed, "SLURM_JOB_ID")) << "this allocation's, set by the launcher there";
+    EXPECT_FALSE(has(p.passed, "HOSTNAME"));
+    EXPECT_FALSE(has(p.passed, "CUDA_VISIBLE_DEVICES"));
 }
 
 } // namespace

@@ -39,7 +39,7 @@ protected:
     {
         return PlanReport{m_job, m_options, "", {}, {"mpirun", "-np", "3", "prog"}, std::move(batch),
             launcher::backends::Launcher{launcher::LauncherKind::openmpi, "mpirun", "Open MPI", "mpirun is Open MPI"},
-            {}};
+            {}, nullptr, {}};
     }
 
     JobPlan m_job = three_ranks();

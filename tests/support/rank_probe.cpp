@@ -5,11 +5,40 @@
 // PROBE_OPEN_GPU stands for "the program opened a GPU" with the fake NVML: the rank appends
 // "<pid> <gpu>" to $FAKE_NVML_PROCESS_FILE, <gpu> being the value given (an index or a bus id), or
 // the rank's own GPU (GPURUN_GPU_BUS_ID) for "own".
+// PROBE_PRINT=N: N lines "out N of RANK" on stdout and "err N of RANK" on stderr; PROBE_LONG_LINE=B:
+// one stdout line of B bytes 'x' and the 256 byte values as one more "line"; PROBE_DAEMON: starts a
+// daemon (double fork, new session) that writes its pid to $PROBE_DIR/daemon-$RANK and sleeps;
+// PROBE_IGNORE_TERM: the rank ignores SIGINT, SIGTERM and SIGHUP.
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
+
+namespace {
+
+void start_daemon(const std::string& dir, const char* rank)
+{
+    const pid_t first = fork();
+    if (first == 0) {
+        setsid();
+        if (fork() == 0) {
+            std::ofstream(dir + "/daemon-" + rank) << getpid() << '\n';
+            sleep(120);
+        }
+        _exit(0);
+    }
+    waitpid(first, nullptr, 0);
+    // The pid is written before the rank goes on.
+    for (int i = 0; i < 500 && access((dir + "/daemon-" + rank).c_str(), F_OK) != 0; ++i) {
+        usleep(10000);
+    }
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -44,6 +73,30 @@ int main(int argc, char** argv)
         out << "arg=" << argv[i] << '\n';
     }
     out.close();
+    if (std::getenv("PROBE_IGNORE_TERM") != nullptr) {
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+            signal(sig, SIG_IGN);
+        }
+    }
+    if (const char* lines = std::getenv("PROBE_PRINT"); lines != nullptr) {
+        for (int i = 1; i <= std::atoi(lines); ++i) {
+            std::printf("out %d of %s\n", i, rank);
+            std::fflush(stdout);
+            std::fprintf(stderr, "err %d of %s\n", i, rank);
+        }
+    }
+    if (const char* bytes = std::getenv("PROBE_LONG_LINE"); bytes != nullptr) {
+        std::string line(static_cast<std::size_t>(std::atol(bytes)), 'x');
+        line += '\n';
+        for (int b = 0; b < 256; ++b) {
+            line += static_cast<char>(b);
+        }
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        std::fflush(stdout);
+    }
+    if (std::getenv("PROBE_DAEMON") != nullptr) {
+        start_daemon(dir, rank);
+    }
     // The pid first: a monitor may stop the rank as soon as it "opens" a GPU.
     const char* sleep_for = std::getenv("PROBE_SLEEP");
     if (sleep_for != nullptr) {

@@ -1,0 +1,287 @@
+#include "launcher/rank_supervisor.hpp"
+
+#include "launcher/rank_output.hpp"
+#include "probes/atomic_file.hpp"
+#include "probes/error.hpp"
+#include "probes/process.hpp"
+#include "probes/unique_fd.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using probes::Error;
+using probes::UniqueFd;
+
+/// The processes whose parent is `parent`, from /proc/<pid>/stat.
+std::vector<pid_t> children_of(pid_t parent)
+{
+    std::vector<pid_t> out;
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr) {
+        return out;
+    }
+    while (const dirent* entry = readdir(proc)) {
+        char* end = nullptr;
+        const long pid = std::strtol(entry->d_name, &end, 10);
+        if (pid <= 0 || *end != '\0') {
+            continue;
+        }
+        std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        // "pid (comm) state ppid ...": comm may hold anything, so read after its last ')'.
+        const std::size_t close = text.rfind(')');
+        if (close == std::string::npos) {
+            continue;
+        }
+        // " S PPID ...": the state, then the parent.
+        if (close + 4 >= text.size() || text[close + 2] == 'Z') {
+            continue;
+        }
+        char* ppid_end = nullptr;
+        const long ppid = std::strtol(text.c_str() + close + 4, &ppid_end, 10);
+        if (ppid_end != text.c_str() + close + 4 && ppid == parent) {
+            out.push_back(static_cast<pid_t>(pid));
+        }
+    }
+    closedir(proc);
+    return out;
+}
+
+/// `signal` to the program's group and to every process the helper is parent of (the program's
+/// orphans come to it as their subreaper).
+void signal_all(pid_t group, int signal)
+{
+    killpg(group, signal);
+    for (pid_t child : children_of(getpid())) {
+        kill(child, signal);
+    }
+}
+
+void write_all(int fd, std::string_view text)
+{
+    while (!text.empty()) {
+        const ssize_t n = write(fd, text.data(), text.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return; // a reader that went away loses the rest; the rank goes on
+        }
+        text.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+struct Pipe {
+    UniqueFd read;
+    UniqueFd write;
+};
+
+Pipe make_pipe()
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0 || fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) {
+        throw Error(fmt::format("cannot make a pipe for the rank's output: {}", std::strerror(errno)));
+    }
+    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+/// One of the program's output streams, copied to where the helper's own goes.
+struct Stream {
+    UniqueFd from;
+    int to = -1; ///< STDOUT_FILENO or STDERR_FILENO
+    UniqueFd log;
+    std::optional<LineTagger> tagger;
+    TailLines* tail = nullptr;
+
+    /// Copies one read of what is there (the descriptor does not block); false when nothing was
+    /// there or the stream has ended.
+    bool relay()
+    {
+        std::array<char, 65536> buffer{};
+        const ssize_t n = read(from.get(), buffer.data(), buffer.size());
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+            return false;
+        }
+        if (n <= 0) {
+            from.reset();
+            return false;
+        }
+        const std::string_view piece(buffer.data(), static_cast<std::size_t>(n));
+        if (tail != nullptr) {
+            tail->add(piece);
+        }
+        if (log.get() >= 0) {
+            write_all(log.get(), piece);
+        }
+        write_all(to, tagger ? std::string_view(tagger->tag(piece)) : piece);
+        return true;
+    }
+};
+
+UniqueFd open_log(const std::string& dir, unsigned rank, const char* kind)
+{
+    return UniqueFd(probes::open_output_file(fmt::format("{}/rank{}.{}", dir, rank, kind), "--log-dir", 0644));
+}
+
+} // namespace
+
+int supervise_rank(const std::vector<std::string>& program, const RankSupervision& o)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1UL, 0UL, 0UL, 0UL);
+    Stream out;
+    Stream err;
+    out.to = STDOUT_FILENO;
+    err.to = STDERR_FILENO;
+    if (!o.log_dir.empty()) {
+        const std::string dir = probes::own_directory(o.log_dir, "--log-dir");
+        out.log = open_log(dir, o.rank, "out");
+        err.log = open_log(dir, o.rank, "err");
+    }
+    if (o.tag_output) {
+        out.tagger.emplace(fmt::format("[{}] ", o.rank));
+        err.tagger.emplace(fmt::format("[{}] ", o.rank));
+    }
+    TailLines tail;
+    err.tail = &tail;
+    // Standard error always passes through the helper (for the failure report); standard output
+    // only when it is tagged or logged.
+    Pipe err_pipe = make_pipe();
+    Pipe out_pipe;
+    if (o.tag_output || out.log.get() >= 0) {
+        out_pipe = make_pipe();
+    }
+
+    sigset_t watched;
+    sigemptyset(&watched);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
+        sigaddset(&watched, s);
+    }
+    sigset_t previous;
+    sigprocmask(SIG_BLOCK, &watched, &previous);
+    UniqueFd signals(signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (signals.get() < 0) {
+        throw Error(fmt::format("cannot watch signals (signalfd): {}", std::strerror(errno)));
+    }
+
+    probes::SpawnOptions spawn;
+    spawn.own_group = true;
+    // Should the helper itself be killed with SIGKILL (a launcher that stops its processes so),
+    // the program goes with it.
+    spawn.die_with_parent = true;
+    spawn.mask = &previous;
+    spawn.exec_error = fmt::format("gpurun-rank: cannot run '{}': ", program.at(0));
+    spawn.stdout_fd = out_pipe.write.get();
+    spawn.stderr_fd = err_pipe.write.get();
+    const auto started = Clock::now();
+    const probes::Child child = probes::spawn_program(program, spawn);
+    const pid_t pid = child.pid();
+    out_pipe.write.reset();
+    err_pipe.write.reset();
+    out.from = std::move(out_pipe.read);
+    err.from = std::move(err_pipe.read);
+
+    int status = 0;
+    bool ended = false;
+    double seconds = 0;
+    int forwarded = 0;
+    bool leftovers_told = false;
+    bool killed = false;
+    auto kill_at = Clock::time_point::max();
+    const auto grace =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(o.grace_seconds, 1e6)));
+    while (true) {
+        if (ended) {
+            int ignored = 0;
+            const pid_t reaped = waitpid(-1, &ignored, WNOHANG);
+            if (reaped < 0 && errno == ECHILD) {
+                break; // nothing of the rank's is left
+            }
+        }
+        std::array<pollfd, 3> fds{};
+        nfds_t n = 0;
+        fds[n++] = pollfd{signals.get(), POLLIN, 0};
+        for (Stream* s : {&out, &err}) {
+            if (s->from.get() >= 0) {
+                fds[n++] = pollfd{s->from.get(), POLLIN, 0};
+            }
+        }
+        int timeout = 1000;
+        if (kill_at != Clock::time_point::max()) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()).count();
+            timeout = static_cast<int>(std::clamp<long long>(left, 0, 1000));
+        }
+        if (killed || (ended && leftovers_told)) {
+            timeout = std::min(timeout, 50); // reap what the kills reach
+        }
+        if (poll(fds.data(), n, timeout) < 0 && errno != EINTR) {
+            throw Error(fmt::format("cannot wait for the rank (poll): {}", std::strerror(errno)));
+        }
+        for (nfds_t i = 1; i < n; ++i) {
+            if (fds[i].revents != 0) {
+                (fds[i].fd == out.from.get() ? out : err).relay();
+            }
+        }
+        signalfd_siginfo info{};
+        while (read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+            const int sig = static_cast<int>(info.ssi_signo);
+            if (sig == SIGCHLD) {
+                int st = 0;
+                pid_t reaped = 0;
+                while ((reaped = waitpid(-1, &st, WNOHANG)) > 0) {
+                    if (reaped == pid) {
+                        status = st;
+                        ended = true;
+                        seconds = std::chrono::duration<double>(Clock::now() - started).count();
+                    }
+                }
+            } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+                if (forwarded == 0) {
+                    forwarded = sig;
+                    signal_all(pid, sig);
+                    kill_at = std::min(kill_at, Clock::now() + grace);
+                } else {
+                    kill_at = Clock::now(); // a second signal: at once
+                }
+            }
+        }
+        const auto now = Clock::now();
+        if (ended && !leftovers_told) {
+            // The rank is done: what it left running goes too, SIGKILL if it is still there in 2 s.
+            leftovers_told = true;
+            signal_all(pid, SIGTERM);
+            kill_at = std::min(kill_at, now + std::chrono::seconds(2));
+        }
+        if (now >= kill_at) {
+            killed = true;
+            signal_all(pid, SIGKILL); // again each turn: the orphans of those killed come to the helper
+        }
+    }
+    for (Stream* s : {&out, &err}) {
+        while (s->from.get() >= 0 && s->relay()) { }
+    }
+    const bool failed = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
+    if (failed && forwarded == 0) {
+        write_all(STDERR_FILENO, failure_report(o.rank, o.host, o.local_rank, status, seconds, tail.lines()));
+    }
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+} // namespace launcher
