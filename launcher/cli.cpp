@@ -153,8 +153,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         ->type_name("DIR");
     std::string launcher = "auto";
     app.add_option("--launcher", launcher,
-           "What starts the ranks: auto (default: srun in a Slurm job, else by mpirun --version), openmpi, mpich "
-           "(MPICH or Intel MPI), srun")
+           "What starts the ranks: auto (default: srun in a Slurm job, else by mpirun --version, else local), "
+           "openmpi, mpich (MPICH or Intel MPI), srun, local (gpurun's own, this node only)")
         ->type_name("NAME");
     std::string launcher_args;
     auto* launcher_args_opt =

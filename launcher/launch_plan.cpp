@@ -358,8 +358,13 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
         }
     }
 
+    if (ctx.launcher.kind == LauncherKind::local && !this_node_only) {
+        throw Error("--launcher local starts ranks on this node only, and the job has other hosts; pass --launcher "
+                    "openmpi, mpich or srun");
+    }
     nic_notes(job, o.nic_binding, env, notes);
     backends::LaunchRequest request;
+    request.grace_seconds = o.grace_seconds;
     request.hosts =
         o.hosts.empty() ? std::vector<HostSlots>{HostSlots{"localhost", job.hosts.front().slots}} : job.hosts;
     request.ranks = ranks;

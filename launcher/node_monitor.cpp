@@ -236,7 +236,7 @@ private:
         }
         std::vector<GpuProcessList> lists;
         try {
-            // Lists first, records after: a rank writes its record before it execs the program, so
+            // Lists first, records after: a rank's helper writes its record before it starts the program, so
             // every rank process in the lists has its record in this read.
             std::vector<std::vector<probes::NvmlProcess>> processes;
             {

@@ -1,6 +1,6 @@
 #pragma once
 
-// gpurun --monitor on one node: a small process, started by local rank 0's helper before it execs
+// gpurun --monitor on one node: a small process, started by local rank 0's helper before it starts
 // the program, that samples the node's job GPUs through NVML until the node's ranks have exited,
 // checks one rank per GPU against the ranks' records, and prints a summary on its standard error
 // (the rank's, which Open MPI forwards to gpurun's; mpirun waits for it to close).
@@ -47,14 +47,14 @@ NodeMonitorOptions parse_node_monitor_arguments(const std::vector<std::string>& 
 std::string expand_host(const std::string& pattern, const std::string& host);
 
 /// Starts `program` (gpurun-rank) node_monitor_flag ARGS as a grandchild of this process, so the
-/// program this process is about to exec never has it as a child: in this process group (mpirun
+/// program this process is about to start never has it as a child: in this process group (mpirun
 /// stops it with the job), stdin and stdout on /dev/null, standard error kept, no other file
 /// descriptors. Returns once the monitor is started. Throws probes::Error when fork fails.
 void start_node_monitor(const std::string& program, const NodeMonitorOptions& options);
 
-/// A rank's part in --monitor, before its helper execs the program: makes the node's private job
+/// A rank's part in --monitor, before its helper starts the program: makes the node's private job
 /// directory (job_dir_from_environment), starts the node's monitor when this is local rank 0 (it
-/// finds the directory the same way), and records this process's pid (the program's, after exec)
+/// finds the directory the same way), and records this process's pid (the helper's, the program's parent)
 /// and its GPU from `plan`. Throws probes::Error.
 void join_node_monitor(const MonitorOptions& monitor, const RankContext& context, const NodePlan& plan);
 

@@ -20,7 +20,10 @@ struct Family {
 };
 
 // DESIGN §3.6; reference/launchers.md §6.
-constexpr std::array<Family, 7> families{{
+// gpurun's own local launcher comes first: it runs inside allocations whose SLURM_* the ranks inherit.
+constexpr std::array<Family, 8> families{{
+    {"gpurun local", "GPURUN_LAUNCH_LOCAL_RANK", "GPURUN_LAUNCH_LOCAL_SIZE", "GPURUN_LAUNCH_RANK",
+        "GPURUN_LAUNCH_SIZE"},
     {"Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_RANK",
         "OMPI_COMM_WORLD_SIZE"},
     {"MPICH/Intel MPI (Hydra)", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_RANK", "PMI_SIZE"},

@@ -13,6 +13,7 @@
 #include "probes/sysroot.hpp"
 #include "probes/topology.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstdlib>
@@ -103,8 +104,12 @@ void make_paths_absolute(LaunchOptions& o)
 // The launcher; for --dry-run without one installed, the one that would be looked for, and why.
 backends::Launcher launcher_for(const LaunchOptions& o, std::vector<std::string>& notes)
 {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    const bool this_node_only = std::all_of(
+        o.hosts.begin(), o.hosts.end(), [&](const backends::HostSlots& h) { return is_this_node(h.name, name); });
     try {
-        return backends::find_launcher(o.launcher, env);
+        return backends::find_launcher(o.launcher, env, this_node_only);
     } catch (const Error& e) {
         if (!o.dry_run) {
             throw;
@@ -129,6 +134,7 @@ int run(const std::vector<std::string>& argv)
     LaunchOptions& o = request.options;
     make_paths_absolute(o);
 
+    const HostSource hosts = resolve_hosts(o, env);
     PlanContext ctx;
     ctx.env = env;
     ctx.launcher = launcher_for(o, ctx.launcher_notes);
@@ -140,7 +146,6 @@ int run(const std::vector<std::string>& argv)
         throw Error("running as root, which Open MPI refuses; pass --allow-run-as-root, or set both "
                     "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
     }
-    const HostSource hosts = resolve_hosts(o, env);
 
     probes::require_sysroot_directory(o.plan.sysroot);
     const bool from_file = !o.plan.topology_file.empty();

@@ -3,6 +3,7 @@
 #include "launcher/gpurun.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/job_dir.hpp"
+#include "launcher/local_launch.hpp"
 #include "launcher/nccl_check.hpp"
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
@@ -130,6 +131,9 @@ int run(const std::vector<std::string>& args)
 int run_rank_helper(int argc, char** argv)
 {
     try {
+        if (argc > 1 && std::strcmp(argv[1], local_launch_flag) == 0) {
+            return run_local_launch(std::vector<std::string>(argv + 2, argv + argc));
+        }
         if (argc > 1 && std::strcmp(argv[1], node_monitor_flag) == 0) {
             NodeMonitorOptions monitor = parse_node_monitor_arguments(std::vector<std::string>(argv + 2, argv + argc));
             monitor.job_dir = job_dir_from_environment();

@@ -182,6 +182,36 @@ std::vector<std::string> hydra_command(const Launcher& launcher, const LaunchReq
     return argv;
 }
 
+/// `env NAME=VALUE...` for the variables with a value, for a launcher that passes its whole
+/// environment on (srun --export=ALL, the local one): a name alone is already there. Empty when
+/// there are none.
+std::vector<std::string> values_set_by_env(const LaunchRequest& r)
+{
+    std::vector<std::string> argv;
+    for (const auto& e : r.env) {
+        if (e.find('=') != std::string::npos) {
+            if (argv.empty()) {
+                argv.push_back(r.env_program);
+            }
+            argv.push_back(e);
+        }
+    }
+    return argv;
+}
+
+std::vector<std::string> local_command(const Launcher& /*launcher*/, const LaunchRequest& r)
+{
+    if (!r.launcher_args.empty()) {
+        throw Error("--launcher-args: the local launcher takes none (it is gpurun's own)");
+    }
+    std::vector<std::string> argv = values_set_by_env(r);
+    argv.insert(argv.end(),
+        {r.helper, "--launch-local", std::to_string(r.ranks), "--grace", fmt::format("{}", r.grace_seconds), "--",
+            r.helper});
+    argv.insert(argv.end(), r.helper_args.begin(), r.helper_args.end());
+    return argv;
+}
+
 std::vector<std::string> srun_command(const Launcher& launcher, const LaunchRequest& r)
 {
     const LaunchRequest& job = r;
@@ -195,18 +225,7 @@ std::vector<std::string> srun_command(const Launcher& launcher, const LaunchRequ
                                 "--launcher openmpi",
             counts));
     }
-    std::vector<std::string> argv;
-    std::vector<std::string> values;
-    for (const auto& e : r.env) {
-        // srun passes its whole environment on (--export=ALL): a name alone is already there.
-        if (e.find('=') != std::string::npos) {
-            values.push_back(e);
-        }
-    }
-    if (!values.empty()) {
-        argv.push_back(r.env_program);
-        argv.insert(argv.end(), values.begin(), values.end());
-    }
+    std::vector<std::string> argv = values_set_by_env(r);
     argv.insert(argv.end(),
         {launcher.path, "--nodes", std::to_string(job.hosts.size()), "--ntasks", std::to_string(job.ranks),
             "--ntasks-per-node", std::to_string(job.hosts.front().slots.value_or(1)), "--cpu-bind=none",
@@ -222,9 +241,11 @@ std::vector<std::string> srun_command(const Launcher& launcher, const LaunchRequ
 
 } // namespace
 
-Launcher find_launcher(LauncherKind requested, const Getenv& getenv)
+Launcher find_launcher(LauncherKind requested, const Getenv& getenv, bool this_node_only)
 {
     switch (requested) {
+    case LauncherKind::local:
+        return Launcher{LauncherKind::local, "", "", "--launcher local"};
     case LauncherKind::openmpi:
         return find_mpi(open_mpi, getenv, "--launcher openmpi");
     case LauncherKind::hydra:
@@ -238,6 +259,9 @@ Launcher find_launcher(LauncherKind requested, const Getenv& getenv)
         return find_srun(getenv, fmt::format("inside Slurm job {}", getenv("SLURM_JOB_ID")));
     }
     auto mpirun = probes::find_executable("mpirun", getenv("PATH"));
+    if (!mpirun && this_node_only) {
+        return Launcher{LauncherKind::local, "", "", "no mpirun in PATH, and every rank is on this node"};
+    }
     if (!mpirun) {
         throw Error("mpirun not found in PATH; install Open MPI (apt-get install openmpi-bin), or pass --launcher "
                     "mpich or srun");
@@ -268,6 +292,7 @@ const std::vector<Backend>& table()
         {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false,
             hydra_command},
         {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, srun_command},
+        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, local_command},
     };
     return table;
 }

@@ -14,7 +14,7 @@ namespace launcher::backends {
 /// Which program starts the ranks: Open MPI's mpirun, MPICH or Intel MPI's Hydra mpiexec, or Slurm's
 /// srun. `automatic` asks the environment: srun inside a Slurm allocation, else what `mpirun
 /// --version` says.
-enum class LauncherKind { automatic, openmpi, hydra, srun };
+enum class LauncherKind { automatic, openmpi, hydra, srun, local };
 
 /// A host and its slot count as given by -H or a hostfile (nullopt: not given).
 struct HostSlots {
@@ -34,11 +34,13 @@ struct Launcher {
 using Getenv = std::function<const char*(const char*)>;
 
 /// Finds the launcher. An explicit kind is looked up in PATH (openmpi: mpirun, which must be Open
-/// MPI; mpich: mpiexec, which must be Hydra, MPICH's or Intel MPI's; srun). `automatic` takes srun
-/// inside a Slurm allocation (SLURM_JOB_ID set) when srun is in PATH, else asks `mpirun --version`
-/// (as horovodrun does): Open MPI, or MPICH/Intel MPI, whose Hydra mpiexec then starts the ranks.
-/// Throws probes::Error saying what was found and what to install or pass.
-Launcher find_launcher(LauncherKind requested, const Getenv& getenv);
+/// MPI; mpich: mpiexec, which must be Hydra, MPICH's or Intel MPI's; srun); `local` is gpurun's
+/// own (the rank helper forks the ranks on this node). `automatic` takes srun inside a Slurm
+/// allocation (SLURM_JOB_ID set) when srun is in PATH, else asks `mpirun --version` (as horovodrun
+/// does): Open MPI, or MPICH/Intel MPI, whose Hydra mpiexec then starts the ranks; with no mpirun in
+/// PATH and `this_node_only`, `local`. Throws probes::Error saying what was found and what to
+/// install or pass.
+Launcher find_launcher(LauncherKind requested, const Getenv& getenv, bool this_node_only = false);
 
 /// Whether mpirun must be told --allow-run-as-root: only when the user said so (flag, or both
 /// OMPI_ALLOW_RUN_AS_ROOT and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM set to 1). Only Open MPI refuses root.
@@ -57,6 +59,7 @@ struct LaunchRequest {
     std::string env_program = "/usr/bin/env"; ///< srun: sets NAME=VALUE variables (srun exports all)
     std::string helper;
     std::vector<std::string> helper_args;
+    double grace_seconds = 10.0; ///< local: between passing a signal on to the ranks and SIGKILL
 };
 
 /// The launcher's argv (never run through a shell). Each launcher places the ranks exactly as the
@@ -69,6 +72,8 @@ struct LaunchRequest {
 /// - srun: `[env NAME=VALUE...] srun --nodes K --ntasks N --ntasks-per-node P --cpu-bind=none
 ///   --export=ALL [--nodelist h1,h2] [ARGS] HELPER ...`. srun places the same number of ranks on
 ///   every node, so unequal hosts are a probes::Error with the counts and what to change.
+/// - local: `[env NAME=VALUE...] HELPER --launch-local N --grace S -- HELPER ...`: the helper forks
+///   the N ranks' helpers on this node (local_launch.hpp); no launcher arguments.
 std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request);
 
 /// One launcher gpurun drives: the row of the table that every launcher-specific choice reads.

@@ -48,15 +48,18 @@ protected:
 
     /// Starts gpurun --grace 1 with 2 CPU-only ranks that sleep, `extra` in their environment;
     /// returns gpurun's pid and, once they are running, the ranks' (fewer if they did not start).
-    std::pair<pid_t, std::vector<pid_t>> start_sleeping_ranks(const EnvChanges& extra)
+    std::pair<pid_t, std::vector<pid_t>> start_sleeping_ranks(
+        const EnvChanges& extra, const std::vector<std::string>& options = {})
     {
         EnvChanges env = m_env;
         env["PROBE_SLEEP"] = "120";
         for (const auto& [k, v] : extra) {
             env[k] = v;
         }
-        const pid_t pid = test_support::start({GPURUN_PATH, "--cpu-only", "-np", "2", "--grace", "1", RANK_PROBE_PATH},
-            env, (m_dir / "gpurun.log").string());
+        std::vector<std::string> argv = {GPURUN_PATH, "--cpu-only", "-np", "2", "--grace", "1"};
+        argv.insert(argv.end(), options.begin(), options.end());
+        argv.emplace_back(RANK_PROBE_PATH);
+        const pid_t pid = test_support::start(argv, env, (m_dir / "gpurun.log").string());
         return {pid, test_support::wait_for_rank_pids(m_dir, 2, std::chrono::milliseconds(15000))};
     }
 
@@ -485,4 +488,60 @@ TEST_F(GpurunMpirun, ARankThatIgnoresSigtermIsKilledAfterTheGrace)
     const auto done = test_support::interrupt(pid, std::chrono::seconds(10));
     EXPECT_EQ(done.code, 128 + SIGINT);
     EXPECT_TRUE(survivors(ranks, std::chrono::seconds(2)).empty()) << "a rank ignoring SIGTERM survived";
+}
+
+// --- gpurun's own launcher: no MPI ---------------------------------------------------------------
+
+TEST_F(GpurunMpirun, WithoutMpiTheLocalLauncherStartsTheRanksWithTheirVariablesAndBinding)
+{
+    // No mpirun in PATH: auto takes gpurun's own launcher for a job on this node.
+    auto r = gpurun({"--cpu-only", "-np", "2", "--report-bindings", RANK_PROBE_PATH}, {{"PATH", "/nonexistent"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    probes::CpuSet seen;
+    for (unsigned rank = 0; rank < 2; ++rank) {
+        auto v = read_rank(m_dir, rank);
+        EXPECT_EQ(one(v, "RANK"), std::to_string(rank));
+        EXPECT_EQ(one(v, "LOCAL_RANK"), std::to_string(rank));
+        EXPECT_EQ(one(v, "WORLD_SIZE"), "2");
+        const auto cpus = probes::CpuSet::parse(one(v, "Cpus_allowed_list"));
+        EXPECT_TRUE(cpus.intersect(seen).empty()) << "ranks share CPUs";
+        seen = seen.unite(cpus);
+    }
+    EXPECT_NE(r.err.find("local rank 1): no gpu; cpus"), std::string::npos) << r.err;
+    auto dry = gpurun({"--cpu-only", "-np", "2", "--dry-run", RANK_PROBE_PATH}, {{"PATH", "/nonexistent"}});
+    EXPECT_NE(dry.out.find("launcher: gpurun's own (no MPI) (no mpirun in PATH, and every rank is on this node)"),
+        std::string::npos)
+        << dry.out;
+    auto remote = gpurun({"--launcher", "local", "--cpu-only", "-H", "n01:1,n02:1", RANK_PROBE_PATH});
+    EXPECT_EQ(remote.exit_code, 2);
+    EXPECT_NE(remote.err.find("--launcher local starts ranks on this node only"), std::string::npos) << remote.err;
+}
+
+TEST_F(GpurunMpirun, TheLocalLauncherStopsTheJobWhenTheFirstRankFails)
+{
+    // Rank 1 fails at once; rank 0 would sleep for two minutes.
+    const auto script = m_dir / "fail.sh";
+    std::ofstream(script) << "#!/bin/sh\nif [ \"$RANK\" = 1 ]; then echo 'bad input' >&2; exit 3; fi\n"
+                             "echo $$ > \"$PROBE_DIR/sleeper\"\nexec sleep 120\n";
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    const auto started = std::chrono::steady_clock::now();
+    auto r = gpurun({"--launcher", "local", "--cpu-only", "-np", "2", "--grace", "1", script.string()});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20)) << "the job ran on";
+    EXPECT_NE(r.err.find("gpurun: rank 1 ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("  | bad input\n"), std::string::npos) << r.err;
+    const pid_t sleeper = read_pid(m_dir / "sleeper");
+    EXPECT_TRUE(sleeper <= 0 || survivors({sleeper}, std::chrono::seconds(1)).empty());
+}
+
+TEST_F(GpurunMpirun, KillNineOfGpurunWithTheLocalLauncherLeavesNoRank)
+{
+    auto [pid, job] = start_sleeping_ranks({{"PROBE_DAEMON", "1"}}, {"--launcher", "local"});
+    ASSERT_EQ(job.size(), 2U) << "ranks did not start";
+    for (const char* daemon : {"daemon-0", "daemon-1"}) {
+        job.push_back(read_pid(m_dir / daemon));
+    }
+    kill(pid, SIGKILL);
+    test_support::wait_for(pid, std::chrono::seconds(5));
+    EXPECT_TRUE(survivors(job, std::chrono::seconds(1 + 2)).empty());
 }

@@ -201,6 +201,22 @@ TEST(FindLauncher, SaysWhatIsMissingOrWrong)
         launcher::backends::find_launcher(LauncherKind::automatic, empty);
     }).find("mpirun not found in PATH"),
         std::string::npos);
+    const auto local = launcher::backends::find_launcher(LauncherKind::automatic, empty, true);
+    EXPECT_EQ(local.kind, LauncherKind::local) << "no MPI and every rank here: gpurun's own";
+    EXPECT_EQ(local.reason, "no mpirun in PATH, and every rank is on this node");
+}
+
+TEST(Local, TheHelperForksTheRanksAndValuesAreSetThroughEnv)
+{
+    auto r = request({{"localhost", 2}});
+    r.launcher_args.clear();
+    r.grace_seconds = 2.5;
+    const Launcher local{LauncherKind::local, "", "", "--launcher local"};
+    EXPECT_EQ(launcher::backends::launcher_command(local, r),
+        (std::vector<std::string>{"/usr/bin/env", "NCCL_DEBUG=INFO", "/opt/gpurun-rank", "--launch-local", "2",
+            "--grace", "2.5", "--", "/opt/gpurun-rank", "--", "python", "a b"}));
+    r.launcher_args = {"--extra"};
+    EXPECT_NE(error_of([&] { launcher::backends::launcher_command(local, r); }).find("takes none"), std::string::npos);
 }
 
 TEST(Backends, OneRowPerLauncherEachWithItsWordProgramAndCommand)
@@ -211,7 +227,7 @@ TEST(Backends, OneRowPerLauncherEachWithItsWordProgramAndCommand)
         EXPECT_EQ(&launcher::backends::row(b.kind), &b);
         ASSERT_NE(b.command, nullptr) << b.word;
     }
-    EXPECT_EQ(words, (std::vector<std::string>{"openmpi", "mpich", "srun"}));
+    EXPECT_EQ(words, (std::vector<std::string>{"openmpi", "mpich", "srun", "local"}));
     EXPECT_TRUE(launcher::backends::row(LauncherKind::openmpi).refuses_root);
     EXPECT_FALSE(launcher::backends::row(LauncherKind::srun).refuses_root);
     EXPECT_STREQ(launcher::backends::row(LauncherKind::hydra).nsys_mpi_impl, "mpich");

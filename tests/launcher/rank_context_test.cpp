@@ -46,6 +46,17 @@ TEST(RankContext, EveryLauncherFamily)
     }
 }
 
+TEST(RankContext, GpurunsLocalLauncherWinsOverTheAllocationsSlurmVariables)
+{
+    auto ctx = read({{"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"}, {"SLURM_PROCID", "0"},
+        {"SLURM_NTASKS", "1"}, {"GPURUN_LAUNCH_LOCAL_RANK", "2"}, {"GPURUN_LAUNCH_LOCAL_SIZE", "4"},
+        {"GPURUN_LAUNCH_RANK", "2"}, {"GPURUN_LAUNCH_SIZE", "4"}});
+    ASSERT_TRUE(ctx);
+    EXPECT_EQ(ctx->launcher, "gpurun local");
+    EXPECT_EQ(ctx->rank, 2U);
+    EXPECT_EQ(ctx->world_size, 4U);
+}
+
 TEST(RankContext, OpenMpiWinsOverStaleSlurmVariables)
 {
     auto ctx = read({{"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"}, {"SLURM_PROCID", "0"},
