@@ -6,11 +6,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
-#include <sstream>
 
 namespace doctor::checks {
 
@@ -33,14 +31,16 @@ std::uint32_t read_u32(const std::string& bytes, std::size_t at)
 // ACS facts of one bridge from its config space: {"readable": false, "reason"} when the file is
 // short (extended config space needs root), {"acs": false} without the capability, else the
 // ACS Control register and its redirect bits.
-nlohmann::json acs_of(const std::string& bdf, const fs::path& dir)
+nlohmann::json acs_of(const std::string& bdf, const probes::Sysroot& root, const fs::path& dir)
 {
     nlohmann::json out = {{"bus_id", bdf}};
+    // `dir` is the bridge's resolved directory on the host; its config is read as every sysfs file
+    // is, through the sysroot (a regular file, at most 16 MiB).
+    std::error_code ec;
+    const fs::path relative = dir.lexically_relative(fs::weakly_canonical(root.root(), ec));
     std::optional<std::string> config;
-    if (std::ifstream in(dir / "config", std::ios::binary); in) {
-        std::ostringstream bytes;
-        bytes << in.rdbuf();
-        config = bytes.str();
+    if (!ec && !relative.empty() && *relative.begin() != "..") {
+        config = root.read("/" + relative.string() + "/config");
     }
     if (!config) {
         out["readable"] = false;
@@ -195,7 +195,7 @@ Collector pci_collector()
             out["gpus"] = gpus;
             nlohmann::json acs = nlohmann::json::array();
             for (const auto& [bdf, dir] : bridges) {
-                acs.push_back(acs_of(bdf, dir));
+                acs.push_back(acs_of(bdf, root, dir));
             }
             out["bridges"] = acs;
             return out;

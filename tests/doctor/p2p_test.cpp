@@ -116,6 +116,20 @@ TEST(P2pCollector, ReadsAcsFromTheBridgesAboveEachGpu)
     }
 }
 
+TEST(P2pCollector, ABridgeConfigThatIsNotARegularFileIsNotRead)
+{
+    // A sysroot whose config is /dev/zero (or a FIFO) was read without end; it is "missing" now.
+    SysrootFixture s(0x001d);
+    fs::remove(s.bridge("0000:00:01.0") / "config");
+    fs::create_symlink("/dev/zero", s.bridge("0000:00:01.0") / "config");
+    const auto facts = s.collect();
+    ASSERT_EQ(facts["bridges"].size(), 4U);
+    EXPECT_EQ(facts["bridges"][0]["bus_id"], "0000:00:01.0");
+    EXPECT_FALSE(facts["bridges"][0]["readable"].get<bool>());
+    EXPECT_EQ(facts["bridges"][0]["reason"], "config missing");
+    EXPECT_TRUE(facts["bridges"][1]["readable"].get<bool>());
+}
+
 TEST(P2pProbe, AcsRedirectOnBareMetalFails)
 {
     SysrootFixture s(0x001d);
