@@ -1,6 +1,7 @@
 #include "launcher/helper_args.hpp"
 
 #include "launcher/global_batch.hpp"
+#include "launcher/node_list.hpp"
 #include "launcher/profile.hpp"
 #include "probes/batch_split.hpp"
 #include "probes/error.hpp"
@@ -69,6 +70,9 @@ std::vector<std::string> helper_arguments(const HelperOptions& o)
     if (o.report_bindings) {
         args.emplace_back("--report-bindings");
     }
+    if (!o.host_ranks.empty()) {
+        args.insert(args.end(), {"--host-ranks", compress_count_list(o.host_ranks)});
+    }
     if (o.output.tag) {
         args.emplace_back("--tag-output");
     }
@@ -123,6 +127,8 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
             o.plan.cpu_only = true;
         } else if (a == "--report-bindings") {
             o.report_bindings = true;
+        } else if (a == "--host-ranks") {
+            o.host_ranks = expand_count_list(value(a));
         } else if (a == "--tag-output") {
             o.output.tag = true;
         } else if (a == "--log-dir") {

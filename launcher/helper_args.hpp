@@ -22,6 +22,9 @@ struct HelperOptions {
     /// the helpers in the environment (job_id_variable), not as an argument.
     std::string monitor_job;
     OutputOptions output; ///< --tag-output, --log-dir
+    /// The ranks of each host, in rank order (--host-ranks 8(x2),4): a rank's host index is its
+    /// node rank (GROUP_RANK, NODE_RANK). Empty: not known (a helper started by hand).
+    std::vector<unsigned> host_ranks;
     double grace_seconds = 10.0; ///< --grace: between passing on a signal and SIGKILL
     std::vector<std::string> program;
     friend bool operator==(const HelperOptions&, const HelperOptions&) = default;

@@ -302,6 +302,9 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
         o.monitor = helper.monitor; // as the report shows it: the file made absolute
     }
     helper.program = o.program.empty() ? std::vector<std::string>{"PROGRAM"} : o.program;
+    for (const auto& h : job.hosts) {
+        helper.host_ranks.push_back(h.slots.value_or(0));
+    }
     helper.nic_binding = o.nic_binding;
     if (const char* env_addr = env("MASTER_ADDR");
         !o.master_addr.empty() || (env_addr != nullptr && *env_addr != '\0')) {

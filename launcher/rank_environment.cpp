@@ -19,6 +19,20 @@ std::vector<RankVariable> rank_environment(const HelperOptions& o, const RankCon
     set("WORLD_SIZE", std::to_string(context.world_size));
     set("LOCAL_RANK", std::to_string(context.local_rank));
     set("LOCAL_WORLD_SIZE", std::to_string(context.local_size));
+    // The node's index, as torchrun (GROUP_RANK) and Lightning (NODE_RANK) read it: the host that
+    // holds this rank in the plan's order.
+    if (!o.host_ranks.empty()) {
+        unsigned first = 0;
+        for (std::size_t host = 0; host < o.host_ranks.size(); ++host) {
+            if (context.rank < first + o.host_ranks[host]) {
+                set("GROUP_RANK", std::to_string(host));
+                set("NODE_RANK", std::to_string(host));
+                set("GROUP_WORLD_SIZE", std::to_string(o.host_ranks.size()));
+                break;
+            }
+            first += o.host_ranks[host];
+        }
+    }
     if (!o.master_addr.empty()) {
         set("MASTER_ADDR", o.master_addr);
     }

@@ -391,6 +391,8 @@ TEST_F(GpurunMultiNode, EachNodeBindsItsRanksFromItsOwnTopology)
         EXPECT_EQ(one(v, "WORLD_SIZE"), "4");
         EXPECT_EQ(one(v, "LOCAL_RANK"), std::to_string(rank % 2));
         EXPECT_EQ(one(v, "LOCAL_WORLD_SIZE"), "2");
+        EXPECT_EQ(one(v, "GROUP_RANK"), std::to_string(node)) << "torchrun's node index";
+        EXPECT_EQ(one(v, "NODE_RANK"), std::to_string(node)) << "Lightning's";
         EXPECT_EQ(one(v, "HOST"), s_nodes->namespaces()[node]);
         EXPECT_EQ(one(v, "MASTER_ADDR"), s_nodes->addresses()[0]);
         ports.insert(one(v, "MASTER_PORT"));

@@ -21,6 +21,7 @@ TEST(HelperArgs, RoundTripKeepsEveryOptionAndTheProgramByteExact)
     o.report_bindings = true;
     o.batch.global_batch = 96;
     o.batch.speeds = {1, 2.5, 0.1 + 0.2, 1.0 / 3};
+    o.host_ranks = {8, 8, 4};
     o.output.tag = true;
     o.output.log_dir = "/logs/a b";
     o.grace_seconds = 0.1 + 0.2;

@@ -100,3 +100,23 @@ TEST_F(RankEnvironment, ACpuOnlyRankWithoutAMasterHasNoGpuVariables)
 }
 
 } // namespace
+
+namespace {
+
+TEST_F(RankEnvironment, TheNodeRankIsTheHostThatHoldsTheRankInThePlansOrder)
+{
+    m_options.host_ranks = {8, 8};
+    auto env = launcher::rank_environment(m_options, m_context, m_binding, std::nullopt);
+    EXPECT_EQ(value_of(env, "GROUP_RANK"), "1") << "rank 9 is the second host's";
+    EXPECT_EQ(value_of(env, "NODE_RANK"), "1");
+    EXPECT_EQ(value_of(env, "GROUP_WORLD_SIZE"), "2");
+    m_options.host_ranks = {10, 4, 2};
+    env = launcher::rank_environment(m_options, m_context, m_binding, std::nullopt);
+    EXPECT_EQ(value_of(env, "GROUP_RANK"), "0") << "unequal hosts: ranks 0-9 are the first's";
+    EXPECT_EQ(value_of(env, "GROUP_WORLD_SIZE"), "3");
+    m_options.host_ranks.clear();
+    env = launcher::rank_environment(m_options, m_context, m_binding, std::nullopt);
+    EXPECT_EQ(value_of(env, "GROUP_RANK"), "(unset)") << "not known: not guessed";
+}
+
+} // namespace

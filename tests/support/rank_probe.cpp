@@ -48,10 +48,11 @@ int main(int argc, char** argv)
         return 99;
     }
     std::ofstream out(std::string(dir) + "/rank-" + rank + ".txt");
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-             "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "GPURUN_GPU", "GPURUN_GPU_BUS_ID", "GPURUN_GPU_UUID",
-             "GPURUN_CPUS", "GPURUN_NUMA", "OMP_NUM_THREADS", "GPURUN_LOCAL_BATCH", "GPURUN_LOSS_WEIGHT", "GPURUN_NIC",
-             "GPURUN_HCA", "UCX_NET_DEVICES", "NCCL_IB_HCA", "PMI_RANK", "SLURM_PROCID", "FAKE_LAUNCHER_HOST"}) {
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+             "MASTER_ADDR", "MASTER_PORT", "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "GPURUN_GPU",
+             "GPURUN_GPU_BUS_ID", "GPURUN_GPU_UUID", "GPURUN_CPUS", "GPURUN_NUMA", "OMP_NUM_THREADS",
+             "GPURUN_LOCAL_BATCH", "GPURUN_LOSS_WEIGHT", "GPURUN_NIC", "GPURUN_HCA", "UCX_NET_DEVICES", "NCCL_IB_HCA",
+             "PMI_RANK", "SLURM_PROCID", "FAKE_LAUNCHER_HOST"}) {
         const char* value = std::getenv(name);
         out << name << '=' << (value != nullptr ? value : "<unset>") << '\n';
     }
