@@ -145,6 +145,41 @@ std::vector<std::string> one_per_name(const std::vector<std::string>& entries)
     return out;
 }
 
+// srun starts an MPI program's ranks only with the plugin its MPI speaks (Open MPI: PMIx; MPICH and
+// Intel MPI: PMI-2); without it MPI_Init fails or each rank runs as a job of one. Chosen from the
+// program's own libraries where it names them and srun offers it; said plainly otherwise.
+void srun_mpi(
+    const LaunchOptions& o, const PlanContext& ctx, std::vector<std::string>& args, std::vector<std::string>& notes)
+{
+    const bool given =
+        std::any_of(args.begin(), args.end(), [](const std::string& a) { return a.rfind("--mpi", 0) == 0; }) ||
+        ctx.env("SLURM_MPI_TYPE") != nullptr;
+    if (given || o.program.empty()) {
+        return;
+    }
+    const std::string offered = ctx.srun_mpi_plugins.empty()
+        ? std::string()
+        : fmt::format(" (this srun offers {})", fmt::join(ctx.srun_mpi_plugins, ", "));
+    const auto start = ctx.program_start ? ctx.program_start(o.program[0]) : std::nullopt;
+    const std::string plugin = start ? backends::srun_mpi_for(*start) : "";
+    if (plugin.empty()) {
+        notes.push_back(fmt::format("srun starts the ranks with Slurm's default MPI plugin: an MPI program (mpi4py "
+                                    "too) needs --launcher-args --mpi=pmix for Open MPI or --mpi=pmi2 for MPICH{}",
+            offered));
+        return;
+    }
+    const char* mpi = plugin == "pmix" ? "Open MPI" : "MPICH or Intel MPI";
+    if (!ctx.srun_mpi_plugins.empty() &&
+        std::find(ctx.srun_mpi_plugins.begin(), ctx.srun_mpi_plugins.end(), plugin) == ctx.srun_mpi_plugins.end()) {
+        notes.push_back(fmt::format("{} is linked with {}, whose ranks need srun --mpi={}, and this srun offers only "
+                                    "{}: install Slurm's {} plugin, or pass --launcher openmpi or mpich",
+            o.program[0], mpi, plugin, fmt::join(ctx.srun_mpi_plugins, ", "), plugin));
+        return;
+    }
+    args.insert(args.begin(), "--mpi=" + plugin);
+    notes.push_back(fmt::format("srun --mpi={}: {} is linked with {}{}", plugin, o.program[0], mpi, offered));
+}
+
 } // namespace
 
 std::vector<std::string> passed_variables(const std::vector<std::string>& names, bool all)
@@ -365,6 +400,10 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
         throw Error("--launcher local starts ranks on this node only, and the job has other hosts; pass --launcher "
                     "openmpi, mpich or srun");
     }
+    std::vector<std::string> launcher_args = o.launcher_args;
+    if (ctx.launcher.kind == LauncherKind::srun) {
+        srun_mpi(o, ctx, launcher_args, notes);
+    }
     nic_notes(job, o.nic_binding, env, notes);
     backends::LaunchRequest request;
     request.grace_seconds = o.grace_seconds;
@@ -385,7 +424,7 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
             fmt::format("passed to the ranks on every host: {}{}", fmt::join(plan.passed, " "),
                 o.env_all ? " (--env-all)" : "; pass -x NAME for others, or --env-all"));
     }
-    request.launcher_args = o.launcher_args;
+    request.launcher_args = launcher_args;
     request.env_program = ctx.env_program;
     request.helper = ctx.helper_path;
     request.helper_args = helper_arguments(helper);

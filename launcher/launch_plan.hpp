@@ -29,6 +29,11 @@ struct PlanContext {
     probes::GpuInventory inventory; ///< this node's GPUs (none with --cpu-only)
     std::map<std::string, NodeSpec> host_specs; ///< --topology HOST=FILE: those hosts' own
     backends::Launcher launcher; ///< what starts the ranks
+    /// srun: the --mpi plugins `srun --mpi=list` offers (empty: not known)
+    std::vector<std::string> srun_mpi_plugins;
+    /// The first bytes of the program's file (nullopt: not found or not readable), to tell the MPI
+    /// it is linked with.
+    std::function<std::optional<std::string>(const std::string& program)> program_start;
     std::vector<std::string> launcher_notes; ///< --dry-run without the launcher installed: why
     bool allow_root = false; ///< Open MPI: pass --allow-run-as-root
     AddressLookup lookup; ///< for MASTER_ADDR

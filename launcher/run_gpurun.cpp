@@ -16,10 +16,12 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <netinet/in.h>
@@ -176,6 +178,22 @@ int run(const std::vector<std::string>& argv)
             ctx.variables.emplace_back(entry.substr(0, eq));
         }
     }
+    if (ctx.launcher.kind == LauncherKind::srun && !ctx.launcher.path.empty()) {
+        const auto list = probes::run_command({ctx.launcher.path, "--mpi=list"}, std::chrono::seconds(5));
+        if (list.exit_code == 0) {
+            ctx.srun_mpi_plugins = backends::parse_mpi_plugins(list.output);
+        }
+    }
+    ctx.program_start = [](const std::string& program) -> std::optional<std::string> {
+        const auto path = probes::find_executable(program, env("PATH"));
+        std::ifstream in(path ? *path : program, std::ios::binary);
+        std::string bytes(std::size_t{4} << 20, '\0');
+        if (!path || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())).gcount()) {
+            return std::nullopt;
+        }
+        bytes.resize(static_cast<std::size_t>(in.gcount()));
+        return bytes;
+    };
     ctx.lookup = system_address_lookup();
     ctx.free_port = free_port;
     ctx.helper_path = rank_helper_path();

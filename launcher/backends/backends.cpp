@@ -241,6 +241,45 @@ std::vector<std::string> srun_command(const Launcher& launcher, const LaunchRequ
 
 } // namespace
 
+std::vector<std::string> parse_mpi_plugins(const std::string& output)
+{
+    std::vector<std::string> plugins;
+    std::size_t at = 0;
+    while (at < output.size()) {
+        const std::size_t end = std::min(output.find('\n', at), output.size());
+        const std::string_view line = std::string_view(output).substr(at, end - at);
+        at = end + 1;
+        if (line.empty() || (line.front() != '\t' && line.front() != ' ')) {
+            continue;
+        }
+        const std::size_t first = line.find_first_not_of(" \t");
+        const std::string_view name = line.substr(first == std::string_view::npos ? line.size() : first);
+        if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+                return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+            })) {
+            plugins.emplace_back(name);
+        }
+    }
+    return plugins;
+}
+
+std::string srun_mpi_for(std::string_view program_start)
+{
+    if (program_start.substr(0, 4) !=
+        "\x7f"
+        "ELF") {
+        return "";
+    }
+    if (program_start.find("libmpi.so.40") != std::string_view::npos) {
+        return "pmix";
+    }
+    if (program_start.find("libmpi.so.12") != std::string_view::npos ||
+        program_start.find("libmpich.so") != std::string_view::npos) {
+        return "pmi2";
+    }
+    return "";
+}
+
 Launcher find_launcher(LauncherKind requested, const Getenv& getenv, bool this_node_only)
 {
     switch (requested) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace launcher::backends {
@@ -30,6 +31,16 @@ struct Launcher {
     std::string flavour; ///< "Open MPI", "MPICH", "Intel MPI", "Slurm"
     std::string reason; ///< how it was chosen, for the plan report
 };
+
+/// The plugin names in `srun --mpi=list`'s output (Slurm 22.05: "MPI plugin types are...", then
+/// one indented name per line: none, pmi2, pmix, cray_shasta).
+std::vector<std::string> parse_mpi_plugins(const std::string& output);
+
+/// The srun --mpi plugin an MPI program needs, from the MPI library its file names (the bytes of
+/// its start, where an ELF file keeps the names of the libraries it needs): "pmix" for Open MPI
+/// (libmpi.so.40), "pmi2" for MPICH and Intel MPI (libmpi.so.12, libmpich.so); "" for anything
+/// else (a script, a program without MPI).
+std::string srun_mpi_for(std::string_view program_start);
 
 using Getenv = std::function<const char*(const char*)>;
 

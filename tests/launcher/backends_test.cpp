@@ -238,3 +238,25 @@ TEST(Backends, OneRowPerLauncherEachWithItsWordProgramAndCommand)
         "Intel MPI mpiexec (Hydra)");
     EXPECT_EQ(launcher::backends::launcher_title(Launcher{LauncherKind::srun, "srun", "Slurm", ""}), "Slurm srun");
 }
+
+TEST(Srun, MpiPluginsAsSlurmListsThem)
+{
+    // `srun --mpi=list` of Debian 12's slurm-wlm 22.05.
+    const std::string output = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\n"
+                               "specific pmix plugin versions available: pmix_v4\n";
+    EXPECT_EQ(launcher::backends::parse_mpi_plugins(output), (std::vector<std::string>{"none", "pmi2", "pmix"}));
+    EXPECT_TRUE(launcher::backends::parse_mpi_plugins("srun: error: x\n").empty());
+}
+
+TEST(Srun, TheMpiPluginFollowsTheLibraryTheProgramNames)
+{
+    using namespace std::string_literals;
+    const std::string elf = std::string("\x7f"
+                                        "ELF") +
+        std::string(60, '\0');
+    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libc.so.6\0libmpi.so.40\0"s), "pmix") << "Open MPI";
+    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libmpi.so.12\0"), "pmi2") << "MPICH, Intel MPI";
+    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libmpich.so.12\0"), "pmi2");
+    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libc.so.6\0"), "");
+    EXPECT_EQ(launcher::backends::srun_mpi_for("#!/usr/bin/python3\nlibmpi.so.40"), "") << "not an ELF file";
+}
