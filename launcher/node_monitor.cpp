@@ -259,9 +259,8 @@ private:
                 "{}: cannot read NVML's process lists: {}; one rank per GPU is not checked", m_host, e.what()));
             return;
         }
-        if (m_records.size() < m_o.local_ranks) {
-            m_records = read_rank_records(m_o.job_dir);
-        }
+        // Read each time: a helper replaces its record by the program's pid once it has started it.
+        m_records = read_rank_records(m_o.job_dir);
         OwnershipCheck check = check_ownership(m_records, lists, m_lookup, m_counts_only);
         m_job_processes_seen = m_job_processes_seen || check.job_processes > 0;
         if (!m_counts_only && check.looks_like_container && ++m_container_seen >= container_confirmations) {
@@ -533,7 +532,8 @@ void start_node_monitor(const std::string& program, const NodeMonitorOptions& op
     }
 }
 
-void join_node_monitor(const MonitorOptions& monitor, const RankContext& context, const NodePlan& plan)
+std::function<void(pid_t program)> join_node_monitor(
+    const MonitorOptions& monitor, const RankContext& context, const NodePlan& plan)
 {
     const RankBinding& mine = plan.ranks.at(context.local_rank);
     if (!mine.gpu) {
@@ -565,6 +565,16 @@ void join_node_monitor(const MonitorOptions& monitor, const RankContext& context
     record.start_time = me ? me->start_time : 0;
     record.gpu = mine.gpu->bus_id;
     write_rank_record(node.job_dir, record);
+    return [dir = node.job_dir, record](pid_t program) mutable {
+        record.pid = static_cast<unsigned>(program);
+        const auto started = proc_lookup(probes::Sysroot("/"))(record.pid);
+        record.start_time = started ? started->start_time : 0;
+        try {
+            write_rank_record(dir, record);
+        } catch (const Error&) {
+            // The helper's own record stays: the program is found as its child.
+        }
+    };
 }
 
 int run_node_monitor(const NodeMonitorOptions& options) noexcept

@@ -10,6 +10,7 @@
 #include "launcher/rank_context.hpp"
 #include "probes/pci_address.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,11 @@ void start_node_monitor(const std::string& program, const NodeMonitorOptions& op
 /// directory (job_dir_from_environment), starts the node's monitor when this is local rank 0 (it
 /// finds the directory the same way), and records this process's pid (the helper's, the program's parent)
 /// and its GPU from `plan`. Throws probes::Error.
-void join_node_monitor(const MonitorOptions& monitor, const RankContext& context, const NodePlan& plan);
+/// Returns a function that records the program's own pid once the helper has started it: a GPU
+/// process that has already ended is then still known as the rank's (its parent, the helper, is not
+/// asked for it any more).
+std::function<void(pid_t program)> join_node_monitor(
+    const MonitorOptions& monitor, const RankContext& context, const NodePlan& plan);
 
 /// The monitor's whole run. Returns its exit status; never throws.
 int run_node_monitor(const NodeMonitorOptions& options) noexcept;

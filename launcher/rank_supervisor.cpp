@@ -193,6 +193,9 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     const auto started = Clock::now();
     const probes::Child child = probes::spawn_program(program, spawn);
     const pid_t pid = child.pid();
+    if (o.started) {
+        o.started(pid);
+    }
     out_pipe.write.reset();
     err_pipe.write.reset();
     out.from = std::move(out_pipe.read);

@@ -5,7 +5,9 @@
 // rank leaves nothing behind: not when it ends, not when a signal stops the job, not when the
 // launcher that started the helper dies (even by SIGKILL).
 
+#include <functional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace launcher {
@@ -17,6 +19,7 @@ struct RankSupervision {
     bool tag_output = false; ///< "[rank] " before each line of standard output and error
     std::string log_dir; ///< "": none; else rank<R>.out and rank<R>.err in it, on this host
     double grace_seconds = 10.0; ///< between passing on a signal and SIGKILL
+    std::function<void(pid_t)> started; ///< called with the program's pid once it runs (may be empty)
 };
 
 /// Runs `program` (argv, looked up in PATH) as the rank and returns the helper's exit status: the

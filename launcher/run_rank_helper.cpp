@@ -74,9 +74,10 @@ int run(const std::vector<std::string>& args)
     const std::string who = fmt::format("rank {} ({}, local rank {})", context->rank,
         layout.hostname.empty() ? "localhost" : layout.hostname, mine.local_rank);
 
+    std::function<void(pid_t)> program_started;
     if (o.monitor.interval > 0) {
         // Before binding, so the monitor keeps the node's CPUs; the record is written before exec.
-        join_node_monitor(o.monitor, *context, plan);
+        program_started = join_node_monitor(o.monitor, *context, plan);
         unsetenv(job_id_variable); // the program has no use for it
     }
 
@@ -117,6 +118,7 @@ int run(const std::vector<std::string>& args)
     supervision.tag_output = o.output.tag;
     supervision.log_dir = o.output.log_dir;
     supervision.grace_seconds = o.grace_seconds;
+    supervision.started = program_started;
     if (profiles_rank(o.profile, context->rank)) {
         // gpurun made the directory on its own host; a rank elsewhere makes it on its host.
         std::error_code ec;
