@@ -179,6 +179,10 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     auto* log_dir_out_opt = app.add_option("--log-dir", o.output.log_dir,
                                    "Also write each rank's output to DIR/rank<R>.out and .err, on its host")
                                 ->type_name("DIR");
+    auto* summary_opt = app.add_option("--json-summary", o.json_summary,
+                               "When the job ends, write how it ended to FILE as JSON: exit status, the rank "
+                               "that failed first (host, local rank, status, time, last stderr lines)")
+                            ->type_name("FILE");
     app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Let Open MPI run as root (passed to mpirun)");
     probes::add_number(
         app, "--grace", o.grace_seconds, "Seconds between passing on a signal and SIGKILL (default 10)", "SECONDS");
@@ -432,6 +436,9 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     }
     if (log_dir_out_opt->count() > 0 && o.output.log_dir.empty()) {
         throw Error("--log-dir '': expected a directory");
+    }
+    if (summary_opt->count() > 0 && o.json_summary.empty()) {
+        throw Error("--json-summary '': expected a file name");
     }
     if (log_dir_opt->count() > 0 && o.nccl_log_dir.empty()) {
         throw Error("--nccl-log-dir '': expected a directory");

@@ -1,41 +1,153 @@
 #include "launcher/job_process.hpp"
 
+#include "probes/error.hpp"
 #include "probes/process.hpp"
+#include "probes/unique_fd.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <poll.h>
 #include <unistd.h>
 
 namespace launcher {
 
-int run_job(const std::vector<std::string>& argv, double grace_seconds, const std::function<void()>& tick)
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The launcher's standard error, read by gpurun and passed on to its own.
+class ErrorRelay {
+public:
+    ErrorRelay()
+    {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) != 0 || fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) {
+            throw probes::Error(fmt::format("cannot make a pipe for the job's output: {}", std::strerror(errno)));
+        }
+        m_read = probes::UniqueFd(fds[0]);
+        m_write = probes::UniqueFd(fds[1]);
+    }
+    int read_fd() const { return m_read.get(); }
+    int write_fd() const { return m_write.get(); }
+    /// After the launcher has started: only it and what it starts hold the pipe.
+    void started() { m_write.reset(); }
+
+    /// Passes on what there is to read now; false at the stream's end.
+    bool relay()
+    {
+        std::array<char, 65536> buffer{};
+        while (true) {
+            const ssize_t n = read(m_read.get(), buffer.data(), buffer.size());
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n < 0 && errno == EAGAIN) {
+                return true;
+            }
+            if (n <= 0) {
+                print(m_scanner.finish());
+                return false;
+            }
+            print(m_scanner.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n))));
+        }
+    }
+    /// What is left once the launcher has ended: what its leftovers still write, until they close
+    /// the pipe or for at most `most`.
+    void drain(std::chrono::milliseconds most)
+    {
+        const auto until = Clock::now() + most;
+        while (relay()) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+            pollfd fd{m_read.get(), POLLIN, 0};
+            if (left <= 0 || poll(&fd, 1, static_cast<int>(left)) == 0) {
+                print(m_scanner.finish());
+                return;
+            }
+        }
+    }
+    const std::vector<RankFailure>& failures() const { return m_scanner.failures(); }
+
+private:
+    static void print(const std::string& text)
+    {
+        std::string_view rest(text);
+        while (!rest.empty()) {
+            const ssize_t n = write(STDERR_FILENO, rest.data(), rest.size());
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) {
+                return; // our own standard error is gone: the job goes on without it
+            }
+            rest.remove_prefix(static_cast<std::size_t>(n));
+        }
+    }
+
+    probes::UniqueFd m_read;
+    probes::UniqueFd m_write;
+    FailureScanner m_scanner;
+};
+
+Clock::duration seconds_of(double seconds)
+{
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(seconds, 1e6)));
+}
+
+} // namespace
+
+JobEnd run_job(const std::vector<std::string>& argv, double grace_seconds, bool launcher_stops_on_failure,
+    const std::function<void()>& tick)
 {
     probes::Supervisor job;
+    ErrorRelay errors;
     // With a terminal, the launcher stays in our process group so it can read stdin and gets the
     // terminal's Ctrl-C itself; otherwise it gets a group of its own and only what we forward.
     const bool own_group = isatty(STDIN_FILENO) == 0;
-    job.start(argv, own_group, fmt::format("gpurun: cannot run {}: ", argv[0]));
+    const auto started = Clock::now();
+    job.start(argv, own_group, fmt::format("gpurun: cannot run {}: ", argv[0]), errors.write_fd());
+    errors.started();
 
-    int received = 0;
+    JobEnd end;
     bool killed = false;
-    auto deadline = std::chrono::steady_clock::time_point::max();
-    int exit_code = 0;
+    bool reading = true;
+    std::size_t told = 0; // failure reports printed so far
+    auto deadline = Clock::time_point::max();
     while (true) {
-        const auto event = job.wait(std::chrono::milliseconds(200));
-        const auto now = std::chrono::steady_clock::now();
+        const auto event = job.wait(std::chrono::milliseconds(200), reading ? errors.read_fd() : -1);
+        const auto now = Clock::now();
+        if (event.readable) {
+            reading = errors.relay();
+        }
+        for (; told < errors.failures().size(); ++told) {
+            const RankFailure& f = errors.failures()[told];
+            if (told > 0) {
+                fmt::print(stderr, "{}", failure_report(f, "also failed", false));
+                continue;
+            }
+            fmt::print(stderr, "{}", failure_report(f, "failed first"));
+            if (launcher_stops_on_failure || end.signal != 0 || event.exited) {
+                continue;
+            }
+            // MPICH's Hydra waits for every rank of a program that exits without MPI_Abort.
+            fmt::print(stderr, "gpurun: stopping the other ranks ({}s grace)\n", grace_seconds);
+            job.child().signal(SIGTERM);
+            deadline = std::min(deadline, now + seconds_of(grace_seconds));
+        }
         if (event.signal != 0) {
-            if (received == 0) {
-                received = event.signal;
+            if (end.signal == 0) {
+                end.signal = event.signal;
                 // A terminal's Ctrl-C already reached a launcher in our group: do not send it twice.
                 if (!(event.from_terminal && !own_group)) {
                     job.child().signal(event.signal);
                 }
-                deadline = now +
-                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(std::min(grace_seconds, 1e6)));
+                deadline = std::min(deadline, now + seconds_of(grace_seconds));
                 fmt::print(stderr, "gpurun: {} received, stopping the job ({}s grace; again to kill now)\n",
                     strsignal(event.signal), grace_seconds);
             } else if (!killed) {
@@ -43,7 +155,7 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds, const st
             }
         }
         if (event.exited) {
-            exit_code = event.exit_code;
+            end.launcher_status = event.exit_code;
             break;
         }
         if (!killed && now >= deadline) {
@@ -55,7 +167,45 @@ int run_job(const std::vector<std::string>& argv, double grace_seconds, const st
             tick();
         }
     }
-    return received != 0 ? 128 + received : exit_code;
+    end.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    if (reading) {
+        errors.drain(std::chrono::milliseconds(1000));
+    }
+    for (; told < errors.failures().size(); ++told) {
+        const RankFailure& f = errors.failures()[told];
+        fmt::print(
+            stderr, "{}", told == 0 ? failure_report(f, "failed first") : failure_report(f, "also failed", false));
+    }
+    end.failures = errors.failures();
+    if (end.signal != 0) {
+        end.status = 128 + end.signal;
+    } else if (!end.failures.empty()) {
+        end.status = end.failures.front().exit_status;
+    } else {
+        end.status = end.launcher_status;
+    }
+    return end;
+}
+
+nlohmann::json summary_json(const JobEnd& end, const std::vector<std::string>& launcher_command, unsigned ranks)
+{
+    auto failure = [](const RankFailure& f) {
+        nlohmann::json tail = nlohmann::json::array();
+        for (const auto& line : f.tail) {
+            tail.push_back(line);
+        }
+        return nlohmann::json{{"rank", f.rank}, {"host", f.host}, {"local_rank", f.local_rank}, {"ending", f.ending},
+            {"exit_status", f.exit_status}, {"seconds", f.seconds}, {"stderr_tail", tail}};
+    };
+    nlohmann::json failures = nlohmann::json::array();
+    for (const auto& f : end.failures) {
+        failures.push_back(failure(f));
+    }
+    return nlohmann::json{{"exit_status", end.status}, {"ranks", ranks}, {"seconds", end.seconds},
+        {"signal", end.signal != 0 ? nlohmann::json(fmt::format("SIG{}", sigabbrev_np(end.signal))) : nlohmann::json()},
+        {"launcher", {{"command", launcher_command}, {"exit_status", end.launcher_status}}},
+        {"first_failure", end.failures.empty() ? nlohmann::json() : failure(end.failures.front())},
+        {"failures", failures}};
 }
 
 } // namespace launcher

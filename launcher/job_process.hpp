@@ -1,17 +1,36 @@
 #pragma once
 
+#include "launcher/rank_output.hpp"
+
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 namespace launcher {
 
+/// How a job ended, as gpurun tells it.
+struct JobEnd {
+    int status = 0; ///< the exit status to give the user
+    int launcher_status = 0; ///< the launcher's own: its exit code, or 128+N for signal N
+    int signal = 0; ///< the signal gpurun received and passed on (SIGINT...), 0 for none
+    std::vector<RankFailure> failures; ///< the helpers' failure reports, in the order they came
+    double seconds = 0; ///< from the launcher's start to its end
+};
+
 /// Runs the launcher and stays with it until it ends: SIGINT, SIGTERM and SIGHUP are passed on,
-/// a second signal or the grace period's end brings SIGKILL. Returns the exit status to give the
-/// user: the launcher's exit code, or 128+N when it (or gpurun) died of signal N.
+/// a second signal or the grace period's end brings SIGKILL. The launcher's standard error (every
+/// rank's, on every host) passes through gpurun, which takes the rank helpers' failure reports out
+/// of it: the first is printed as "failed first" and stops the job (SIGTERM to the launcher, SIGKILL
+/// after the grace period, as for a signal), later ones as "also failed". The status to give the
+/// user: 128+N when gpurun got signal N, else the first failed rank's status, else the launcher's.
 /// argv is executed directly (execvp), never through a shell. `tick`, when given, is called from
-/// the wait loop about every 200 ms (more often while signals arrive) for as long as the launcher
-/// runs; it must not throw.
-int run_job(const std::vector<std::string>& argv, double grace_seconds, const std::function<void()>& tick = {});
+/// the wait loop about every 200 ms (more often while signals or output arrive) for as long as the
+/// launcher runs; it must not throw.
+JobEnd run_job(const std::vector<std::string>& argv, double grace_seconds, bool launcher_stops_on_failure,
+    const std::function<void()>& tick = {});
+
+/// The JSON of --json-summary: how the job ended, and which rank failed first and how.
+nlohmann::json summary_json(const JobEnd& end, const std::vector<std::string>& launcher_command, unsigned ranks);
 
 } // namespace launcher

@@ -93,6 +93,7 @@ struct OutputOptions {
 struct LaunchOptions {
     PlanOptions plan;
     std::optional<unsigned> np;
+    std::string json_summary; ///< --json-summary: how the job ended, written here as JSON
     std::vector<HostSlots> hosts;
     std::string hostfile;
     /// --gpus-per-node N: the ranks of each host whose slots are not given are N times

@@ -3,8 +3,10 @@
 #include "probes/error.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <optional>
 #include <sys/wait.h>
 
 namespace launcher {
@@ -74,18 +76,190 @@ std::string ending_words(int wait_status)
     return fmt::format("exit status {}", WEXITSTATUS(wait_status));
 }
 
-std::string failure_report(unsigned rank, const std::string& host, unsigned local_rank, int wait_status, double seconds,
-    const std::deque<std::string>& tail)
+RankFailure RankFailure::of(
+    unsigned rank, std::string host, unsigned local_rank, int wait_status, double seconds, std::deque<std::string> tail)
 {
-    std::string out = fmt::format("gpurun: rank {} ({}, local rank {}) failed: {} after {:.1f} s", rank, host,
-        local_rank, ending_words(wait_status), seconds);
-    if (tail.empty()) {
-        return out + "; it wrote nothing to stderr\n";
+    RankFailure f;
+    f.rank = rank;
+    f.host = std::move(host);
+    f.local_rank = local_rank;
+    f.ending = ending_words(wait_status);
+    f.exit_status = WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : WEXITSTATUS(wait_status);
+    f.seconds = seconds;
+    f.tail = std::move(tail);
+    return f;
+}
+
+namespace {
+
+constexpr std::string_view report_start = "gpurun: rank ";
+constexpr std::string_view tail_start = "  | ";
+constexpr std::string_view with_lines = "; last lines of its stderr:";
+constexpr std::string_view without_lines = "; it wrote nothing to stderr";
+constexpr std::size_t most_held = 64U << 10;
+
+bool starts_with(std::string_view text, std::string_view prefix)
+{
+    return text.substr(0, prefix.size()) == prefix;
+}
+
+/// Takes `prefix` off the front of `text`; false when it is not there.
+bool take(std::string_view& text, std::string_view prefix)
+{
+    if (!starts_with(text, prefix)) {
+        return false;
     }
-    out += "; last lines of its stderr:\n";
-    for (const auto& line : tail) {
-        out += "  | " + probes::escape_controls(line, false) + '\n';
+    text.remove_prefix(prefix.size());
+    return true;
+}
+
+/// Takes a decimal number off the front of `text`.
+bool take_number(std::string_view& text, unsigned& value)
+{
+    std::size_t digits = 0;
+    unsigned long long n = 0;
+    while (digits < text.size() && digits < 10 && text[digits] >= '0' && text[digits] <= '9') {
+        n = n * 10 + static_cast<unsigned>(text[digits] - '0');
+        ++digits;
     }
+    if (digits == 0 || n > 0xffffffffULL) {
+        return false;
+    }
+    value = static_cast<unsigned>(n);
+    text.remove_prefix(digits);
+    return true;
+}
+
+/// The exit status an ending stands for: "exit status 3" is 3, "signal 9 (Killed)" 137.
+std::optional<int> status_of(std::string_view ending)
+{
+    unsigned n = 0;
+    if (take(ending, "exit status ") && take_number(ending, n) && ending.empty() && n < 256) {
+        return static_cast<int>(n);
+    }
+    if (take(ending, "signal ") && take_number(ending, n) && take(ending, " (") && n > 0 && n < 128) {
+        return 128 + static_cast<int>(n);
+    }
+    return std::nullopt;
+}
+
+/// The first line of a helper's report (without its newline), read back; nothing for any other line.
+std::optional<RankFailure> parse_report_line(std::string_view line)
+{
+    RankFailure f;
+    if (!take(line, report_start) || !take_number(line, f.rank) || !take(line, " (")) {
+        return std::nullopt;
+    }
+    const std::size_t local = line.rfind(", local rank ");
+    if (local == std::string_view::npos) {
+        return std::nullopt;
+    }
+    f.host = std::string(line.substr(0, local));
+    line.remove_prefix(local + std::string_view(", local rank ").size());
+    if (!take_number(line, f.local_rank) || !take(line, ") failed: ")) {
+        return std::nullopt;
+    }
+    // "exit status 3 after 12.4 s" and what follows: the time is the last " after ".
+    if (line.size() >= with_lines.size() && line.substr(line.size() - with_lines.size()) == with_lines) {
+        line.remove_suffix(with_lines.size());
+    } else if (line.size() >= without_lines.size() &&
+        line.substr(line.size() - without_lines.size()) == without_lines) {
+        line.remove_suffix(without_lines.size());
+    }
+    const std::size_t after = line.rfind(" after ");
+    if (after == std::string_view::npos || line.size() < after + 9 || line.substr(line.size() - 2) != " s") {
+        return std::nullopt;
+    }
+    f.ending = std::string(line.substr(0, after));
+    const std::string seconds(line.substr(after + 7, line.size() - after - 9));
+    char* end = nullptr;
+    f.seconds = std::strtod(seconds.c_str(), &end);
+    const auto status = status_of(f.ending);
+    if (seconds.empty() || end != seconds.c_str() + seconds.size() || !status || !(f.seconds >= 0)) {
+        return std::nullopt;
+    }
+    f.exit_status = *status;
+    return f;
+}
+
+} // namespace
+
+std::string failure_report(const RankFailure& f, std::string_view verb, bool with_tail)
+{
+    std::string out = fmt::format("gpurun: rank {} ({}, local rank {}) {}: {} after {:.1f} s", f.rank,
+        probes::escape_controls(f.host, false), f.local_rank, verb, probes::escape_controls(f.ending, false),
+        f.seconds);
+    if (!with_tail) {
+        return out + '\n';
+    }
+    if (f.tail.empty()) {
+        return out += std::string(without_lines) + '\n';
+    }
+    out += std::string(with_lines) + '\n';
+    for (const auto& line : f.tail) {
+        out += std::string(tail_start) + probes::escape_controls(line, false) + '\n';
+    }
+    return out;
+}
+
+std::string FailureScanner::line(std::string_view text)
+{
+    const std::string_view bare = text.substr(0, text.size() - 1);
+    if (m_in_report && starts_with(bare, tail_start)) {
+        m_failures.back().tail.emplace_back(bare.substr(tail_start.size()));
+        return "";
+    }
+    m_in_report = false;
+    if (auto f = parse_report_line(bare)) {
+        m_failures.push_back(std::move(*f));
+        m_in_report = true;
+        return "";
+    }
+    return std::string(text);
+}
+
+bool FailureScanner::may_be_report(std::string_view start) const
+{
+    auto agrees = [&](std::string_view prefix) {
+        const std::size_t n = std::min(start.size(), prefix.size());
+        return start.substr(0, n) == prefix.substr(0, n);
+    };
+    return agrees(report_start) || (m_in_report && agrees(tail_start));
+}
+
+std::string FailureScanner::feed(std::string_view piece)
+{
+    std::string out;
+    while (!piece.empty()) {
+        const std::size_t newline = piece.find('\n');
+        const std::size_t end = newline == std::string_view::npos ? piece.size() : newline + 1;
+        if (m_passing) {
+            out.append(piece.substr(0, end));
+            m_passing = newline == std::string_view::npos;
+        } else {
+            m_held.append(piece.substr(0, end));
+            if (newline != std::string_view::npos) {
+                out += line(m_held);
+                m_held.clear();
+            } else if (!may_be_report(m_held) || m_held.size() > most_held) {
+                // Not a report after all (or too long for one): it passes through from here on.
+                m_in_report = false;
+                out += m_held;
+                m_held.clear();
+                m_passing = true;
+            }
+        }
+        piece.remove_prefix(end);
+    }
+    return out;
+}
+
+std::string FailureScanner::finish()
+{
+    std::string out = std::move(m_held);
+    m_held.clear();
+    m_passing = false;
+    m_in_report = false;
     return out;
 }
 

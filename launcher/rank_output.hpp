@@ -7,6 +7,7 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace launcher {
 
@@ -46,10 +47,49 @@ private:
 /// How a rank ended, as the failure report says it: "exit status 3", "signal 9 (Killed)".
 std::string ending_words(int wait_status);
 
-/// The report the helper prints when its rank fails, e.g.
+/// A rank that failed: what its helper knows, what the report says, what gpurun reads back.
+struct RankFailure {
+    unsigned rank = 0;
+    std::string host;
+    unsigned local_rank = 0;
+    std::string ending; ///< ending_words(): "exit status 3", "signal 11 (Segmentation fault)"
+    int exit_status = 0; ///< the status a shell would show: N, or 128+N for signal N
+    double seconds = 0; ///< since the rank started
+    std::deque<std::string> tail; ///< its last lines of standard error, oldest first
+
+    static RankFailure of(unsigned rank, std::string host, unsigned local_rank, int wait_status, double seconds,
+        std::deque<std::string> tail);
+};
+
+/// The report, e.g. with `verb` "failed":
 /// "gpurun: rank 1 (n02, local rank 1) failed: exit status 3 after 12.4 s; last lines of its stderr:"
-/// then each line indented by "  | ". Without lines: "...; it wrote nothing to stderr".
-std::string failure_report(unsigned rank, const std::string& host, unsigned local_rank, int wait_status, double seconds,
-    const std::deque<std::string>& tail);
+/// then each line indented by "  | ". Without lines: "...; it wrote nothing to stderr". With
+/// `with_tail` false, the first line alone, ending after the time.
+std::string failure_report(const RankFailure& f, std::string_view verb = "failed", bool with_tail = true);
+
+/// Finds the helpers' failure reports in the stream gpurun relays from its launcher (standard
+/// error of every rank on every host, in the order they reach it): each is taken out of the
+/// stream and kept; every other byte passes through at once, except the start of a line that may
+/// still become a report, which waits for its end (at most 64 KiB).
+class FailureScanner {
+public:
+    /// What to print of `piece` now.
+    std::string feed(std::string_view piece);
+    /// What is still held, at the stream's end.
+    std::string finish();
+    /// The reports found, in the order they came.
+    const std::vector<RankFailure>& failures() const { return m_failures; }
+
+private:
+    /// A complete line (with its newline): kept as part of a report, or returned to print.
+    std::string line(std::string_view text);
+    /// Whether a line that starts so may still be a report or a line of its tail.
+    bool may_be_report(std::string_view start) const;
+
+    std::string m_held; ///< the start of a line that may be a report
+    bool m_passing = false; ///< in a line that is not a report: the rest passes through
+    bool m_in_report = false; ///< the previous line was a report's, so "  | " lines are its tail
+    std::vector<RankFailure> m_failures;
+};
 
 } // namespace launcher

@@ -282,7 +282,8 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     }
     const bool failed = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
     if (failed && forwarded == 0) {
-        write_all(STDERR_FILENO, failure_report(o.rank, o.host, o.local_rank, status, seconds, tail.lines()));
+        write_all(STDERR_FILENO,
+            failure_report(RankFailure::of(o.rank, o.host, o.local_rank, status, seconds, tail.lines())));
     }
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }

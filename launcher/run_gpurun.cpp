@@ -244,12 +244,18 @@ int run(const std::vector<std::string>& argv)
     if (!plan.helper.monitor_job.empty() && setenv(job_id_variable, plan.helper.monitor_job.c_str(), 1) != 0) {
         throw Error(fmt::format("cannot set {}: {}", job_id_variable, std::strerror(errno)));
     }
+    // Opened before the job starts, so a path that cannot be written stops gpurun at once; put in
+    // place when the job has ended (and never half written).
+    std::optional<probes::AtomicFile> summary;
+    if (!o.json_summary.empty()) {
+        summary.emplace(o.json_summary, "--json-summary");
+    }
     std::cout.flush();
     std::function<void()> tick;
     if (nccl && o.nccl_check == NcclCheckMode::init) {
         tick = [&nccl] { fmt::print(stderr, "{}", nccl->poll()); };
     }
-    const int status = run_job(plan.command, o.grace_seconds, tick);
+    const JobEnd end = run_job(plan.command, o.grace_seconds, backends::row(ctx.launcher.kind).stops_on_failure, tick);
     if (!plan.helper.monitor_job.empty()) {
         // The monitor removes its node's directory; this covers one that was killed on this node.
         const char* tmpdir = env("TMPDIR");
@@ -259,7 +265,13 @@ int run(const std::vector<std::string>& argv)
         fmt::print(stderr, "{}", nccl->finish());
     }
     fmt::print(stderr, "{}", profile_epilogue(o.profile, ranks));
-    return status;
+    if (summary) {
+        summary->write(
+            summary_json(end, plan.command, ranks).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+            "\n");
+        summary->commit();
+    }
+    return end.status;
 }
 
 } // namespace

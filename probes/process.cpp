@@ -5,6 +5,7 @@
 #include "probes/unique_fd.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <limits>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -548,6 +550,12 @@ Supervisor::Supervisor()
         sigaddset(&m_watched, s);
     }
     sigprocmask(SIG_BLOCK, &m_watched, &m_previous);
+    m_signals = signalfd(-1, &m_watched, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (m_signals < 0) {
+        const int err = errno;
+        sigprocmask(SIG_SETMASK, &m_previous, nullptr);
+        throw Error(fmt::format("cannot watch signals (signalfd): {}", std::strerror(err)));
+    }
 }
 
 Supervisor::~Supervisor()
@@ -555,10 +563,12 @@ Supervisor::~Supervisor()
     if (m_child.own_group() && m_child.pid() > 0) {
         killpg(m_child.pid(), SIGKILL); // anything the program left in its group belongs to it
     }
+    close(m_signals);
     sigprocmask(SIG_SETMASK, &m_previous, nullptr);
 }
 
-void Supervisor::start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error)
+void Supervisor::start(
+    const std::vector<std::string>& argv, bool own_group, const std::string& exec_error, int stderr_fd)
 {
     SpawnOptions options;
     options.own_group = own_group;
@@ -568,10 +578,11 @@ void Supervisor::start(const std::vector<std::string>& argv, bool own_group, con
     options.parent_death_signal = SIGTERM;
     options.mask = &m_previous;
     options.exec_error = exec_error;
+    options.stderr_fd = stderr_fd;
     m_child = spawn_program(argv, options);
 }
 
-Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout)
+Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout, int watch_fd)
 {
     Event event;
     auto check_child = [&] {
@@ -593,13 +604,19 @@ Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout)
     if (event.exited) {
         return event;
     }
-    const auto ns = std::max<long long>(0, timeout.count());
-    timespec wait{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    siginfo_t info{};
-    const int sig = sigtimedwait(&m_watched, &info, &wait);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-        event.signal = sig;
-        event.from_terminal = info.si_code == SI_KERNEL;
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::max(timeout, std::chrono::nanoseconds(0)));
+    std::array<pollfd, 2> fds{pollfd{m_signals, POLLIN, 0}, pollfd{watch_fd, POLLIN, 0}};
+    const nfds_t n = watch_fd >= 0 ? 2 : 1;
+    if (poll(fds.data(), n, static_cast<int>(std::min<long long>(ms.count(), 1 << 30))) > 0) {
+        signalfd_siginfo info{};
+        if (read(m_signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+            const auto sig = static_cast<int>(info.ssi_signo);
+            if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+                event.signal = sig;
+                event.from_terminal = info.ssi_code == SI_KERNEL;
+            }
+        }
+        event.readable = n == 2 && fds[1].revents != 0;
     }
     check_child();
     return event;

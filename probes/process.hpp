@@ -169,7 +169,8 @@ public:
 
     /// Starts the program with the signal mask the caller had; it gets SIGTERM if the caller dies
     /// (even by SIGKILL). Throws probes::Error as spawn_program.
-    void start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error);
+    /// `stderr_fd`, when not -1, becomes its standard error (a pipe the caller reads).
+    void start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error, int stderr_fd = -1);
     bool started() const { return m_child.pid() > 0; }
     const Child& child() const { return m_child; }
 
@@ -180,15 +181,18 @@ public:
         bool from_terminal = false;
         bool exited = false; ///< the child ended (or was reaped elsewhere: status 0)
         int exit_code = 0; ///< its exit code, or 128+N for signal N
+        bool readable = false; ///< `watch_fd` has something to read (or was closed)
     };
-    /// Waits up to `timeout` for a watched signal or the child's end, whichever comes first.
-    Event wait(std::chrono::nanoseconds timeout);
+    /// Waits up to `timeout` for a watched signal, the child's end or, when `watch_fd` is not -1,
+    /// something to read from it, whichever comes first.
+    Event wait(std::chrono::nanoseconds timeout, int watch_fd = -1);
     /// SIGKILL to the child and its group.
     void kill_now() const;
 
 private:
     sigset_t m_watched{};
     sigset_t m_previous{};
+    int m_signals = -1; ///< a signalfd for m_watched
     Child m_child;
     bool m_done = false;
 };

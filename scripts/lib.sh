@@ -29,10 +29,25 @@ install_missing() {
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
     fi
+    keep_openmpi_default
+}
+
+# With MPICH installed beside Open MPI, `mpirun` and `mpicc` stay Open MPI's (Debian ranks Open MPI
+# first, 50 to 40; this holds it where an earlier choice or install order says otherwise).
+keep_openmpi_default() {
+    local name target
+    for name in mpirun:/usr/bin/mpirun.openmpi mpi:/usr/bin/mpicc.openmpi; do
+        target=${name#*:}
+        name=${name%%:*}
+        if [ -e "$target" ] && [ "$(readlink -f "/etc/alternatives/$name")" != "$(readlink -f "$target")" ]; then
+            as_root update-alternatives --set "$name" "$target"
+        fi
+    done
 }
 
 BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev libsqlite3-dev openmpi-bin)
-TEST_PACKAGES=(libgtest-dev clang-format dpkg-dev)
+# mpich: the integration tests run gpurun under the real MPICH Hydra too.
+TEST_PACKAGES=(libgtest-dev clang-format dpkg-dev mpich)
 
 build() {
     cmake -S "$GPUKIT_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null

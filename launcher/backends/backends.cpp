@@ -228,8 +228,8 @@ std::vector<std::string> srun_command(const Launcher& launcher, const LaunchRequ
     std::vector<std::string> argv = values_set_by_env(r);
     argv.insert(argv.end(),
         {launcher.path, "--nodes", std::to_string(job.hosts.size()), "--ntasks", std::to_string(job.ranks),
-            "--ntasks-per-node", std::to_string(job.hosts.front().slots.value_or(1)), "--cpu-bind=none",
-            "--export=ALL"});
+            "--ntasks-per-node", std::to_string(job.hosts.front().slots.value_or(1)), "--cpu-bind=none", "--export=ALL",
+            "--kill-on-bad-exit=1"});
     if (r.hosts_given) {
         argv.insert(argv.end(), {"--nodelist", host_names(job)});
     }
@@ -327,11 +327,12 @@ bool root_allowed(bool flag, const char* allow, const char* confirm)
 const std::vector<Backend>& table()
 {
     static const std::vector<Backend> table = {
-        {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, openmpi_command},
-        {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false,
+        {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, true,
+            openmpi_command},
+        {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false, false,
             hydra_command},
-        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, srun_command},
-        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, local_command},
+        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, true, srun_command},
+        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, true, local_command},
     };
     return table;
 }

@@ -97,6 +97,9 @@ struct Backend {
     const char* default_flavour; ///< the flavour said when it is not known
     const char* nsys_mpi_impl; ///< nsys profile --mpi-impl for its ranks; nullptr: nsys's default (openmpi)
     bool refuses_root; ///< runs as root only with --allow-run-as-root
+    /// Stops the other ranks itself when one fails (mpirun; srun, given --kill-on-bad-exit; gpurun's
+    /// own). For one that does not (Hydra waits for every rank), gpurun sends it SIGTERM.
+    bool stops_on_failure;
     std::vector<std::string> (*command)(const Launcher& launcher, const LaunchRequest& request);
 };
 

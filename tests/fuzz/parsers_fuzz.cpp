@@ -16,6 +16,7 @@
 #include "launcher/node_list.hpp"
 #include "launcher/pack.hpp"
 #include "launcher/profile.hpp"
+#include "launcher/rank_output.hpp"
 #include "launcher/shell_words.hpp"
 #include "probes/atomic_file.hpp"
 #include "probes/byte_size.hpp"
@@ -489,6 +490,43 @@ void fuzz_path_walker(const std::string& text)
     changed = done || !same_entries;
 }
 
+void fuzz_failure_scanner(const std::string& text)
+{
+    // gpurun's reading of the ranks' standard error: the stream fed whole or in pieces (cut where
+    // the first byte says) gives the same output and the same reports; a stream without a report
+    // passes unchanged; each report found, printed again and read back, is the same report.
+    // A line over 64 KiB is held whole but passed on in pieces: the two may then differ.
+    std::size_t run = 0;
+    bool long_line = false;
+    for (char c : text) {
+        run = c == '\n' ? 0 : run + 1;
+        long_line = long_line || run > (60U << 10);
+    }
+    launcher::FailureScanner whole;
+    const std::string whole_out = whole.feed(text) + whole.finish();
+    if (text.find("gpurun: rank ") == std::string::npos && whole_out != text) {
+        std::abort();
+    }
+    const std::size_t step = text.empty() ? 1 : static_cast<unsigned char>(text[0]) % 7 + 1;
+    launcher::FailureScanner pieces;
+    std::string pieces_out;
+    for (std::size_t at = 0; at < text.size(); at += step) {
+        pieces_out += pieces.feed(std::string_view(text).substr(at, step));
+    }
+    pieces_out += pieces.finish();
+    if (!long_line && (pieces_out != whole_out || pieces.failures().size() != whole.failures().size())) {
+        std::abort();
+    }
+    for (const auto& f : whole.failures()) {
+        launcher::FailureScanner again;
+        const std::string report = launcher::failure_report(f);
+        if (!again.feed(report).empty() || again.failures().size() != 1 ||
+            launcher::failure_report(again.failures()[0]) != report) {
+            std::abort();
+        }
+    }
+}
+
 struct Target {
     const char* name;
     void (*run)(const std::string& text);
@@ -511,6 +549,7 @@ constexpr Target kTargets[] = {
     {"nsys_sqlite", fuzz_nsys_sqlite},
     {"snapshot", fuzz_snapshot},
     {"path_walker", fuzz_path_walker},
+    {"failure_scanner", fuzz_failure_scanner},
 };
 
 /// The target this program runs: its name is compiled into each fuzz_NAME program (fuzz_target.cpp).

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +26,9 @@ namespace {
 using Values = test_support::RankValues;
 using test_support::one;
 using test_support::read_rank;
+
+std::vector<pid_t> survivors(const std::vector<pid_t>& pids, std::chrono::milliseconds limit);
+pid_t read_pid(const std::filesystem::path& file);
 
 class GpurunMpirun : public ::testing::Test {
 protected:
@@ -61,6 +65,40 @@ protected:
         argv.emplace_back(RANK_PROBE_PATH);
         const pid_t pid = test_support::start(argv, env, (m_dir / "gpurun.log").string());
         return {pid, test_support::wait_for_rank_pids(m_dir, 2, std::chrono::milliseconds(15000))};
+    }
+
+    /// A program whose rank 1 writes "bad input" to stderr and exits 3 at once, while every other
+    /// rank writes its pid to PROBE_DIR/sleeper-<RANK> and sleeps for two minutes.
+    std::string failing_program()
+    {
+        const auto script = m_dir / "fail.sh";
+        std::ofstream(script) << "#!/bin/sh\nif [ \"$RANK\" = 1 ]; then echo 'bad input' >&2; exit 3; fi\n"
+                                 "echo $$ > \"$PROBE_DIR/sleeper-$RANK\"\nexec sleep 120\n";
+        std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+        return script.string();
+    }
+
+    /// Runs failing_program() on 2 ranks with `options`, and checks that the job stopped early,
+    /// with rank 1's status, named it as the first to fail, and left no rank: what --json-summary
+    /// wrote is returned.
+    nlohmann::json expect_fail_fast(const std::vector<std::string>& options, const EnvChanges& extra = {})
+    {
+        const auto summary = m_dir / "summary.json";
+        std::vector<std::string> args = {"--cpu-only", "-np", "2", "--grace", "1", "--json-summary", summary.string()};
+        args.insert(args.end(), options.begin(), options.end());
+        args.push_back(failing_program());
+        const auto started = std::chrono::steady_clock::now();
+        auto r = gpurun(args, extra);
+        EXPECT_EQ(r.exit_code, 3) << r.err;
+        EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20)) << "the job ran on";
+        EXPECT_NE(r.err.find(", local rank 1) failed first: exit status 3 after "), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(" s; last lines of its stderr:\n  | bad input\n"), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find(") failed: "), std::string::npos) << "the helper's own report is taken out: " << r.err;
+        const pid_t sleeper = read_pid(m_dir / "sleeper-0");
+        EXPECT_TRUE(sleeper <= 0 || survivors({sleeper}, std::chrono::seconds(1)).empty()) << "rank 0 ran on";
+        std::ifstream in(summary);
+        EXPECT_TRUE(in.good()) << "no " << summary;
+        return in.good() ? nlohmann::json::parse(in) : nlohmann::json();
     }
 
     TempDir m_dir;
@@ -435,7 +473,7 @@ TEST_F(GpurunMpirun, AFailedRankIsNamedWithItsStatusAndTheLastLinesOfItsStderr)
     const auto at = r.err.find("gpurun: rank 1 (");
     ASSERT_NE(at, std::string::npos) << r.err;
     const std::string report = r.err.substr(at);
-    EXPECT_NE(report.find(", local rank 1) failed: exit status 3 after "), std::string::npos) << report;
+    EXPECT_NE(report.find(", local rank 1) failed first: exit status 3 after "), std::string::npos) << report;
     EXPECT_NE(report.find(" s; last lines of its stderr:\n  | err 6 of 1\n"), std::string::npos) << report;
     EXPECT_NE(report.find("  | err 25 of 1\n"), std::string::npos) << report;
     EXPECT_EQ(report.find("  | err 5 of 1\n"), std::string::npos) << "20 lines, not more: " << report;
@@ -519,19 +557,11 @@ TEST_F(GpurunMpirun, WithoutMpiTheLocalLauncherStartsTheRanksWithTheirVariablesA
 
 TEST_F(GpurunMpirun, TheLocalLauncherStopsTheJobWhenTheFirstRankFails)
 {
-    // Rank 1 fails at once; rank 0 would sleep for two minutes.
-    const auto script = m_dir / "fail.sh";
-    std::ofstream(script) << "#!/bin/sh\nif [ \"$RANK\" = 1 ]; then echo 'bad input' >&2; exit 3; fi\n"
-                             "echo $$ > \"$PROBE_DIR/sleeper\"\nexec sleep 120\n";
-    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
-    const auto started = std::chrono::steady_clock::now();
-    auto r = gpurun({"--launcher", "local", "--cpu-only", "-np", "2", "--grace", "1", script.string()});
-    EXPECT_EQ(r.exit_code, 3) << r.err;
-    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20)) << "the job ran on";
-    EXPECT_NE(r.err.find("gpurun: rank 1 ("), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("  | bad input\n"), std::string::npos) << r.err;
-    const pid_t sleeper = read_pid(m_dir / "sleeper");
-    EXPECT_TRUE(sleeper <= 0 || survivors({sleeper}, std::chrono::seconds(1)).empty());
+    const auto summary = expect_fail_fast({"--launcher", "local"});
+    ASSERT_TRUE(summary.is_object());
+    EXPECT_EQ(summary["exit_status"], 3) << summary;
+    const std::string launcher = summary["launcher"]["command"][0];
+    EXPECT_EQ(std::filesystem::path(launcher).filename(), "gpurun-rank") << summary;
 }
 
 TEST_F(GpurunMpirun, KillNineOfGpurunWithTheLocalLauncherLeavesNoRank)
@@ -544,4 +574,66 @@ TEST_F(GpurunMpirun, KillNineOfGpurunWithTheLocalLauncherLeavesNoRank)
     kill(pid, SIGKILL);
     test_support::wait_for(pid, std::chrono::seconds(5));
     EXPECT_TRUE(survivors(job, std::chrono::seconds(1 + 2)).empty());
+}
+
+// --- every launcher: the first failing rank stops the job and is named ------------------------
+
+TEST_F(GpurunMpirun, TheFirstFailingRankStopsAnOpenMpiJobAndTheSummarySaysWhoAndHow)
+{
+    const auto summary = expect_fail_fast({});
+    ASSERT_TRUE(summary.is_object());
+    EXPECT_EQ(summary["exit_status"], 3);
+    EXPECT_EQ(summary["ranks"], 2);
+    EXPECT_TRUE(summary["signal"].is_null());
+    const auto& first = summary["first_failure"];
+    EXPECT_EQ(first["rank"], 1) << summary;
+    EXPECT_EQ(first["local_rank"], 1);
+    EXPECT_EQ(first["ending"], "exit status 3");
+    EXPECT_EQ(first["exit_status"], 3);
+    EXPECT_GE(first["seconds"].get<double>(), 0.0);
+    EXPECT_LT(first["seconds"].get<double>(), 20.0);
+    EXPECT_EQ(first["stderr_tail"], nlohmann::json::array({"bad input"}));
+    EXPECT_FALSE(first["host"].get<std::string>().empty());
+    EXPECT_EQ(summary["failures"].size(), 1U) << "rank 0 was stopped, it did not fail: " << summary;
+    const std::string launcher = summary["launcher"]["command"][0];
+    EXPECT_EQ(std::filesystem::path(launcher).filename(), "mpirun") << summary;
+}
+
+TEST_F(GpurunMpirun, TheFirstFailingRankStopsAnMpichHydraJob)
+{
+    // MPICH's Hydra waits for every rank when one exits non-zero without MPI_Abort: gpurun stops it.
+    const std::filesystem::path hydra = "/usr/bin/mpiexec.hydra";
+    if (!std::filesystem::exists(hydra)) {
+        GTEST_SKIP() << "MPICH is not installed (" << hydra << "; Debian package mpich)";
+    }
+    // Hydra's mpiexec, found as "mpiexec" first in PATH, as on a machine with only MPICH.
+    const auto bin = m_dir / "mpich-bin";
+    std::filesystem::create_directories(bin);
+    std::filesystem::create_symlink(hydra, bin / "mpiexec");
+    // Hydra starts its proxy from the directory it was run from.
+    std::filesystem::create_symlink("/usr/bin/hydra_pmi_proxy", bin / "hydra_pmi_proxy");
+    const auto summary = expect_fail_fast({"--launcher", "mpich"}, {{"PATH", bin.string() + ":/usr/bin:/bin"}});
+    ASSERT_TRUE(summary.is_object());
+    EXPECT_EQ(summary["first_failure"]["rank"], 1) << summary;
+    EXPECT_EQ(summary["launcher"]["command"][0], (bin / "mpiexec").string()) << summary;
+}
+
+TEST_F(GpurunMpirun, ASummaryFileThatCannotBeWrittenIsExitTwoBeforeAnythingStarts)
+{
+    for (const std::string& file : {(m_dir / "no" / "such" / "dir.json").string(), std::string()}) {
+        auto r = gpurun({"--cpu-only", "-np", "2", "--json-summary", file, RANK_PROBE_PATH});
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find("--json-summary"), std::string::npos) << r.err;
+        EXPECT_FALSE(std::filesystem::exists(m_dir / "rank-0.txt")) << "a rank started";
+    }
+    // A job that succeeds writes its summary too.
+    const auto file = m_dir / "ok.json";
+    auto ok = gpurun({"--cpu-only", "-np", "2", "--json-summary", file.string(), RANK_PROBE_PATH});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    std::ifstream in(file);
+    const auto summary = nlohmann::json::parse(in);
+    EXPECT_EQ(summary["exit_status"], 0);
+    EXPECT_EQ(summary["launcher"]["exit_status"], 0);
+    EXPECT_TRUE(summary["first_failure"].is_null());
+    EXPECT_EQ(summary["failures"], nlohmann::json::array());
 }

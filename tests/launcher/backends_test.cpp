@@ -120,8 +120,8 @@ TEST(Srun, SetsValuesThroughEnvAndNamesTheNodes)
     auto argv = launcher::backends::launcher_command(Launcher{LauncherKind::srun, "/usr/bin/srun", "Slurm", ""}, r);
     EXPECT_EQ(argv,
         (std::vector<std::string>{"/usr/bin/env", "NCCL_DEBUG=INFO", "/usr/bin/srun", "--nodes", "2", "--ntasks", "8",
-            "--ntasks-per-node", "4", "--cpu-bind=none", "--export=ALL", "--nodelist", "gpu1,gpu2", "--extra", "a b",
-            "/opt/gpurun-rank", "--", "python", "a b"}));
+            "--ntasks-per-node", "4", "--cpu-bind=none", "--export=ALL", "--kill-on-bad-exit=1", "--nodelist",
+            "gpu1,gpu2", "--extra", "a b", "/opt/gpurun-rank", "--", "python", "a b"}));
     r.env = {"PATH"};
     r.hosts_given = false;
     auto plain = launcher::backends::launcher_command(Launcher{LauncherKind::srun, "srun", "Slurm", ""}, r);

@@ -58,12 +58,90 @@ TEST(TailLines, KeepsTheLastLinesCutToTheirLength)
 
 TEST(FailureReport, NamesTheRankHowItEndedAndItsLastLines)
 {
-    EXPECT_EQ(launcher::failure_report(1, "n02", 1, 3 << 8, 12.44, {"Traceback", "ValueError: \x1b[31mbad"}),
+    const auto exited = launcher::RankFailure::of(1, "n02", 1, 3 << 8, 12.44, {"Traceback", "ValueError: \x1b[31mbad"});
+    EXPECT_EQ(exited.exit_status, 3);
+    EXPECT_EQ(launcher::failure_report(exited),
         "gpurun: rank 1 (n02, local rank 1) failed: exit status 3 after 12.4 s; last lines of its stderr:\n"
         "  | Traceback\n  | ValueError: \\x1b[31mbad\n");
-    EXPECT_EQ(launcher::failure_report(0, "n01", 0, SIGSEGV, 0.31, {}),
+    const auto crashed = launcher::RankFailure::of(0, "n01", 0, SIGSEGV, 0.31, {});
+    EXPECT_EQ(crashed.exit_status, 128 + SIGSEGV);
+    EXPECT_EQ(launcher::failure_report(crashed),
         "gpurun: rank 0 (n01, local rank 0) failed: signal 11 (Segmentation fault) after 0.3 s; it wrote nothing "
         "to stderr\n");
+    EXPECT_EQ(launcher::failure_report(exited, "failed first", false),
+        "gpurun: rank 1 (n02, local rank 1) failed first: exit status 3 after 12.4 s\n");
+}
+
+/// Feeds `stream` to a scanner in pieces of `piece` bytes; returns what passed through.
+std::string scan(launcher::FailureScanner& scanner, const std::string& stream, std::size_t piece)
+{
+    std::string out;
+    for (std::size_t at = 0; at < stream.size(); at += piece) {
+        out += scanner.feed(std::string_view(stream).substr(at, piece));
+    }
+    return out + scanner.finish();
+}
+
+TEST(FailureScanner, TakesTheHelpersReportsOutOfTheStreamInAnyPieces)
+{
+    const auto first = launcher::RankFailure::of(5, "gpu-node-17.cluster", 1, 3 << 8, 12.44, {"Traceback", "bad \x1b"});
+    const auto second = launcher::RankFailure::of(2, "n01", 2, SIGKILL, 13.0, {});
+    const std::string stream = "epoch 1 loss 0.3\n" + launcher::failure_report(first) + "step 2\n" +
+        "  | not after a report\n" + "progress 10%\rprogress 20%\r" + "gpurun: rank 2 is ready\n" +
+        launcher::failure_report(second) +
+        "  | a line of rank 2's tail? no: rank 2 said it wrote nothing, and the scanner cannot know\n" + "end";
+    for (std::size_t piece : {std::size_t{1}, std::size_t{3}, std::size_t{64}, stream.size()}) {
+        launcher::FailureScanner scanner;
+        const std::string out = scan(scanner, stream, piece);
+        EXPECT_EQ(out,
+            "epoch 1 loss 0.3\nstep 2\n  | not after a report\nprogress 10%\rprogress 20%\rgpurun: rank 2 is "
+            "ready\nend")
+            << piece;
+        const auto& found = scanner.failures();
+        ASSERT_EQ(found.size(), 2U) << piece;
+        EXPECT_EQ(found[0].rank, 5U);
+        EXPECT_EQ(found[0].host, "gpu-node-17.cluster");
+        EXPECT_EQ(found[0].local_rank, 1U);
+        EXPECT_EQ(found[0].ending, "exit status 3");
+        EXPECT_EQ(found[0].exit_status, 3);
+        EXPECT_DOUBLE_EQ(found[0].seconds, 12.4);
+        EXPECT_EQ(found[0].tail, (std::deque<std::string>{"Traceback", "bad \\x1b"}));
+        EXPECT_EQ(found[1].ending, "signal 9 (Killed)");
+        EXPECT_EQ(found[1].exit_status, 137);
+        EXPECT_EQ(found[1].tail.size(), 1U) << "a tail line right after a report is taken as its own";
+    }
+}
+
+TEST(FailureScanner, PartialLinesPassAtOnceAndLookalikesStay)
+{
+    launcher::FailureScanner scanner;
+    // A progress bar without a newline is not held back.
+    EXPECT_EQ(scanner.feed("loading ["), "loading [");
+    EXPECT_EQ(scanner.feed("####"), "####");
+    EXPECT_EQ(scanner.feed("]\n"), "]\n");
+    // The start of a possible report waits for its line's end; then it passes if it is none.
+    EXPECT_EQ(scanner.feed("gpurun: ra"), "");
+    EXPECT_EQ(scanner.feed("nk 1 (n01, local rank 0) failed: exit status x after 1.0 s\n"),
+        "gpurun: rank 1 (n01, local rank 0) failed: exit status x after 1.0 s\n");
+    EXPECT_EQ(scanner.feed("gpurun: note: something\n"), "gpurun: note: something\n");
+    const std::string lookalikes[] = {
+        "gpurun: rank 1 (n01, local rank 0) failed: exit status 300 after 1.0 s\n",
+        "gpurun: rank 1 (n01, local rank 0) failed: signal 0 (x) after 1.0 s\n",
+        "gpurun: rank 1 (n01, local rank 0) failed: exit status 1 after -1.0 s\n",
+        "gpurun: rank 1 (n01, local rank 0) failed: exit status 1 after 1.0 s; more\n",
+        "gpurun: rank 99999999999 (n01, local rank 0) failed: exit status 1 after 1.0 s\n",
+        "gpurun: rank 1 (n01 local rank 0) failed: exit status 1 after 1.0 s\n",
+    };
+    for (const auto& line : lookalikes) {
+        EXPECT_EQ(scanner.feed(line), line);
+    }
+    EXPECT_TRUE(scanner.failures().empty());
+    // A line longer than 64 KiB that starts like a report passes through rather than waiting.
+    const std::string long_line = "gpurun: rank " + std::string(70000, '7');
+    EXPECT_EQ(scanner.feed(long_line), long_line);
+    EXPECT_EQ(scanner.feed(" (n01)\n"), " (n01)\n");
+    EXPECT_EQ(scanner.feed("gpurun"), "");
+    EXPECT_EQ(scanner.finish(), "gpurun") << "what is held comes out at the end";
 }
 
 } // namespace
