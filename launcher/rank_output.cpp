@@ -30,6 +30,28 @@ std::string LineTagger::tag(std::string_view piece)
     return out;
 }
 
+std::string LineTagger::tag_lines(std::string_view piece)
+{
+    m_held.append(piece);
+    const std::size_t newline = m_held.rfind('\n');
+    if (m_held.size() > m_hold_limit) {
+        return flush();
+    }
+    if (newline == std::string::npos) {
+        return "";
+    }
+    std::string out = tag(std::string_view(m_held).substr(0, newline + 1));
+    m_held.erase(0, newline + 1);
+    return out;
+}
+
+std::string LineTagger::flush()
+{
+    std::string out = tag(m_held);
+    m_held.clear();
+    return out;
+}
+
 void TailLines::add(std::string_view piece)
 {
     std::size_t at = 0;

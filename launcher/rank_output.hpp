@@ -12,17 +12,31 @@
 namespace launcher {
 
 /// Puts `prefix` ("[3] ") before every line of a byte stream that arrives in pieces. Bytes pass
-/// through as they are (binary too); a line of any length gets one prefix, at its start, and
-/// nothing is held back: what comes in goes out at once.
+/// through as they are (binary too), and a line of any length gets one prefix, at its start.
+/// tag() gives out all it was given at once; tag_lines() holds an unfinished last line back (up
+/// to `hold_limit` bytes) until its end comes or flush() is called, so that a line a program
+/// writes in pieces (Python with PYTHONUNBUFFERED writes each print argument apart) reaches the
+/// launcher in one write and is not cut by another rank's line there.
 class LineTagger {
 public:
-    explicit LineTagger(std::string prefix) : m_prefix(std::move(prefix)) { }
+    explicit LineTagger(std::string prefix, std::size_t hold_limit = 64U << 10)
+        : m_prefix(std::move(prefix)), m_hold_limit(hold_limit)
+    {
+    }
     /// The piece with its prefixes.
     std::string tag(std::string_view piece);
+    /// What was held and the piece, tagged, up to the end of their last complete line; the rest
+    /// is held, unless it is longer than the limit.
+    std::string tag_lines(std::string_view piece);
+    /// What is held, tagged.
+    std::string flush();
+    bool holding() const { return !m_held.empty(); }
 
 private:
     std::string m_prefix;
+    std::size_t m_hold_limit;
     bool m_line_start = true;
+    std::string m_held;
 };
 
 /// The last `lines` lines of a stream, each cut to `line_bytes` (with " ..."), for a failure

@@ -110,6 +110,23 @@ struct Stream {
     UniqueFd log;
     std::optional<LineTagger> tagger;
     TailLines* tail = nullptr;
+    /// Since when the tagger holds an unfinished line back; max() when it holds none.
+    Clock::time_point held_since = Clock::time_point::max();
+
+    /// How long an unfinished line may wait for its end before it goes out as it is.
+    static constexpr std::chrono::milliseconds hold_for{100};
+    Clock::time_point flush_at() const
+    {
+        return held_since == Clock::time_point::max() ? held_since : held_since + hold_for;
+    }
+    /// Sends what the tagger holds (at the stream's end, or once it has waited long enough).
+    void flush()
+    {
+        if (tagger && tagger->holding()) {
+            write_all(to, tagger->flush());
+        }
+        held_since = Clock::time_point::max();
+    }
 
     /// Copies one read of what is there (the descriptor does not block); false when nothing was
     /// there or the stream has ended.
@@ -122,6 +139,7 @@ struct Stream {
         }
         if (n <= 0) {
             from.reset();
+            flush();
             return false;
         }
         const std::string_view piece(buffer.data(), static_cast<std::size_t>(n));
@@ -131,7 +149,16 @@ struct Stream {
         if (log.get() >= 0) {
             write_all(log.get(), piece);
         }
-        write_all(to, tagger ? std::string_view(tagger->tag(piece)) : piece);
+        if (!tagger) {
+            write_all(to, piece);
+            return true;
+        }
+        write_all(to, tagger->tag_lines(piece));
+        if (!tagger->holding()) {
+            held_since = Clock::time_point::max();
+        } else if (held_since == Clock::time_point::max()) {
+            held_since = Clock::now();
+        }
         return true;
     }
 };
@@ -234,6 +261,12 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
         if (killed || (ended && leftovers_told)) {
             timeout = std::min(timeout, 50); // reap what the kills reach
         }
+        for (const Stream* s : {&out, &err}) {
+            if (s->flush_at() != Clock::time_point::max()) {
+                const auto left = std::chrono::ceil<std::chrono::milliseconds>(s->flush_at() - Clock::now()).count();
+                timeout = std::min(timeout, static_cast<int>(std::max<long long>(left, 0)));
+            }
+        }
         if (poll(fds.data(), n, timeout) < 0 && errno != EINTR) {
             throw Error(fmt::format("cannot wait for the rank (poll): {}", std::strerror(errno)));
         }
@@ -266,6 +299,11 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
             }
         }
         const auto now = Clock::now();
+        for (Stream* s : {&out, &err}) {
+            if (now >= s->flush_at()) {
+                s->flush();
+            }
+        }
         if (ended && !leftovers_told) {
             // The rank is done: what it left running goes too, SIGKILL if it is still there in 2 s.
             leftovers_told = true;
@@ -279,6 +317,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     }
     for (Stream* s : {&out, &err}) {
         while (s->from.get() >= 0 && s->relay()) { }
+        s->flush();
     }
     const bool failed = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
     if (failed && forwarded == 0) {

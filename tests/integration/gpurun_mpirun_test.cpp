@@ -637,3 +637,87 @@ TEST_F(GpurunMpirun, ASummaryFileThatCannotBeWrittenIsExitTwoBeforeAnythingStart
     EXPECT_TRUE(summary["first_failure"].is_null());
     EXPECT_EQ(summary["failures"], nlohmann::json::array());
 }
+
+// --- real PyTorch (Debian's python3-torch): gloo all-reduce over env:// ------------------------
+
+namespace {
+
+constexpr const char* system_python = "/usr/bin/python3";
+
+/// Whether the system Python has torch.distributed with gloo.
+bool have_torch()
+{
+    const auto r =
+        test_support::run({system_python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {},
+            std::chrono::seconds(60));
+    return r.exit_code == 0;
+}
+
+/// A training step as a user writes it for env:// without torchrun: every rank adds rank+1 in a
+/// gloo all-reduce and prints what it found; with FAIL_RANK set, that rank raises after joining.
+const char* const torch_program = R"(
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="env://")
+rank, world = dist.get_rank(), dist.get_world_size()
+if os.environ.get("FAIL_RANK") == str(rank):
+    raise ValueError("bad batch in rank %d" % rank)
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+print("rank %d/%d local %s/%s group %s/%s sum %g" % (rank, world, os.environ["LOCAL_RANK"],
+      os.environ["LOCAL_WORLD_SIZE"], os.environ["GROUP_RANK"], os.environ["GROUP_WORLD_SIZE"], t.item()), flush=True)
+dist.destroy_process_group()
+)";
+
+} // namespace
+
+TEST_F(GpurunMpirun, RealPyTorchAllReducesOverEnvUnderEveryLauncher)
+{
+    if (!have_torch()) {
+        GTEST_SKIP() << system_python << " has no torch.distributed with gloo (Debian package python3-torch)";
+    }
+    const auto script = m_dir / "train.py";
+    std::ofstream(script) << torch_program;
+    std::vector<std::pair<std::vector<std::string>, EnvChanges>> runs = {{{"--launcher", "local"}, {}}, {{}, {}}};
+    if (std::filesystem::exists("/usr/bin/mpiexec.hydra")) {
+        const auto bin = m_dir / "mpich-bin";
+        std::filesystem::create_directories(bin);
+        std::filesystem::create_symlink("/usr/bin/mpiexec.hydra", bin / "mpiexec");
+        std::filesystem::create_symlink("/usr/bin/hydra_pmi_proxy", bin / "hydra_pmi_proxy");
+        runs.push_back({{"--launcher", "mpich"}, {{"PATH", bin.string() + ":/usr/bin:/bin"}}});
+    }
+    for (const auto& [options, env] : runs) {
+        std::vector<std::string> args = {"--cpu-only", "-np", "2", "--tag-output"};
+        args.insert(args.end(), options.begin(), options.end());
+        args.insert(args.end(), {system_python, script.string()});
+        const auto r = gpurun(args, env);
+        const std::string launcher = options.empty() ? "openmpi" : options[1];
+        ASSERT_EQ(r.exit_code, 0) << launcher << ": " << r.err;
+        EXPECT_NE(r.out.find("[0] rank 0/2 local 0/2 group 0/1 sum 3\n"), std::string::npos)
+            << launcher << ": " << r.out;
+        EXPECT_NE(r.out.find("[1] rank 1/2 local 1/2 group 0/1 sum 3\n"), std::string::npos)
+            << launcher << ": " << r.out;
+    }
+}
+
+TEST_F(GpurunMpirun, AFailingPyTorchRankIsNamedWithItsTraceback)
+{
+    if (!have_torch()) {
+        GTEST_SKIP() << system_python << " has no torch.distributed with gloo (Debian package python3-torch)";
+    }
+    const auto script = m_dir / "train.py";
+    std::ofstream(script) << torch_program;
+    const auto summary = m_dir / "summary.json";
+    const auto started = std::chrono::steady_clock::now();
+    // Rank 0 waits in the all-reduce for rank 1, which is gone.
+    const auto r = gpurun(
+        {"--cpu-only", "-np", "2", "--grace", "2", "--json-summary", summary.string(), system_python, script.string()},
+        {{"FAIL_RANK", "1"}});
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "the job ran on";
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(", local rank 1) failed first: exit status 1 after "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("  | ValueError: bad batch in rank 1\n"), std::string::npos) << r.err;
+    std::ifstream in(summary);
+    const auto json = nlohmann::json::parse(in);
+    EXPECT_EQ(json["first_failure"]["rank"], 1) << json;
+    EXPECT_EQ(json["first_failure"]["stderr_tail"].back(), "ValueError: bad batch in rank 1") << json;
+}

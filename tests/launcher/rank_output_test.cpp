@@ -56,6 +56,23 @@ TEST(TailLines, KeepsTheLastLinesCutToTheirLength)
     EXPECT_TRUE(empty.lines().empty());
 }
 
+TEST(LineTagger, TagLinesHoldsAnUnfinishedLineUntilItsEndOrAFlush)
+{
+    LineTagger tagger("[1] ", 16);
+    // Python with PYTHONUNBUFFERED=1: print("rank", 1) is four writes.
+    EXPECT_EQ(tagger.tag_lines("rank"), "");
+    EXPECT_TRUE(tagger.holding());
+    EXPECT_EQ(tagger.tag_lines(" "), "");
+    EXPECT_EQ(tagger.tag_lines("1"), "");
+    EXPECT_EQ(tagger.tag_lines("\nnext"), "[1] rank 1\n");
+    EXPECT_EQ(tagger.flush(), "[1] next") << "a progress bar goes out when it has waited";
+    EXPECT_FALSE(tagger.holding());
+    EXPECT_EQ(tagger.tag_lines(" done\na\nb"), " done\n[1] a\n") << "the rest of a flushed line gets no prefix";
+    EXPECT_EQ(tagger.tag_lines(std::string(20, 'x')), "[1] b" + std::string(20, 'x')) << "over the limit: all goes";
+    EXPECT_EQ(tagger.tag_lines("\n"), "\n");
+    EXPECT_EQ(tagger.flush(), "");
+}
+
 TEST(FailureReport, NamesTheRankHowItEndedAndItsLastLines)
 {
     const auto exited = launcher::RankFailure::of(1, "n02", 1, 3 << 8, 12.44, {"Traceback", "ValueError: \x1b[31mbad"});
