@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <poll.h>
 #include <unistd.h>
 
@@ -73,6 +74,21 @@ public:
         }
     }
     const std::vector<RankFailure>& failures() const { return m_scanner.failures(); }
+    /// The reports that are whole: a report's tail may come in several reads. One whose tail has
+    /// had nothing new for `quiet` counts as whole.
+    std::size_t complete(Clock::duration quiet)
+    {
+        const auto now = Clock::now();
+        const std::size_t tails = m_scanner.failures().empty() ? 0 : m_scanner.failures().back().tail.size();
+        if (m_scanner.failures().size() != m_open_count || tails != m_open_tail) {
+            m_open_count = m_scanner.failures().size();
+            m_open_tail = tails;
+            m_open_since = now;
+        } else if (now - m_open_since >= quiet) {
+            m_scanner.end_report();
+        }
+        return m_scanner.complete();
+    }
 
 private:
     static void print(const std::string& text)
@@ -93,6 +109,9 @@ private:
     probes::UniqueFd m_read;
     probes::UniqueFd m_write;
     FailureScanner m_scanner;
+    std::size_t m_open_count = 0; ///< the reports, and the last one's tail lines, when last seen
+    std::size_t m_open_tail = 0;
+    Clock::time_point m_open_since{};
 };
 
 Clock::duration seconds_of(double seconds)
@@ -102,9 +121,9 @@ Clock::duration seconds_of(double seconds)
 
 } // namespace
 
-JobEnd run_job(const std::vector<std::string>& argv, double grace_seconds, bool launcher_stops_on_failure,
-    const std::function<void()>& tick)
+JobEnd run_job(const std::vector<std::string>& argv, const JobControl& control, const std::function<void()>& tick)
 {
+    const double grace_seconds = control.grace_seconds;
     probes::Supervisor job;
     ErrorRelay errors;
     // With a terminal, the launcher stays in our process group so it can read stdin and gets the
@@ -117,34 +136,53 @@ JobEnd run_job(const std::vector<std::string>& argv, double grace_seconds, bool 
     JobEnd end;
     bool killed = false;
     bool reading = true;
-    std::size_t told = 0; // failure reports printed so far
     auto deadline = Clock::time_point::max();
+    auto name_at = Clock::time_point::max(); // when to say which rank failed first
+    std::size_t told = 0; // failure reports printed so far
+    std::optional<std::size_t> first;
+    // Prints the first `whole` reports: once `name` is true, the one that failed first with its
+    // tail, each other in one line.
+    auto tell = [&](std::size_t whole, bool name) {
+        if (!first && (!name || whole == 0)) {
+            return;
+        }
+        if (!first) {
+            first = first_failure(errors.failures(), whole);
+            fmt::print(stderr, "{}", failure_report(errors.failures()[*first], "failed first"));
+        }
+        for (; told < whole; ++told) {
+            if (told != *first) {
+                fmt::print(stderr, "{}", failure_report(errors.failures()[told], "also failed", false));
+            }
+        }
+    };
     while (true) {
         const auto event = job.wait(std::chrono::milliseconds(200), reading ? errors.read_fd() : -1);
         const auto now = Clock::now();
         if (event.readable) {
             reading = errors.relay();
         }
-        for (; told < errors.failures().size(); ++told) {
-            const RankFailure& f = errors.failures()[told];
-            if (told > 0) {
-                fmt::print(stderr, "{}", failure_report(f, "also failed", false));
-                continue;
+        const std::size_t whole = errors.complete(std::chrono::milliseconds(300));
+        if (whole > 0 && name_at == Clock::time_point::max()) {
+            // The others' reports may be on their way: which failed first is said when they had
+            // a moment to come (their clocks tell the order, not their arrival).
+            name_at = now + std::chrono::milliseconds(500);
+            if (!control.launcher_stops_on_failure && end.signal == 0 && !event.exited) {
+                // MPICH's Hydra waits for every rank of a program that exits without MPI_Abort.
+                fmt::print(stderr, "gpurun: a rank failed; stopping the others ({}s grace)\n", grace_seconds);
+                job.child().signal(SIGTERM);
+                deadline = std::min(deadline, now + seconds_of(grace_seconds));
             }
-            fmt::print(stderr, "{}", failure_report(f, "failed first"));
-            if (launcher_stops_on_failure || end.signal != 0 || event.exited) {
-                continue;
-            }
-            // MPICH's Hydra waits for every rank of a program that exits without MPI_Abort.
-            fmt::print(stderr, "gpurun: stopping the other ranks ({}s grace)\n", grace_seconds);
-            job.child().signal(SIGTERM);
-            deadline = std::min(deadline, now + seconds_of(grace_seconds));
         }
+        tell(whole, now >= name_at || event.exited);
         if (event.signal != 0) {
             if (end.signal == 0) {
                 end.signal = event.signal;
+                const bool translated = control.interrupt_as != 0 && event.signal != SIGTERM;
                 // A terminal's Ctrl-C already reached a launcher in our group: do not send it twice.
-                if (!(event.from_terminal && !own_group)) {
+                if (translated) {
+                    job.child().signal(control.interrupt_as);
+                } else if (!(event.from_terminal && !own_group)) {
                     job.child().signal(event.signal);
                 }
                 deadline = std::min(deadline, now + seconds_of(grace_seconds));
@@ -171,16 +209,13 @@ JobEnd run_job(const std::vector<std::string>& argv, double grace_seconds, bool 
     if (reading) {
         errors.drain(std::chrono::milliseconds(1000));
     }
-    for (; told < errors.failures().size(); ++told) {
-        const RankFailure& f = errors.failures()[told];
-        fmt::print(
-            stderr, "{}", told == 0 ? failure_report(f, "failed first") : failure_report(f, "also failed", false));
-    }
+    tell(errors.failures().size(), true);
     end.failures = errors.failures();
+    end.first = first.value_or(0);
     if (end.signal != 0) {
         end.status = 128 + end.signal;
     } else if (!end.failures.empty()) {
-        end.status = end.failures.front().exit_status;
+        end.status = end.failures[end.first].exit_status;
     } else {
         end.status = end.launcher_status;
     }
@@ -204,7 +239,7 @@ nlohmann::json summary_json(const JobEnd& end, const std::vector<std::string>& l
     return nlohmann::json{{"exit_status", end.status}, {"ranks", ranks}, {"seconds", end.seconds},
         {"signal", end.signal != 0 ? nlohmann::json(fmt::format("SIG{}", sigabbrev_np(end.signal))) : nlohmann::json()},
         {"launcher", {{"command", launcher_command}, {"exit_status", end.launcher_status}}},
-        {"first_failure", end.failures.empty() ? nlohmann::json() : failure(end.failures.front())},
+        {"first_failure", end.failures.empty() ? nlohmann::json() : failure(end.failures.at(end.first))},
         {"failures", failures}};
 }
 

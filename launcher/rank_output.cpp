@@ -3,6 +3,7 @@
 #include "probes/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -165,8 +166,9 @@ std::optional<int> status_of(std::string_view ending)
     return std::nullopt;
 }
 
-/// The first line of a helper's report (without its newline), read back; nothing for any other line.
-std::optional<RankFailure> parse_report_line(std::string_view line)
+/// The first line of a helper's report (without its newline), read back; nothing for any other
+/// line. `tail_follows`: the line says its lines of standard error come next.
+std::optional<RankFailure> parse_report_line(std::string_view line, bool& tail_follows)
 {
     RankFailure f;
     if (!take(line, report_start) || !take_number(line, f.rank) || !take(line, " (")) {
@@ -182,11 +184,22 @@ std::optional<RankFailure> parse_report_line(std::string_view line)
         return std::nullopt;
     }
     // "exit status 3 after 12.4 s" and what follows: the time is the last " after ".
-    if (line.size() >= with_lines.size() && line.substr(line.size() - with_lines.size()) == with_lines) {
+    tail_follows = line.size() >= with_lines.size() && line.substr(line.size() - with_lines.size()) == with_lines;
+    if (tail_follows) {
         line.remove_suffix(with_lines.size());
     } else if (line.size() >= without_lines.size() &&
         line.substr(line.size() - without_lines.size()) == without_lines) {
         line.remove_suffix(without_lines.size());
+    }
+    // ", at 1764782345.123" after the time: when it failed, by its host's clock.
+    if (const std::size_t at = line.rfind(", at "); at != std::string_view::npos) {
+        const std::string stamp(line.substr(at + 5));
+        char* stamp_end = nullptr;
+        const double value = std::strtod(stamp.c_str(), &stamp_end);
+        if (!stamp.empty() && stamp_end == stamp.c_str() + stamp.size() && value > 0 && value < 1e11) {
+            f.at = value;
+            line.remove_suffix(line.size() - at);
+        }
     }
     const std::size_t after = line.rfind(" after ");
     if (after == std::string_view::npos || line.size() < after + 9 || line.substr(line.size() - 2) != " s") {
@@ -206,11 +219,19 @@ std::optional<RankFailure> parse_report_line(std::string_view line)
 
 } // namespace
 
-std::string failure_report(const RankFailure& f, std::string_view verb, bool with_tail)
+double failed_at(double last_write, double ended)
+{
+    return last_write > 0 && last_write <= ended && ended - last_write <= failed_at_window ? last_write : ended;
+}
+
+std::string failure_report(const RankFailure& f, std::string_view verb, bool with_tail, bool with_at)
 {
     std::string out = fmt::format("gpurun: rank {} ({}, local rank {}) {}: {} after {:.1f} s", f.rank,
         probes::escape_controls(f.host, false), f.local_rank, verb, probes::escape_controls(f.ending, false),
         f.seconds);
+    if (with_at && f.at > 0) {
+        out += fmt::format(", at {:.3f}", f.at);
+    }
     if (!with_tail) {
         return out + '\n';
     }
@@ -224,6 +245,19 @@ std::string failure_report(const RankFailure& f, std::string_view verb, bool wit
     return out;
 }
 
+std::size_t first_failure(const std::vector<RankFailure>& failures, std::size_t count)
+{
+    count = std::min(count, failures.size());
+    std::size_t first = 0;
+    auto key = [&](std::size_t i) { return failures[i].at > 0 ? failures[i].at : HUGE_VAL; };
+    for (std::size_t i = 1; i < count; ++i) {
+        if (key(i) < key(first)) {
+            first = i;
+        }
+    }
+    return first;
+}
+
 std::string FailureScanner::line(std::string_view text)
 {
     const std::string_view bare = text.substr(0, text.size() - 1);
@@ -232,9 +266,10 @@ std::string FailureScanner::line(std::string_view text)
         return "";
     }
     m_in_report = false;
-    if (auto f = parse_report_line(bare)) {
+    bool tail_follows = false;
+    if (auto f = parse_report_line(bare, tail_follows)) {
         m_failures.push_back(std::move(*f));
-        m_in_report = true;
+        m_in_report = tail_follows;
         return "";
     }
     return std::string(text);

@@ -70,16 +70,34 @@ struct RankFailure {
     int exit_status = 0; ///< the status a shell would show: N, or 128+N for signal N
     double seconds = 0; ///< since the rank started
     std::deque<std::string> tail; ///< its last lines of standard error, oldest first
+    /// When it failed, in seconds since the epoch by its host's clock (0: not known): when it last
+    /// wrote to standard error, if that was within failed_at_window of its end (a traceback is
+    /// written when the error happens; the interpreter's teardown may take a while after it, and
+    /// the other ranks fail as soon as its connections close), else when it ended.
+    double at = 0;
 
     static RankFailure of(unsigned rank, std::string host, unsigned local_rank, int wait_status, double seconds,
         std::deque<std::string> tail);
 };
 
+/// How close to its end a rank's last line on standard error must be to count as when it failed.
+inline constexpr double failed_at_window = 10;
+
+/// The time a rank failed (RankFailure::at): `last_write` (0: none) when within failed_at_window
+/// seconds before `ended`, else `ended`.
+double failed_at(double last_write, double ended);
+
 /// The report, e.g. with `verb` "failed":
 /// "gpurun: rank 1 (n02, local rank 1) failed: exit status 3 after 12.4 s; last lines of its stderr:"
 /// then each line indented by "  | ". Without lines: "...; it wrote nothing to stderr". With
-/// `with_tail` false, the first line alone, ending after the time.
-std::string failure_report(const RankFailure& f, std::string_view verb = "failed", bool with_tail = true);
+/// `with_tail` false, the first line alone, ending after the time. With `with_at` (the helper's
+/// report, for gpurun to order the failures of several ranks) ", at EPOCH" follows the time.
+std::string failure_report(
+    const RankFailure& f, std::string_view verb = "failed", bool with_tail = true, bool with_at = false);
+
+/// Which of the first `count` failures came first: the earliest `at`, those without one after all
+/// that have one, and in the order they came where that does not tell.
+std::size_t first_failure(const std::vector<RankFailure>& failures, std::size_t count);
 
 /// Finds the helpers' failure reports in the stream gpurun relays from its launcher (standard
 /// error of every rank on every host, in the order they reach it): each is taken out of the
@@ -93,6 +111,10 @@ public:
     std::string finish();
     /// The reports found, in the order they came.
     const std::vector<RankFailure>& failures() const { return m_failures; }
+    /// How many of them are whole: the last may still be waiting for lines of its tail.
+    std::size_t complete() const { return m_failures.size() - (m_in_report ? 1 : 0); }
+    /// The last report's tail is over (nothing more came for a while).
+    void end_report() { m_in_report = false; }
 
 private:
     /// A complete line (with its newline): kept as part of a report, or returned to print.

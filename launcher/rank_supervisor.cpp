@@ -89,6 +89,11 @@ void write_all(int fd, std::string_view text)
     }
 }
 
+double wall_clock()
+{
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 struct Pipe {
     UniqueFd read;
     UniqueFd write;
@@ -110,6 +115,7 @@ struct Stream {
     UniqueFd log;
     std::optional<LineTagger> tagger;
     TailLines* tail = nullptr;
+    double last_write = 0; ///< when the program last wrote here, seconds since the epoch
     /// Since when the tagger holds an unfinished line back; max() when it holds none.
     Clock::time_point held_since = Clock::time_point::max();
 
@@ -143,6 +149,7 @@ struct Stream {
             return false;
         }
         const std::string_view piece(buffer.data(), static_cast<std::size_t>(n));
+        last_write = wall_clock();
         if (tail != nullptr) {
             tail->add(piece);
         }
@@ -231,6 +238,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     int status = 0;
     bool ended = false;
     double seconds = 0;
+    double ended_at = 0; // seconds since the epoch
     int forwarded = 0;
     bool leftovers_told = false;
     bool killed = false;
@@ -286,6 +294,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
                         status = st;
                         ended = true;
                         seconds = std::chrono::duration<double>(Clock::now() - started).count();
+                        ended_at = wall_clock();
                     }
                 }
             } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
@@ -321,8 +330,9 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     }
     const bool failed = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
     if (failed && forwarded == 0) {
-        write_all(STDERR_FILENO,
-            failure_report(RankFailure::of(o.rank, o.host, o.local_rank, status, seconds, tail.lines())));
+        RankFailure f = RankFailure::of(o.rank, o.host, o.local_rank, status, seconds, tail.lines());
+        f.at = failed_at(err.last_write, ended_at);
+        write_all(STDERR_FILENO, failure_report(f, "failed", true, true));
     }
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }

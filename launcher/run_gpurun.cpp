@@ -255,7 +255,8 @@ int run(const std::vector<std::string>& argv)
     if (nccl && o.nccl_check == NcclCheckMode::init) {
         tick = [&nccl] { fmt::print(stderr, "{}", nccl->poll()); };
     }
-    const JobEnd end = run_job(plan.command, o.grace_seconds, backends::row(ctx.launcher.kind).stops_on_failure, tick);
+    const auto& backend = backends::row(ctx.launcher.kind);
+    const JobEnd end = run_job(plan.command, {o.grace_seconds, backend.stops_on_failure, backend.interrupt_as}, tick);
     if (!plan.helper.monitor_job.empty()) {
         // The monitor removes its node's directory; this covers one that was killed on this node.
         const char* tmpdir = env("TMPDIR");

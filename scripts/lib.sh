@@ -46,9 +46,9 @@ keep_openmpi_default() {
 }
 
 BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev libsqlite3-dev openmpi-bin)
-# mpich and python3-torch: the integration tests run gpurun under the real MPICH Hydra too, and a
-# real PyTorch job (gloo over env://) under each launcher.
-TEST_PACKAGES=(libgtest-dev clang-format dpkg-dev mpich python3-torch)
+# mpich, slurm-wlm and python3-torch: the integration tests run gpurun under the real MPICH Hydra
+# and a real Slurm (daemons the test starts) too, and a real PyTorch job under each launcher.
+TEST_PACKAGES=(libgtest-dev clang-format dpkg-dev mpich slurm-wlm python3-torch)
 
 build() {
     cmake -S "$GPUKIT_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -327,12 +328,13 @@ bool root_allowed(bool flag, const char* allow, const char* confirm)
 const std::vector<Backend>& table()
 {
     static const std::vector<Backend> table = {
-        {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, true,
+        {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, true, 0,
             openmpi_command},
-        {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false, false,
+        {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false, false, 0,
             hydra_command},
-        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, true, srun_command},
-        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, true, local_command},
+        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, true, SIGTERM, srun_command},
+        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, true, 0,
+            local_command},
     };
     return table;
 }

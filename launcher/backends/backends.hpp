@@ -100,6 +100,9 @@ struct Backend {
     /// Stops the other ranks itself when one fails (mpirun; srun, given --kill-on-bad-exit; gpurun's
     /// own). For one that does not (Hydra waits for every rank), gpurun sends it SIGTERM.
     bool stops_on_failure;
+    /// What gpurun passes on for SIGINT and SIGHUP; 0: the signal itself. srun answers one SIGINT
+    /// with the tasks' status and lets the step run on, but passes SIGTERM to every task.
+    int interrupt_as;
     std::vector<std::string> (*command)(const Launcher& launcher, const LaunchRequest& request);
 };
 

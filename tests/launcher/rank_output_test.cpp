@@ -105,14 +105,13 @@ TEST(FailureScanner, TakesTheHelpersReportsOutOfTheStreamInAnyPieces)
     const auto second = launcher::RankFailure::of(2, "n01", 2, SIGKILL, 13.0, {});
     const std::string stream = "epoch 1 loss 0.3\n" + launcher::failure_report(first) + "step 2\n" +
         "  | not after a report\n" + "progress 10%\rprogress 20%\r" + "gpurun: rank 2 is ready\n" +
-        launcher::failure_report(second) +
-        "  | a line of rank 2's tail? no: rank 2 said it wrote nothing, and the scanner cannot know\n" + "end";
+        launcher::failure_report(second) + "  | not rank 2's: its report said it wrote nothing\n" + "end";
     for (std::size_t piece : {std::size_t{1}, std::size_t{3}, std::size_t{64}, stream.size()}) {
         launcher::FailureScanner scanner;
         const std::string out = scan(scanner, stream, piece);
         EXPECT_EQ(out,
             "epoch 1 loss 0.3\nstep 2\n  | not after a report\nprogress 10%\rprogress 20%\rgpurun: rank 2 is "
-            "ready\nend")
+            "ready\n  | not rank 2's: its report said it wrote nothing\nend")
             << piece;
         const auto& found = scanner.failures();
         ASSERT_EQ(found.size(), 2U) << piece;
@@ -125,8 +124,59 @@ TEST(FailureScanner, TakesTheHelpersReportsOutOfTheStreamInAnyPieces)
         EXPECT_EQ(found[0].tail, (std::deque<std::string>{"Traceback", "bad \\x1b"}));
         EXPECT_EQ(found[1].ending, "signal 9 (Killed)");
         EXPECT_EQ(found[1].exit_status, 137);
-        EXPECT_EQ(found[1].tail.size(), 1U) << "a tail line right after a report is taken as its own";
+        EXPECT_TRUE(found[1].tail.empty());
     }
+}
+
+TEST(FailureScanner, TheHelpersTimeOrdersTheFailures)
+{
+    // rank 1 raised at :10.2 and its interpreter ended at :10.9; rank 0 saw the closed connection
+    // and ended at :10.4, and its report came first.
+    EXPECT_DOUBLE_EQ(launcher::failed_at(1000010.2, 1000010.9), 1000010.2);
+    EXPECT_DOUBLE_EQ(launcher::failed_at(1000000.0, 1000010.9), 1000010.9) << "a line long before its end";
+    EXPECT_DOUBLE_EQ(launcher::failed_at(0, 1000010.9), 1000010.9) << "it wrote nothing";
+    auto zero = launcher::RankFailure::of(0, "n01", 0, 1 << 8, 3.0, {"RuntimeError: Connection closed by peer"});
+    zero.at = 1000010.4;
+    auto one = launcher::RankFailure::of(1, "n01", 1, 1 << 8, 2.8, {"ValueError: bad batch"});
+    one.at = 1000010.2;
+    const std::string helper = launcher::failure_report(one, "failed", true, true);
+    EXPECT_EQ(helper.substr(0, helper.find('\n')),
+        "gpurun: rank 1 (n01, local rank 1) failed: exit status 1 after 2.8 s, at 1000010.200; last lines of its "
+        "stderr:");
+    launcher::FailureScanner scanner;
+    EXPECT_EQ(scanner.feed(launcher::failure_report(zero, "failed", true, true) + helper + "end\n"), "end\n");
+    ASSERT_EQ(scanner.failures().size(), 2U);
+    EXPECT_DOUBLE_EQ(scanner.failures()[1].at, 1000010.2);
+    EXPECT_EQ(scanner.failures()[1].tail.back(), "ValueError: bad batch");
+    EXPECT_EQ(launcher::first_failure(scanner.failures(), 2), 1U);
+    EXPECT_EQ(launcher::first_failure(scanner.failures(), 1), 0U) << "only what has come counts";
+    std::vector<launcher::RankFailure> unknown = {zero, one};
+    unknown[1].at = 0;
+    EXPECT_EQ(launcher::first_failure(unknown, 2), 0U) << "a failure without a time comes after those with one";
+    unknown[0].at = 0;
+    EXPECT_EQ(launcher::first_failure(unknown, 2), 0U) << "then the order they came in";
+}
+
+TEST(FailureScanner, AReportIsWholeWhenItsTailHasEnded)
+{
+    launcher::FailureScanner scanner;
+    // The launcher may bring a report's lines in several reads.
+    scanner.feed("gpurun: rank 1 (n02, local rank 1) failed: exit status 3 after 1.0 s; last lines of its stderr:\n");
+    EXPECT_EQ(scanner.failures().size(), 1U);
+    EXPECT_EQ(scanner.complete(), 0U) << "its tail may still come";
+    scanner.feed("  | bad input\n");
+    EXPECT_EQ(scanner.complete(), 0U);
+    EXPECT_EQ(scanner.feed("step 3\n"), "step 3\n");
+    EXPECT_EQ(scanner.complete(), 1U);
+    EXPECT_EQ(scanner.failures()[0].tail, (std::deque<std::string>{"bad input"}));
+    // A report without lines is whole at once; a tail that stops coming is ended by the caller.
+    scanner.feed("gpurun: rank 0 (n01, local rank 0) failed: exit status 1 after 1.0 s; it wrote nothing to stderr\n");
+    EXPECT_EQ(scanner.complete(), 2U);
+    scanner.feed("gpurun: rank 2 (n01, local rank 2) failed: exit status 1 after 1.0 s; last lines of its stderr:\n");
+    EXPECT_EQ(scanner.complete(), 2U);
+    scanner.end_report();
+    EXPECT_EQ(scanner.complete(), 3U);
+    EXPECT_EQ(scanner.feed("  | late\n"), "  | late\n") << "after its end, a tail line is an ordinary line";
 }
 
 TEST(FailureScanner, PartialLinesPassAtOnceAndLookalikesStay)
