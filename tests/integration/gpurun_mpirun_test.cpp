@@ -67,6 +67,24 @@ protected:
         return {pid, test_support::wait_for_rank_pids(m_dir, 2, std::chrono::milliseconds(15000))};
     }
 
+    /// PATH with MPICH's Hydra found as "mpiexec" first, as on a machine with only MPICH; empty
+    /// when MPICH is not installed.
+    std::string hydra_path()
+    {
+        const std::filesystem::path hydra = "/usr/bin/mpiexec.hydra";
+        if (!std::filesystem::exists(hydra)) {
+            return "";
+        }
+        const auto bin = m_dir / "mpich-bin";
+        if (!std::filesystem::exists(bin)) {
+            std::filesystem::create_directories(bin);
+            std::filesystem::create_symlink(hydra, bin / "mpiexec");
+            // Hydra starts its proxy from the directory it was run from.
+            std::filesystem::create_symlink("/usr/bin/hydra_pmi_proxy", bin / "hydra_pmi_proxy");
+        }
+        return bin.string() + ":/usr/bin:/bin";
+    }
+
     /// A program whose rank 1 writes "bad input" to stderr and exits 3 at once, while every other
     /// rank writes its pid to PROBE_DIR/sleeper-<RANK> and sleeps for two minutes.
     std::string failing_program()
@@ -602,17 +620,12 @@ TEST_F(GpurunMpirun, TheFirstFailingRankStopsAnOpenMpiJobAndTheSummarySaysWhoAnd
 TEST_F(GpurunMpirun, TheFirstFailingRankStopsAnMpichHydraJob)
 {
     // MPICH's Hydra waits for every rank when one exits non-zero without MPI_Abort: gpurun stops it.
-    const std::filesystem::path hydra = "/usr/bin/mpiexec.hydra";
-    if (!std::filesystem::exists(hydra)) {
-        GTEST_SKIP() << "MPICH is not installed (" << hydra << "; Debian package mpich)";
+    const std::string path = hydra_path();
+    if (path.empty()) {
+        GTEST_SKIP() << "MPICH is not installed (/usr/bin/mpiexec.hydra; Debian package mpich)";
     }
-    // Hydra's mpiexec, found as "mpiexec" first in PATH, as on a machine with only MPICH.
     const auto bin = m_dir / "mpich-bin";
-    std::filesystem::create_directories(bin);
-    std::filesystem::create_symlink(hydra, bin / "mpiexec");
-    // Hydra starts its proxy from the directory it was run from.
-    std::filesystem::create_symlink("/usr/bin/hydra_pmi_proxy", bin / "hydra_pmi_proxy");
-    const auto summary = expect_fail_fast({"--launcher", "mpich"}, {{"PATH", bin.string() + ":/usr/bin:/bin"}});
+    const auto summary = expect_fail_fast({"--launcher", "mpich"}, {{"PATH", path}});
     ASSERT_TRUE(summary.is_object());
     EXPECT_EQ(summary["first_failure"]["rank"], 1) << summary;
     EXPECT_EQ(summary["launcher"]["command"][0], (bin / "mpiexec").string()) << summary;
@@ -678,12 +691,8 @@ TEST_F(GpurunMpirun, RealPyTorchAllReducesOverEnvUnderEveryLauncher)
     const auto script = m_dir / "train.py";
     std::ofstream(script) << torch_program;
     std::vector<std::pair<std::vector<std::string>, EnvChanges>> runs = {{{"--launcher", "local"}, {}}, {{}, {}}};
-    if (std::filesystem::exists("/usr/bin/mpiexec.hydra")) {
-        const auto bin = m_dir / "mpich-bin";
-        std::filesystem::create_directories(bin);
-        std::filesystem::create_symlink("/usr/bin/mpiexec.hydra", bin / "mpiexec");
-        std::filesystem::create_symlink("/usr/bin/hydra_pmi_proxy", bin / "hydra_pmi_proxy");
-        runs.push_back({{"--launcher", "mpich"}, {{"PATH", bin.string() + ":/usr/bin:/bin"}}});
+    if (const std::string path = hydra_path(); !path.empty()) {
+        runs.push_back({{"--launcher", "mpich"}, {{"PATH", path}}});
     }
     for (const auto& [options, env] : runs) {
         std::vector<std::string> args = {"--cpu-only", "-np", "2", "--tag-output"};
@@ -720,4 +729,47 @@ TEST_F(GpurunMpirun, AFailingPyTorchRankIsNamedWithItsTraceback)
     const auto json = nlohmann::json::parse(in);
     EXPECT_EQ(json["first_failure"]["rank"], 1) << json;
     EXPECT_EQ(json["first_failure"]["stderr_tail"].back(), "ValueError: bad batch in rank 1") << json;
+}
+
+// --- MPICH's Hydra: nothing outlives gpurun -----------------------------------------------------
+
+TEST_F(GpurunMpirun, UnderHydraSigintAndKillNineLeaveNoRank)
+{
+    const std::string path = hydra_path();
+    if (path.empty()) {
+        GTEST_SKIP() << "MPICH is not installed (/usr/bin/mpiexec.hydra; Debian package mpich)";
+    }
+    {
+        const auto [pid, ranks] = start_sleeping_ranks({{"PATH", path}}, {"--launcher", "mpich"});
+        ASSERT_EQ(ranks.size(), 2U) << "ranks did not start";
+        const auto done = test_support::interrupt(pid, std::chrono::seconds(10));
+        EXPECT_EQ(done.code, 128 + SIGINT);
+        EXPECT_TRUE(survivors(ranks, std::chrono::seconds(1 + 2)).empty()) << "a rank outlived SIGINT to gpurun";
+    }
+    for (const std::string victim : {"gpurun", "mpiexec"}) {
+        std::filesystem::remove_all(m_dir / "pid-0");
+        std::filesystem::remove_all(m_dir / "pid-1");
+        // Killed, mpiexec leaves its proxies to SIGKILL the helpers: a daemon that left the
+        // program's session then escapes (the one case the man page names), so only gpurun's
+        // death is tried with daemons.
+        const bool daemons = victim == "gpurun";
+        EnvChanges env = {{"PATH", path}};
+        if (daemons) {
+            env["PROBE_DAEMON"] = "1";
+        }
+        auto [pid, job] = start_sleeping_ranks(env, {"--launcher", "mpich"});
+        ASSERT_EQ(job.size(), 2U) << "ranks did not start";
+        for (const char* daemon : {"daemon-0", "daemon-1"}) {
+            if (daemons) {
+                job.push_back(read_pid(m_dir / daemon));
+            }
+        }
+        const auto launchers = children_of(pid);
+        ASSERT_EQ(launchers.size(), 1U);
+        kill(victim == "gpurun" ? pid : launchers[0], SIGKILL);
+        test_support::wait_for(pid, std::chrono::seconds(10));
+        EXPECT_TRUE(survivors(job, std::chrono::seconds(1 + 2 + 2)).empty())
+            << "a process of the job outlived a SIGKILL of " << victim;
+        kill(pid, SIGKILL);
+    }
 }
