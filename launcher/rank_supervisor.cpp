@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <poll.h>
+#include <random>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -72,6 +73,48 @@ void signal_all(pid_t group, int signal)
     killpg(group, signal);
     for (pid_t child : children_of(getpid())) {
         kill(child, signal);
+    }
+}
+
+/// Every process of this user's whose environment holds `marker` ("NAME=VALUE"), read from
+/// /proc/PID/environ (what it was started with), but this one.
+std::vector<pid_t> marked_processes(const std::string& marker)
+{
+    std::vector<pid_t> out;
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr) {
+        return out;
+    }
+    const std::string wanted = '\0' + marker + '\0';
+    while (const dirent* entry = readdir(proc)) {
+        char* end = nullptr;
+        const long pid = std::strtol(entry->d_name, &end, 10);
+        if (pid <= 0 || *end != '\0' || pid == getpid()) {
+            continue;
+        }
+        std::ifstream file(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+        std::string text(1, '\0');
+        text.append((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+        if (text.find(wanted) != std::string::npos) {
+            out.push_back(static_cast<pid_t>(pid));
+        }
+    }
+    closedir(proc);
+    return out;
+}
+
+/// SIGKILL to every process marked so, until none is left (a process may fork while it goes).
+void kill_marked(const std::string& marker)
+{
+    for (int pass = 0; pass < 20; ++pass) {
+        const auto left = marked_processes(marker);
+        if (left.empty()) {
+            return;
+        }
+        for (pid_t pid : left) {
+            kill(pid, SIGKILL);
+        }
+        usleep(50000);
     }
 }
 
@@ -179,6 +222,16 @@ UniqueFd open_log(const std::string& dir, unsigned rank, const char* kind)
 
 int supervise_rank(const std::vector<std::string>& program, const RankSupervision& o)
 {
+    // Everything the program starts inherits a marker of this rank. Should the helper be killed
+    // with SIGKILL before it could stop them (a launcher that stops its processes so), a watcher
+    // in a session of its own kills what still carries it: a daemon that left the program's
+    // process group and session is no longer below the helper by then.
+    const std::string marker = fmt::format("{}={}-{:016x}", rank_marker_variable, getpid(), std::random_device{}());
+    if (setenv(rank_marker_variable, marker.substr(marker.find('=') + 1).c_str(), 1) == 0) {
+        probes::after_exit([&marker] { kill_marked(marker); });
+    }
+    // Only now: the watcher, twice removed, must not come back to the helper as an orphan (it
+    // would be taken for one of the program's, signalled with them, and waited for).
     prctl(PR_SET_CHILD_SUBREAPER, 1UL, 0UL, 0UL, 0UL);
     Stream out;
     Stream err;

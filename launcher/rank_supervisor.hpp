@@ -12,6 +12,9 @@
 
 namespace launcher {
 
+/// The variable every process of a rank inherits, naming the helper that started it.
+inline constexpr const char* rank_marker_variable = "GPURUN_RANK_MARKER";
+
 struct RankSupervision {
     unsigned rank = 0;
     unsigned local_rank = 0;
@@ -32,6 +35,9 @@ struct RankSupervision {
 ///   signal is SIGTERM;
 /// - when the program has ended, stops what it left (SIGTERM, then SIGKILL within 2 s) before it
 ///   returns;
+/// - marks the program's environment (rank_marker_variable); a watcher it leaves in a session of
+///   its own SIGKILLs every process still so marked once the helper has ended, however it ended
+///   (a launcher's SIGKILL too);
 /// - copies standard error through (tagged with `tag_output`, into the log with `log_dir`) and
 ///   keeps its last 20 lines; when the program fails (status not 0, or a signal it did not get
 ///   from the helper) it prints failure_report to standard error.

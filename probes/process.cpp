@@ -672,6 +672,11 @@ CallDeadline::~CallDeadline()
 
 bool remove_after_exit(const std::string& dir) noexcept
 {
+    return after_exit([&dir] { remove_private_dir(dir); });
+}
+
+bool after_exit(const std::function<void()>& action) noexcept
+{
     const pid_t watched = getpid();
     // Opened here, while `watched` surely lives: the watcher waits on it (readable once the
     // process has ended). Without pidfd_open (Linux < 5.3) it asks kill(pid, 0) every second.
@@ -706,7 +711,10 @@ bool remove_after_exit(const std::string& dir) noexcept
                 sleep(1);
             }
         }
-        remove_private_dir(dir);
+        try {
+            action();
+        } catch (...) { // best effort: nothing to tell, and nobody to tell it to
+        }
         _exit(0);
     }
     int status = 0;

@@ -227,6 +227,11 @@ private:
 /// false when it could not be started; the caller removes `dir` itself on the ordinary way out.
 bool remove_after_exit(const std::string& dir) noexcept;
 
+/// The watcher of remove_after_exit, doing `action` instead (in the watcher: this process's
+/// memory as it was at the call, no threads, standard streams on /dev/null). Call it while this
+/// process has one thread only.
+bool after_exit(const std::function<void()>& action) noexcept;
+
 /// For a program's main, last: flushes standard output. When it could not be written (a full disk,
 /// /dev/full, an output file's quota) says so on standard error as "PROGRAM: cannot write the
 /// output: REASON" and returns 3 (the program could not do its work); else returns `status`.

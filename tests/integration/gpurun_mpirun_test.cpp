@@ -527,8 +527,11 @@ TEST_F(GpurunMpirun, KillNineOfGpurunLeavesNoProcessOfTheJob)
 
 TEST_F(GpurunMpirun, KillNineOfTheLauncherLeavesNoRank)
 {
-    const auto [pid, ranks] = start_sleeping_ranks({});
+    auto [pid, ranks] = start_sleeping_ranks({{"PROBE_DAEMON", "1"}});
     ASSERT_EQ(ranks.size(), 2U) << "ranks did not start";
+    for (const char* daemon : {"daemon-0", "daemon-1"}) {
+        ranks.push_back(read_pid(m_dir / daemon));
+    }
     const auto launchers = children_of(pid);
     ASSERT_EQ(launchers.size(), 1U);
     kill(launchers[0], SIGKILL);
@@ -750,19 +753,11 @@ TEST_F(GpurunMpirun, UnderHydraSigintAndKillNineLeaveNoRank)
         std::filesystem::remove_all(m_dir / "pid-0");
         std::filesystem::remove_all(m_dir / "pid-1");
         // Killed, mpiexec leaves its proxies to SIGKILL the helpers: a daemon that left the
-        // program's session then escapes (the one case the man page names), so only gpurun's
-        // death is tried with daemons.
-        const bool daemons = victim == "gpurun";
-        EnvChanges env = {{"PATH", path}};
-        if (daemons) {
-            env["PROBE_DAEMON"] = "1";
-        }
-        auto [pid, job] = start_sleeping_ranks(env, {"--launcher", "mpich"});
+        // program's session is then stopped by the helper's watcher.
+        auto [pid, job] = start_sleeping_ranks({{"PATH", path}, {"PROBE_DAEMON", "1"}}, {"--launcher", "mpich"});
         ASSERT_EQ(job.size(), 2U) << "ranks did not start";
         for (const char* daemon : {"daemon-0", "daemon-1"}) {
-            if (daemons) {
-                job.push_back(read_pid(m_dir / daemon));
-            }
+            job.push_back(read_pid(m_dir / daemon));
         }
         const auto launchers = children_of(pid);
         ASSERT_EQ(launchers.size(), 1U);
