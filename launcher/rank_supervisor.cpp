@@ -4,6 +4,7 @@
 #include "probes/atomic_file.hpp"
 #include "probes/error.hpp"
 #include "probes/process.hpp"
+#include "probes/sysroot.hpp"
 #include "probes/unique_fd.hpp"
 
 #include <algorithm>
@@ -15,7 +16,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
 #include <poll.h>
 #include <random>
 #include <sys/prctl.h>
@@ -45,8 +45,8 @@ std::vector<pid_t> children_of(pid_t parent)
         if (pid <= 0 || *end != '\0') {
             continue;
         }
-        std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        // A process may end while it is read (ESRCH): it is then no child any more.
+        const std::string text = probes::Sysroot("/").read(fmt::format("/proc/{}/stat", pid)).value_or("");
         // "pid (comm) state ppid ...": comm may hold anything, so read after its last ')'.
         const std::size_t close = text.rfind(')');
         if (close == std::string::npos) {
@@ -92,9 +92,7 @@ std::vector<pid_t> marked_processes(const std::string& marker)
         if (pid <= 0 || *end != '\0' || pid == getpid()) {
             continue;
         }
-        std::ifstream file(fmt::format("/proc/{}/environ", pid), std::ios::binary);
-        std::string text(1, '\0');
-        text.append((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+        const std::string text = '\0' + probes::Sysroot("/").read(fmt::format("/proc/{}/environ", pid)).value_or("");
         if (text.find(wanted) != std::string::npos) {
             out.push_back(static_cast<pid_t>(pid));
         }
