@@ -66,6 +66,14 @@ std::vector<pid_t> children_of(pid_t parent)
     return out;
 }
 
+/// Whether any process is left below the helper (the program's orphans come to it): without one,
+/// nothing of the rank's is left but what is still in the program's group.
+bool has_children()
+{
+    siginfo_t info{};
+    return waitid(P_ALL, 0, &info, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) == 0;
+}
+
 /// `signal` to the program's group and to every process the helper is parent of (the program's
 /// orphans come to it as their subreaper).
 void signal_all(pid_t group, int signal)
@@ -367,7 +375,11 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
         if (ended && !leftovers_told) {
             // The rank is done: what it left running goes too, SIGKILL if it is still there in 2 s.
             leftovers_told = true;
-            signal_all(pid, SIGTERM);
+            if (has_children()) {
+                signal_all(pid, SIGTERM);
+            } else {
+                killpg(pid, SIGTERM); // nothing left below the helper: no need to read /proc
+            }
             kill_at = std::min(kill_at, now + std::chrono::seconds(2));
         }
         if (now >= kill_at) {
