@@ -230,7 +230,8 @@ nlohmann::json summary_json(const JobEnd& end, const std::vector<std::string>& l
             tail.push_back(line);
         }
         return nlohmann::json{{"rank", f.rank}, {"host", f.host}, {"local_rank", f.local_rank}, {"ending", f.ending},
-            {"exit_status", f.exit_status}, {"seconds", f.seconds}, {"stderr_tail", tail}};
+            {"exit_status", f.exit_status}, {"seconds", f.seconds},
+            {"failed_at", f.at > 0 ? nlohmann::json(f.at) : nlohmann::json()}, {"stderr_tail", tail}};
     };
     nlohmann::json failures = nlohmann::json::array();
     for (const auto& f : end.failures) {

@@ -672,11 +672,13 @@ bool have_torch()
 /// A training step as a user writes it for env:// without torchrun: every rank adds rank+1 in a
 /// gloo all-reduce and prints what it found; with FAIL_RANK set, that rank raises after joining.
 const char* const torch_program = R"(
-import os, torch, torch.distributed as dist
+import os, time, torch, torch.distributed as dist
 dist.init_process_group("gloo", init_method="env://")
 rank, world = dist.get_rank(), dist.get_world_size()
 if os.environ.get("FAIL_RANK") == str(rank):
     raise ValueError("bad batch in rank %d" % rank)
+if os.environ.get("FAIL_RANK"):
+    time.sleep(1)  # the others reach the all-reduce later, and fail on the closed connection
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 print("rank %d/%d local %s/%s group %s/%s sum %g" % (rank, world, os.environ["LOCAL_RANK"],
@@ -731,6 +733,7 @@ TEST_F(GpurunMpirun, AFailingPyTorchRankIsNamedWithItsTraceback)
     std::ifstream in(summary);
     const auto json = nlohmann::json::parse(in);
     EXPECT_EQ(json["first_failure"]["rank"], 1) << json;
+    EXPECT_GT(json["first_failure"]["failed_at"].get<double>(), 1.7e9) << json;
     EXPECT_EQ(json["first_failure"]["stderr_tail"].back(), "ValueError: bad batch in rank 1") << json;
 }
 
