@@ -10,7 +10,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,26 +25,17 @@ using Clock = std::chrono::steady_clock;
 /// The launcher's standard error, read by gpurun and passed on to its own.
 class ErrorRelay {
 public:
-    ErrorRelay()
-    {
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC) != 0 || fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) {
-            throw probes::Error(fmt::format("cannot make a pipe for the job's output: {}", std::strerror(errno)));
-        }
-        m_read = probes::UniqueFd(fds[0]);
-        m_write = probes::UniqueFd(fds[1]);
-    }
-    int read_fd() const { return m_read.get(); }
-    int write_fd() const { return m_write.get(); }
+    int read_fd() const { return m_pipe.read.get(); }
+    int write_fd() const { return m_pipe.write.get(); }
     /// After the launcher has started: only it and what it starts hold the pipe.
-    void started() { m_write.reset(); }
+    void started() { m_pipe.write.reset(); }
 
     /// Passes on what there is to read now; false at the stream's end.
     bool relay()
     {
         std::array<char, 65536> buffer{};
         while (true) {
-            const ssize_t n = read(m_read.get(), buffer.data(), buffer.size());
+            const ssize_t n = read(m_pipe.read.get(), buffer.data(), buffer.size());
             if (n < 0 && errno == EINTR) {
                 continue;
             }
@@ -66,7 +56,7 @@ public:
         const auto until = Clock::now() + most;
         while (relay()) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-            pollfd fd{m_read.get(), POLLIN, 0};
+            pollfd fd{m_pipe.read.get(), POLLIN, 0};
             if (left <= 0 || poll(&fd, 1, static_cast<int>(left)) == 0) {
                 print(m_scanner.finish());
                 return;
@@ -91,23 +81,9 @@ public:
     }
 
 private:
-    static void print(const std::string& text)
-    {
-        std::string_view rest(text);
-        while (!rest.empty()) {
-            const ssize_t n = write(STDERR_FILENO, rest.data(), rest.size());
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                return; // our own standard error is gone: the job goes on without it
-            }
-            rest.remove_prefix(static_cast<std::size_t>(n));
-        }
-    }
+    static void print(const std::string& text) { probes::write_all(STDERR_FILENO, text); }
 
-    probes::UniqueFd m_read;
-    probes::UniqueFd m_write;
+    probes::ReaderPipe m_pipe = probes::make_reader_pipe("the job's output");
     FailureScanner m_scanner;
     std::size_t m_open_count = 0; ///< the reports, and the last one's tail lines, when last seen
     std::size_t m_open_tail = 0;

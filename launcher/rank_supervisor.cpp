@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <functional>
 #include <poll.h>
 #include <random>
 #include <sys/prctl.h>
@@ -32,38 +33,44 @@ using probes::Error;
 using probes::UniqueFd;
 
 /// The processes whose parent is `parent`, from /proc/<pid>/stat.
-std::vector<pid_t> children_of(pid_t parent)
+/// The processes (but this one) whose /proc/PID/`file` satisfies `wanted`. A process may end
+/// while it is read (ESRCH): it then does not count.
+std::vector<pid_t> processes_where(const char* file, const std::function<bool(const std::string&)>& wanted)
 {
     std::vector<pid_t> out;
     DIR* proc = opendir("/proc");
     if (proc == nullptr) {
         return out;
     }
+    const probes::Sysroot root("/");
     while (const dirent* entry = readdir(proc)) {
         char* end = nullptr;
         const long pid = std::strtol(entry->d_name, &end, 10);
-        if (pid <= 0 || *end != '\0') {
+        if (pid <= 0 || *end != '\0' || pid == getpid()) {
             continue;
         }
-        // A process may end while it is read (ESRCH): it is then no child any more.
-        const std::string text = probes::Sysroot("/").read(fmt::format("/proc/{}/stat", pid)).value_or("");
-        // "pid (comm) state ppid ...": comm may hold anything, so read after its last ')'.
-        const std::size_t close = text.rfind(')');
-        if (close == std::string::npos) {
-            continue;
-        }
-        // " S PPID ...": the state, then the parent.
-        if (close + 4 >= text.size() || text[close + 2] == 'Z') {
-            continue;
-        }
-        char* ppid_end = nullptr;
-        const long ppid = std::strtol(text.c_str() + close + 4, &ppid_end, 10);
-        if (ppid_end != text.c_str() + close + 4 && ppid == parent) {
+        if (const auto text = root.read(fmt::format("/proc/{}/{}", pid, file)); text && wanted(*text)) {
             out.push_back(static_cast<pid_t>(pid));
         }
     }
     closedir(proc);
     return out;
+}
+
+/// The living processes whose parent is `parent`, from /proc/PID/stat.
+std::vector<pid_t> children_of(pid_t parent)
+{
+    return processes_where("stat", [parent](const std::string& text) {
+        // "pid (comm) state ppid ...": comm may hold anything, so read after its last ')'.
+        const std::size_t close = text.rfind(')');
+        // " S PPID ...": the state, then the parent.
+        if (close == std::string::npos || close + 4 >= text.size() || text[close + 2] == 'Z') {
+            return false;
+        }
+        char* ppid_end = nullptr;
+        const long ppid = std::strtol(text.c_str() + close + 4, &ppid_end, 10);
+        return ppid_end != text.c_str() + close + 4 && ppid == parent;
+    });
 }
 
 /// Whether any process is left below the helper (the program's orphans come to it): without one,
@@ -88,25 +95,9 @@ void signal_all(pid_t group, int signal)
 /// /proc/PID/environ (what it was started with), but this one.
 std::vector<pid_t> marked_processes(const std::string& marker)
 {
-    std::vector<pid_t> out;
-    DIR* proc = opendir("/proc");
-    if (proc == nullptr) {
-        return out;
-    }
     const std::string wanted = '\0' + marker + '\0';
-    while (const dirent* entry = readdir(proc)) {
-        char* end = nullptr;
-        const long pid = std::strtol(entry->d_name, &end, 10);
-        if (pid <= 0 || *end != '\0' || pid == getpid()) {
-            continue;
-        }
-        const std::string text = '\0' + probes::Sysroot("/").read(fmt::format("/proc/{}/environ", pid)).value_or("");
-        if (text.find(wanted) != std::string::npos) {
-            out.push_back(static_cast<pid_t>(pid));
-        }
-    }
-    closedir(proc);
-    return out;
+    return processes_where(
+        "environ", [&wanted](const std::string& text) { return ('\0' + text).find(wanted) != std::string::npos; });
 }
 
 /// SIGKILL to every process marked so, until none is left (a process may fork while it goes).
@@ -124,37 +115,9 @@ void kill_marked(const std::string& marker)
     }
 }
 
-void write_all(int fd, std::string_view text)
-{
-    while (!text.empty()) {
-        const ssize_t n = write(fd, text.data(), text.size());
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return; // a reader that went away loses the rest; the rank goes on
-        }
-        text.remove_prefix(static_cast<std::size_t>(n));
-    }
-}
-
 double wall_clock()
 {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-struct Pipe {
-    UniqueFd read;
-    UniqueFd write;
-};
-
-Pipe make_pipe()
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0 || fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) {
-        throw Error(fmt::format("cannot make a pipe for the rank's output: {}", std::strerror(errno)));
-    }
-    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
 /// One of the program's output streams, copied to where the helper's own goes.
@@ -178,7 +141,7 @@ struct Stream {
     void flush()
     {
         if (tagger && tagger->holding()) {
-            write_all(to, tagger->flush());
+            probes::write_all(to, tagger->flush());
         }
         held_since = Clock::time_point::max();
     }
@@ -203,13 +166,13 @@ struct Stream {
             tail->add(piece);
         }
         if (log.get() >= 0) {
-            write_all(log.get(), piece);
+            probes::write_all(log.get(), piece);
         }
         if (!tagger) {
-            write_all(to, piece);
+            probes::write_all(to, piece);
             return true;
         }
-        write_all(to, tagger->tag_lines(piece));
+        probes::write_all(to, tagger->tag_lines(piece));
         if (!tagger->holding()) {
             held_since = Clock::time_point::max();
         } else if (held_since == Clock::time_point::max()) {
@@ -256,10 +219,10 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     err.tail = &tail;
     // Standard error always passes through the helper (for the failure report); standard output
     // only when it is tagged or logged.
-    Pipe err_pipe = make_pipe();
-    Pipe out_pipe;
+    probes::ReaderPipe err_pipe = probes::make_reader_pipe("the rank's output");
+    probes::ReaderPipe out_pipe;
     if (o.tag_output || out.log.get() >= 0) {
-        out_pipe = make_pipe();
+        out_pipe = probes::make_reader_pipe("the rank's output");
     }
 
     sigset_t watched;
@@ -395,7 +358,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     if (failed && forwarded == 0) {
         RankFailure f = RankFailure::of(o.rank, o.host, o.local_rank, status, seconds, tail.lines());
         f.at = failed_at(err.last_write, ended_at);
-        write_all(STDERR_FILENO, failure_report(f, "failed", true, true));
+        probes::write_all(STDERR_FILENO, failure_report(f, "failed", true, true));
     }
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }

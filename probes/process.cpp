@@ -256,20 +256,6 @@ void set_up_child(const SpawnOptions& options, pid_t parent) noexcept
     exit_after_failed_exec(options.exec_error, errno);
 }
 
-void write_all(int fd, const std::string& text) noexcept
-{
-    for (std::size_t done = 0; done < text.size();) {
-        const ssize_t n = write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return;
-        }
-        done += static_cast<std::size_t>(n);
-    }
-}
-
 std::string cannot(const std::string& what, const char* step)
 {
     return fmt::format("cannot run {}: {}: {}", what, step, std::strerror(errno));
@@ -738,6 +724,29 @@ int exit_status_after_output(int status, const char* program) noexcept
     std::fprintf(
         stderr, "%s: cannot write the output: %s\n", program, err != 0 ? std::strerror(err) : "a write to it failed");
     return 3;
+}
+
+void write_all(int fd, std::string_view text) noexcept
+{
+    while (!text.empty()) {
+        const ssize_t n = write(fd, text.data(), text.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return; // a reader that went away loses the rest
+        }
+        text.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+ReaderPipe make_reader_pipe(const char* what)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0 || fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) {
+        throw Error(fmt::format("cannot make a pipe for {}: {}", what, std::strerror(errno)));
+    }
+    return ReaderPipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
 } // namespace probes

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "probes/unique_fd.hpp"
+
 // The one place gpukit starts processes. Every child, whether it runs a program (mpirun, python3,
 // ompi_info, a fit trial, the launcher of a job) or a function of ours that must not take the tool
 // down with it (a GPU library call, hwloc on a malformed file, a probe's collector), is made here,
@@ -15,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -226,6 +229,18 @@ private:
 /// mkdtemp makes it). It holds no descriptor of this process's but a pidfd. Best effort: returns
 /// false when it could not be started; the caller removes `dir` itself on the ordinary way out.
 bool remove_after_exit(const std::string& dir) noexcept;
+
+/// Writes all of `text` to `fd` (again after EINTR); a reader that went away loses the rest.
+void write_all(int fd, std::string_view text) noexcept;
+
+/// A pipe (both ends close-on-exec) whose read end does not block, for output this process reads
+/// from a child while it waits for other things.
+struct ReaderPipe {
+    UniqueFd read;
+    UniqueFd write;
+};
+/// Throws probes::Error "cannot make a pipe for `what`: ...".
+ReaderPipe make_reader_pipe(const char* what);
 
 /// The watcher of remove_after_exit, doing `action` instead (in the watcher: this process's
 /// memory as it was at the call, no threads, standard streams on /dev/null). Call it while this
