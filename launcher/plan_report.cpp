@@ -143,7 +143,8 @@ std::string render_text(const PlanReport& r)
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
-    out += fmt::format("launcher: {} ({})\n", backends::launcher_title(r.launcher), r.launcher.reason);
+    out += fmt::format("launcher: {}{} ({})\n", backends::launcher_title(r.launcher),
+        r.launcher.path.empty() ? "" : ", " + r.launcher.path, r.launcher.reason);
     out += fmt::format("command: {}\n", shell_quote(r.command));
     return out;
 }

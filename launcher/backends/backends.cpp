@@ -114,11 +114,20 @@ std::string host_names(const LaunchRequest& job)
     return out;
 }
 
+// The launcher's argv[0]: the bare name PATH found it by, run through the same PATH (execvp), as the
+// user's shell runs `mpirun`. Open MPI takes an absolute argv[0] for --prefix: /bin/mpirun (on a
+// merged /usr, /bin before /usr/bin in PATH) gives the prefix "/", and mpirun aborts ("A prefix was
+// supplied to mpirun that only contained slashes").
+std::string program_word(const Launcher& launcher)
+{
+    return std::filesystem::path(launcher.path).filename().string();
+}
+
 std::vector<std::string> openmpi_command(const Launcher& launcher, const LaunchRequest& r)
 {
     const LaunchRequest& job = r;
     std::vector<std::string> argv{
-        launcher.path, "-np", std::to_string(job.ranks), "--bind-to", "none", "--map-by", "slot"};
+        program_word(launcher), "-np", std::to_string(job.ranks), "--bind-to", "none", "--map-by", "slot"};
     std::string hosts;
     for (const auto& h : job.hosts) {
         hosts += fmt::format("{}{}:{}", hosts.empty() ? "" : ",", h.name, h.slots.value_or(1));
@@ -160,7 +169,7 @@ std::vector<std::string> hydra_command(const Launcher& launcher, const LaunchReq
     }
     globals.insert(globals.end(), r.launcher_args.begin(), r.launcher_args.end());
 
-    std::vector<std::string> argv{launcher.path};
+    std::vector<std::string> argv{program_word(launcher)};
     if (equal_hosts(job)) {
         argv.insert(argv.end(),
             {"-n", std::to_string(job.ranks), "-ppn", std::to_string(job.hosts.front().slots.value_or(1)), "-hosts",
@@ -228,7 +237,7 @@ std::vector<std::string> srun_command(const Launcher& launcher, const LaunchRequ
     }
     std::vector<std::string> argv = values_set_by_env(r);
     argv.insert(argv.end(),
-        {launcher.path, "--nodes", std::to_string(job.hosts.size()), "--ntasks", std::to_string(job.ranks),
+        {program_word(launcher), "--nodes", std::to_string(job.hosts.size()), "--ntasks", std::to_string(job.ranks),
             "--ntasks-per-node", std::to_string(job.hosts.front().slots.value_or(1)), "--cpu-bind=none", "--export=ALL",
             "--kill-on-bad-exit=1"});
     if (r.hosts_given) {

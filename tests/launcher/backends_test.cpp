@@ -77,9 +77,9 @@ TEST(OpenMpi, CommandLine)
     auto argv =
         launcher::backends::launcher_command(Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", ""}, r);
     EXPECT_EQ(argv,
-        (std::vector<std::string>{"/usr/bin/mpirun", "-np", "3", "--bind-to", "none", "--map-by", "slot", "-H",
-            "n01:2,n02:1", "--allow-run-as-root", "-x", "PATH", "-x", "NCCL_DEBUG=INFO", "-x", "GPUKIT_X", "--extra",
-            "a b", "/opt/gpurun-rank", "--", "python", "a b"}));
+        (std::vector<std::string>{"mpirun", "-np", "3", "--bind-to", "none", "--map-by", "slot", "-H", "n01:2,n02:1",
+            "--allow-run-as-root", "-x", "PATH", "-x", "NCCL_DEBUG=INFO", "-x", "GPUKIT_X", "--extra", "a b",
+            "/opt/gpurun-rank", "--", "python", "a b"}));
     r.allow_root = false;
     auto no_root = launcher::backends::launcher_command(Launcher{LauncherKind::openmpi, "mpirun", "Open MPI", ""}, r);
     EXPECT_EQ(std::count(no_root.begin(), no_root.end(), "--allow-run-as-root"), 0);
@@ -91,9 +91,9 @@ TEST(Hydra, EqualHostsUsePpnAndSwitchOffBinding)
     auto argv = launcher::backends::launcher_command(
         Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", ""}, request(job));
     EXPECT_EQ(argv,
-        (std::vector<std::string>{"/usr/bin/mpiexec", "-n", "4", "-ppn", "2", "-hosts", "n01,n02", "-bind-to", "none",
-            "-genv", "NCCL_DEBUG", "INFO", "-genvlist", "PATH,GPUKIT_X", "--extra", "a b", "/opt/gpurun-rank", "--",
-            "python", "a b"}));
+        (std::vector<std::string>{"mpiexec", "-n", "4", "-ppn", "2", "-hosts", "n01,n02", "-bind-to", "none", "-genv",
+            "NCCL_DEBUG", "INFO", "-genvlist", "PATH,GPUKIT_X", "--extra", "a b", "/opt/gpurun-rank", "--", "python",
+            "a b"}));
     auto intel =
         launcher::backends::launcher_command(Launcher{LauncherKind::hydra, "mpiexec", "Intel MPI", ""}, request(job));
     EXPECT_EQ(std::count(intel.begin(), intel.end(), "-bind-to"), 0);
@@ -119,7 +119,7 @@ TEST(Srun, SetsValuesThroughEnvAndNamesTheNodes)
     auto r = request(job);
     auto argv = launcher::backends::launcher_command(Launcher{LauncherKind::srun, "/usr/bin/srun", "Slurm", ""}, r);
     EXPECT_EQ(argv,
-        (std::vector<std::string>{"/usr/bin/env", "NCCL_DEBUG=INFO", "/usr/bin/srun", "--nodes", "2", "--ntasks", "8",
+        (std::vector<std::string>{"/usr/bin/env", "NCCL_DEBUG=INFO", "srun", "--nodes", "2", "--ntasks", "8",
             "--ntasks-per-node", "4", "--cpu-bind=none", "--export=ALL", "--kill-on-bad-exit=1", "--nodelist",
             "gpu1,gpu2", "--extra", "a b", "/opt/gpurun-rank", "--", "python", "a b"}));
     r.env = {"PATH"};

@@ -83,7 +83,7 @@ TEST_F(LaunchPlan, OneNodeEveryGpuAFreePortAndTheExactCommand)
     EXPECT_EQ(p.helper.master_port, 41234U) << "a port free here, for a job on this node";
     EXPECT_EQ(p.helper.program, std::vector<std::string>{"true"});
     ASSERT_GE(p.command.size(), 3U);
-    EXPECT_EQ(p.command[0], "/usr/bin/mpirun");
+    EXPECT_EQ(p.command[0], "mpirun") << "run by its name in PATH, as the user's shell runs it";
     EXPECT_TRUE(has(p.command, "-np"));
     EXPECT_TRUE(has(p.command, "/opt/gpukit/bin/gpurun-rank"));
     EXPECT_TRUE(has(p.command, "PATH")) << "PATH goes to every rank";
@@ -143,7 +143,7 @@ TEST_F(LaunchPlan, TheBackendRowDecidesWhatDiffers)
     m_options.profile.profiler = launcher::Profiler::nsys;
     m_options.dry_run = true;
     auto p = plan();
-    EXPECT_EQ(p.command[0], "/usr/bin/mpiexec");
+    EXPECT_EQ(p.command[0], "mpiexec");
     EXPECT_TRUE(has(p.command, "-ppn"));
     EXPECT_EQ(m_options.profile.mpi_impl, "mpich") << "nsys is told Hydra's MPI";
 

@@ -38,7 +38,8 @@ protected:
     PlanReport report(std::optional<probes::BatchSplit> batch) const
     {
         return PlanReport{m_job, m_options, "", {}, {"mpirun", "-np", "3", "prog"}, std::move(batch),
-            launcher::backends::Launcher{launcher::LauncherKind::openmpi, "mpirun", "Open MPI", "mpirun is Open MPI"},
+            launcher::backends::Launcher{
+                launcher::LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "mpirun is Open MPI"},
             {}, nullptr, {}};
     }
 
@@ -59,7 +60,7 @@ TEST_F(PlanReportTest, TextShowsEachRanksBatchAndLossWeight)
         "2     n01   2      -    -       -     0     4-5   -    38     1.1875\n"
         "batch: 96 samples per step over 3 ranks, by speed 1,2,2 (GPURUN_LOCAL_BATCH); each rank multiplies its "
         "mean loss by GPURUN_LOSS_WEIGHT\n"
-        "launcher: Open MPI mpirun (mpirun is Open MPI)\n"
+        "launcher: Open MPI mpirun, /usr/bin/mpirun (mpirun is Open MPI)\n"
         "command: mpirun -np 3 prog\n");
 }
 
