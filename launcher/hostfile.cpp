@@ -80,11 +80,14 @@ struct HostEntry {
 };
 
 // "host", "host:N", "gpu[01-04]" or "gpu[01-04]:N"; an IPv6 address in brackets ("[fe80::1]:4")
-// may carry its own colons. `budget` is how many more names the whole list may have, of `limit`.
+// may carry its own colons: an entry is one when its first brackets hold a ':' ("[1-3]:4" is the
+// hosts 1, 2 and 3, as Slurm reads "[1-3]"). `budget` is how many more names the whole list may
+// have, of `limit`.
 HostEntry parse_host_entry(
     std::string_view entry, const std::string& where, std::size_t budget, std::size_t limit, unsigned min_count = 1)
 {
-    const bool ipv6 = !entry.empty() && entry.front() == '[';
+    const bool ipv6 =
+        !entry.empty() && entry.front() == '[' && entry.substr(0, entry.find(']')).find(':') != std::string_view::npos;
     std::size_t colon = entry.rfind(':');
     if (ipv6) {
         std::size_t close = entry.find(']');
@@ -141,8 +144,10 @@ void append_hosts(HostEntry&& entry, std::vector<HostSlots>& hosts)
 
 // A host listed more than once is one host with the slots of its entries added up, as Open MPI
 // counts `-H a:2,a:2` as four slots on a. An entry without a count means "as many as it has
-// GPUs", which cannot be added to anything: listing such a host twice is an error.
-std::vector<HostSlots> merge_repeated_hosts(std::vector<HostSlots> hosts, const std::string& where)
+// GPUs", which cannot be added to anything: listing such a host twice is an error, with
+// `remedy` as the advice.
+std::vector<HostSlots> merge_repeated_hosts(std::vector<HostSlots> hosts, const std::string& where,
+    std::string_view remedy = "list it once, or give each entry its count (host:N)")
 {
     std::unordered_map<std::string, std::size_t> first;
     std::vector<HostSlots> merged;
@@ -155,9 +160,8 @@ std::vector<HostSlots> merge_repeated_hosts(std::vector<HostSlots> hosts, const 
         }
         HostSlots& earlier = merged[it->second];
         if (!earlier.slots || !h.slots) {
-            throw Error(fmt::format("{}: {} is listed more than once, and not every time with a count; list it "
-                                    "once, or give each entry its count (host:N)",
-                where, h.name));
+            throw Error(fmt::format("{}: {} is listed more than once{}; {}", where, h.name,
+                earlier.slots || h.slots ? ", and not every time with a count" : "", remedy));
         }
         if (*earlier.slots + *h.slots > max_slots) {
             throw Error(fmt::format("{}: {} has more than {} slots in all", where, h.name, max_slots));
@@ -167,31 +171,54 @@ std::vector<HostSlots> merge_repeated_hosts(std::vector<HostSlots> hosts, const 
     return merged;
 }
 
+// The hosts of every entry of a list, in order, repeats not yet merged.
+std::vector<HostSlots> parse_entries(
+    std::string_view text, const std::string& where, std::string_view example, unsigned min_count, std::size_t limit)
+{
+    std::vector<HostSlots> hosts;
+    for (std::string_view entry : split_node_list(text)) {
+        if (entry.empty()) {
+            throw Error(
+                fmt::format("{}: empty host entry (a comma at an end, or two together); write {}", where, example));
+        }
+        append_hosts(parse_host_entry(entry, where, limit - hosts.size(), limit, min_count), hosts);
+    }
+    return hosts;
+}
+
 } // namespace
 
 std::vector<HostSlots> parse_host_list(
     std::string_view text, std::string_view option, unsigned min_count, std::size_t limit)
 {
     const std::string where = fmt::format("{} {}", option, text);
-    std::vector<HostSlots> hosts;
-    std::size_t pos = 0;
-    while (true) {
-        // The next comma outside brackets: "gpu[01-04,07]:8,cpu7" has two entries.
-        std::size_t comma = pos;
-        for (bool in_brackets = false; comma < text.size() && (in_brackets || text[comma] != ','); ++comma) {
-            in_brackets = text[comma] == '[' || (in_brackets && text[comma] != ']');
-        }
-        std::string_view entry = trim(text.substr(pos, comma - pos));
-        if (entry.empty()) {
-            throw Error(fmt::format("{}: empty host entry; write {} host1:N,host2:N", where, option));
-        }
-        append_hosts(parse_host_entry(entry, where, limit - hosts.size(), limit, min_count), hosts);
-        if (comma == text.size()) {
-            break;
-        }
-        pos = comma + 1;
-    }
+    auto hosts = parse_entries(text, where, fmt::format("{} host1:N,host2:N", option), min_count, limit);
     return merge_repeated_hosts(std::move(hosts), where);
+}
+
+std::vector<std::string> parse_node_names(std::string_view text, std::string_view source, std::size_t limit)
+{
+    const std::string where = fmt::format("{}={}", source, probes::quote_input(text));
+    if (text.empty()) {
+        throw Error(fmt::format("{} is set but empty; it names the allocation's nodes, as in gpu[01-04]: run "
+                                "gpurun in the allocation's own environment, or unset it (env -u {}) outside one",
+            source, source));
+    }
+    auto hosts = parse_entries(text, where, "names such as gpu[01-04],cpu7", 1, limit);
+    for (const auto& h : hosts) {
+        if (h.slots) {
+            throw Error(fmt::format(
+                "{}: a count after ':' ({}:{}); it lists node names only, as in gpu[01-04]", where, h.name, *h.slots));
+        }
+    }
+    hosts = merge_repeated_hosts(std::move(hosts), where,
+        "Slurm lists each node of an allocation once: run gpurun in the allocation's own environment");
+    std::vector<std::string> names;
+    names.reserve(hosts.size());
+    for (auto& h : hosts) {
+        names.push_back(std::move(h.name));
+    }
+    return names;
 }
 
 std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& origin, std::size_t limit)

@@ -53,27 +53,6 @@ struct NamePattern {
     std::size_t length = 0; ///< of the longest name it gives
 };
 
-// The list split on the commas outside brackets. Bracket errors are left to parse_name, which
-// sees the whole name they are in.
-std::vector<std::string_view> split_outside_brackets(std::string_view text)
-{
-    std::vector<std::string_view> parts;
-    bool in_brackets = false;
-    std::size_t start = 0;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        if (text[i] == '[') {
-            in_brackets = true;
-        } else if (text[i] == ']') {
-            in_brackets = false;
-        } else if (text[i] == ',' && !in_brackets) {
-            parts.push_back(text.substr(start, i - start));
-            start = i + 1;
-        }
-    }
-    parts.push_back(text.substr(start));
-    return parts;
-}
-
 class NameParser {
 public:
     NameParser(std::string_view list, std::string_view name, std::size_t limit)
@@ -294,7 +273,40 @@ std::optional<std::uint64_t> whole_number(std::string_view text)
     return value;
 }
 
+bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 } // namespace
+
+std::vector<std::string_view> split_node_list(std::string_view text)
+{
+    std::vector<std::string_view> parts;
+    auto add = [&](std::string_view part) {
+        while (!part.empty() && is_blank(part.front())) {
+            part.remove_prefix(1);
+        }
+        while (!part.empty() && is_blank(part.back())) {
+            part.remove_suffix(1);
+        }
+        parts.push_back(part);
+    };
+    bool in_brackets = false;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '[') {
+            in_brackets = true;
+        } else if (text[i] == ']') {
+            in_brackets = false;
+        } else if (text[i] == ',' && !in_brackets) {
+            add(text.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    add(text.substr(start));
+    return parts;
+}
 
 std::vector<std::string> expand_node_list(std::string_view text, std::size_t limit)
 {
@@ -303,7 +315,7 @@ std::vector<std::string> expand_node_list(std::string_view text, std::size_t lim
     }
     std::vector<NamePattern> patterns;
     std::size_t total = 0;
-    for (std::string_view name : split_outside_brackets(text)) {
+    for (std::string_view name : split_node_list(text)) {
         if (name.empty()) {
             throw Error(fmt::format("host list {}: empty name (a comma at an end, or two together); separate "
                                     "names with one comma, as in a,b",

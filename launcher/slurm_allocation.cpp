@@ -1,5 +1,6 @@
 #include "launcher/slurm_allocation.hpp"
 
+#include "launcher/hostfile.hpp"
 #include "launcher/node_list.hpp"
 #include "probes/error.hpp"
 
@@ -115,12 +116,12 @@ unsigned slurm_gpu_count(const std::string& variable, const std::string& value)
 std::optional<SlurmAllocation> slurm_allocation(
     const std::function<const char*(const char*)>& env, unsigned ranks_per_gpu, bool cpu_only)
 {
-    const auto nodes = variable(env, "SLURM_JOB_NODELIST");
-    if (!nodes) {
+    const char* nodes = env("SLURM_JOB_NODELIST");
+    if (nodes == nullptr) {
         return std::nullopt;
     }
     SlurmAllocation out;
-    for (auto& name : expand_node_list(*nodes)) {
+    for (auto& name : parse_node_names(nodes, "SLURM_JOB_NODELIST")) {
         out.hosts.push_back(HostSlots{std::move(name), std::nullopt});
     }
 
@@ -159,7 +160,7 @@ std::optional<SlurmAllocation> slurm_allocation(
             throw Error(fmt::format("the Slurm allocation's variables disagree: SLURM_TASKS_PER_NODE={} counts "
                                     "tasks for {} node{} but SLURM_JOB_NODELIST={} has {}; run gpurun in the "
                                     "allocation's own environment, or pass -H with slots",
-                quote_input(*value), counts.size(), counts.size() == 1 ? "" : "s", quote_input(*nodes),
+                quote_input(*value), counts.size(), counts.size() == 1 ? "" : "s", quote_input(nodes),
                 out.hosts.size()));
         }
         tasks = std::move(counts);

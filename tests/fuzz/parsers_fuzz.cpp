@@ -35,7 +35,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -294,6 +296,27 @@ void fuzz_node_list(const std::string& text)
             }
         }
     } catch (const probes::Error&) {
+    }
+    // -H and SLURM_JOB_NODELIST read a list without counts alike: the same names, or both refuse.
+    if (text.find(':') == std::string::npos) {
+        auto read = [&](const std::function<std::vector<std::string>()>& parse) {
+            try {
+                return std::optional(parse());
+            } catch (const probes::Error&) {
+                return std::optional<std::vector<std::string>>();
+            }
+        };
+        const auto from_variable = read([&] { return launcher::parse_node_names(text, "SLURM_JOB_NODELIST", limit); });
+        const auto from_option = read([&] {
+            std::vector<std::string> names;
+            for (const auto& h : launcher::parse_host_list(text, "-H", 1, limit)) {
+                names.push_back(h.name);
+            }
+            return names;
+        });
+        if (from_variable != from_option) {
+            std::abort();
+        }
     }
     // Per-node counts: what is accepted compresses to a text that expands to the same counts.
     const auto counts = launcher::expand_count_list(text, limit);

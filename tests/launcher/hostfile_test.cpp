@@ -31,8 +31,12 @@ TEST(HostList, RejectsBadEntries)
 TEST(HostList, BracketsAndColonsOnlyAsAnIpv6Address)
 {
     // These reached mpirun as hosts "[", "[]", "a:" and "a:4".
-    EXPECT_EQ(error_of([] { launcher::parse_host_list("["); }), "-H [: '[' is not a host name");
-    EXPECT_EQ(error_of([] { launcher::parse_host_list("[]:2"); }), "-H []:2: '[]' is not a host name");
+    // An entry is an IPv6 address only when its first brackets hold a ':'; otherwise the brackets
+    // are a range, as in Slurm's "[1-3]".
+    EXPECT_EQ(error_of([] { launcher::parse_host_list("["); }),
+        "-H [: host list '[': the '[' in '[' is never closed; end the ranges with ']', as in name[1-4,7]");
+    EXPECT_NE(error_of([] { launcher::parse_host_list("[]:2"); }).find("empty range in '[]'"), std::string::npos);
+    EXPECT_EQ(launcher::parse_host_list("[1-2]:3"), (std::vector<HostSlots>{{"1", 3}, {"2", 3}}));
     EXPECT_EQ(error_of([] { launcher::parse_host_list("a::4"); }),
         "-H a::4: 'a:' is not a host name (an IPv6 address goes in brackets: [fe80::1]:4)");
     EXPECT_EQ(error_of([] { launcher::parse_host_list("a:4:4"); }),
@@ -140,7 +144,8 @@ TEST(HostList, FreeGpuListsTakeZeroAndNameTheirOption)
     EXPECT_EQ(error_of([] { launcher::parse_host_list("n01:x", "--free-gpus", 0); }),
         "--free-gpus n01:x: 'n01:x' has a bad count 'x'; write host:N with N a whole number from 0 to 1000000");
     EXPECT_EQ(error_of([] { launcher::parse_host_list("n01,,n02", "--free-gpus", 0); }),
-        "--free-gpus n01,,n02: empty host entry; write --free-gpus host1:N,host2:N");
+        "--free-gpus n01,,n02: empty host entry (a comma at an end, or two together); write --free-gpus "
+        "host1:N,host2:N");
 }
 
 TEST(HostList, RepeatedHostsAddTheirSlots)

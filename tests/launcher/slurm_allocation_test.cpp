@@ -2,6 +2,7 @@
 // salloc, sbatch and srun set. The values are those Slurm 22.05 writes.
 #include "launcher/slurm_allocation.hpp"
 #include "probes/error.hpp"
+#include "tests/support/host_lists.hpp"
 
 #include <gtest/gtest.h>
 #include <map>
@@ -141,3 +142,63 @@ TEST(SlurmGpuCount, TypesAndSeveralKindsAddUp)
 }
 
 } // namespace
+
+// -H and SLURM_JOB_NODELIST are read by one set of rules: the same text gives the same hosts, or
+// an error, through both.
+TEST(HostListRules, TheSameCasesGiveTheSameHostsThroughBothSources)
+{
+    using Names = std::vector<std::string>;
+    struct Case {
+        const char* list;
+        Names names; ///< empty: an error containing `error`
+        const char* error = "";
+    };
+    const Case cases[] = {
+        {"a,b", {"a", "b"}},
+        {" a", {"a"}},
+        {"a ", {"a"}},
+        {" a ,\tb ", {"a", "b"}},
+        {"[1-3]", {"1", "2", "3"}},
+        {"a[1-2],[3]", {"a1", "a2", "3"}},
+        {"[1-2]a", {"1a", "2a"}},
+        {"n[1-2]-ib", {"n1-ib", "n2-ib"}},
+        {"n[09-10]", {"n09", "n10"}},
+        {"n[9-010]", {"n9", "n10"}},
+        // The last group varies fastest (Slurm orders three or more groups otherwise).
+        {"x[1-2]y[01-02]z[7,9]",
+            {"x1y01z7", "x1y01z9", "x1y02z7", "x1y02z9", "x2y01z7", "x2y01z9", "x2y02z7", "x2y02z9"}},
+        {"a,a", {}, "a is listed more than once"},
+        {"n[1-3],n[2-4]", {}, "n2 is listed more than once"},
+        {"n[1,1]", {}, "n1 is listed more than once"},
+        {"a,,b", {}, "empty host entry"},
+        {"a,", {}, "empty host entry"},
+        {"a b", {}, "is not a host name"},
+        {"n[1-2", {}, "never closed"},
+        {"n1-2]", {}, "']' without '['"},
+        {"n[3-1]", {}, "ends below its start"},
+        {"n[ 1-2]", {}, "not a number or a range"},
+        {"-a", {}, "is not a host name"},
+    };
+    for (const Case& c : cases) {
+        const auto option = test_support::hosts_from_option(c.list);
+        const auto variable = test_support::hosts_from_variable(c.list);
+        EXPECT_EQ(option.names, c.names) << "-H '" << c.list << "': " << option.error;
+        EXPECT_EQ(variable.names, c.names) << "SLURM_JOB_NODELIST='" << c.list << "': " << variable.error;
+        if (c.names.empty()) {
+            EXPECT_NE(option.error.find(c.error), std::string::npos) << c.list << ": " << option.error;
+            EXPECT_NE(variable.error.find(c.error), std::string::npos) << c.list << ": " << variable.error;
+        }
+    }
+}
+
+TEST_F(SlurmAllocation, AnEmptyOrCountedNodeListIsAnError)
+{
+    m_env = {{"SLURM_JOB_NODELIST", ""}};
+    EXPECT_NE(error().find("SLURM_JOB_NODELIST is set but empty"), std::string::npos) << error();
+    m_env = {{"SLURM_JOB_NODELIST", "a:2"}};
+    EXPECT_NE(error().find("it lists node names only"), std::string::npos) << error();
+    m_env = {{"SLURM_JOB_NODELIST", "a,b,a"}};
+    EXPECT_EQ(error(),
+        "SLURM_JOB_NODELIST='a,b,a': a is listed more than once; Slurm lists each node of an "
+        "allocation once: run gpurun in the allocation's own environment");
+}
