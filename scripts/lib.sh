@@ -47,7 +47,8 @@ keep_openmpi_default() {
 
 BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev libsqlite3-dev openmpi-bin)
 # mpich, slurm-wlm and python3-torch: the integration tests run gpurun under the real MPICH Hydra
-# and a real Slurm (daemons the test starts) too, and a real PyTorch job under each launcher.
+# and a real Slurm (daemons the test starts) too, and a real PyTorch job under each launcher;
+# slurm-wlm brings slurm-client, whose `scontrol show hostnames` the host-list test compares with.
 TEST_PACKAGES=(libgtest-dev clang-format dpkg-dev mpich slurm-wlm python3-torch)
 
 build() {
