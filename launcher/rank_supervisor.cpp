@@ -196,8 +196,9 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     // in a session of its own kills what still carries it: a daemon that left the program's
     // process group and session is no longer below the helper by then.
     const std::string marker = fmt::format("{}={}-{:016x}", rank_marker_variable, getpid(), std::random_device{}());
+    UniqueFd watcher;
     if (setenv(rank_marker_variable, marker.substr(marker.find('=') + 1).c_str(), 1) == 0) {
-        probes::after_exit([&marker] { kill_marked(marker); });
+        watcher = probes::after_exit([&marker] { kill_marked(marker); });
     }
     // Only now: the watcher, twice removed, must not come back to the helper as an orphan (it
     // would be taken for one of the program's, signalled with them, and waited for).
@@ -350,6 +351,9 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
             signal_all(pid, SIGKILL); // again each turn: the orphans of those killed come to the helper
         }
     }
+    // Nothing the program started is left: as the subreaper, the helper was the parent of every
+    // orphan among them, and it has reaped them all. The watcher has nothing to look for.
+    probes::not_needed_after_exit(watcher);
     for (Stream* s : {&out, &err}) {
         while (s->from.get() >= 0 && s->relay()) { }
         s->flush();

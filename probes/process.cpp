@@ -658,19 +658,34 @@ CallDeadline::~CallDeadline()
 
 bool remove_after_exit(const std::string& dir) noexcept
 {
-    return after_exit([&dir] { remove_private_dir(dir); });
+    return after_exit([&dir] { remove_private_dir(dir); }).get() >= 0;
 }
 
-bool after_exit(const std::function<void()>& action) noexcept
+void not_needed_after_exit(const UniqueFd& watcher) noexcept
+{
+    if (watcher.get() >= 0) {
+        write_all(watcher.get(), "n");
+    }
+}
+
+UniqueFd after_exit(const std::function<void()>& action) noexcept
 {
     const pid_t watched = getpid();
     // Opened here, while `watched` surely lives: the watcher waits on it (readable once the
     // process has ended). Without pidfd_open (Linux < 5.3) it asks kill(pid, 0) every second.
     const UniqueFd owned(static_cast<int>(syscall(SYS_pidfd_open, watched, 0)));
     const int pidfd = owned.get();
+    // The watcher reads this pipe once the process has ended: a byte in it says the action is
+    // not needed. Only this process holds the write end (close-on-exec: no program it runs).
+    int ends[2] = {-1, -1};
+    if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) {
+        return UniqueFd();
+    }
+    const UniqueFd note_read(ends[0]);
+    UniqueFd note_write(ends[1]);
     const pid_t first = fork();
     if (first < 0) {
-        return false;
+        return UniqueFd();
     }
     if (first == 0) {
         setsid();
@@ -684,11 +699,16 @@ bool after_exit(const std::function<void()>& action) noexcept
         for (int fd = 0; fd < 3 && null >= 0; ++fd) {
             dup2(null, fd);
         }
-        // Nothing of this process's is held open (its output pipe would not end), but the pidfd as 3.
-        if (pidfd >= 0 && pidfd != 3) {
+        // Nothing of this process's is held open (its output pipe would not end), but the pidfd
+        // as 3 and the note's read end as 4 (dup3 clears close-on-exec; nothing is executed).
+        const int note = fcntl(note_read.get(), F_DUPFD, 5);
+        if (pidfd >= 0) {
             dup2(pidfd, 3);
+        } else {
+            close(3);
         }
-        close_from(pidfd >= 0 ? 4 : 3, std::min(sysconf(_SC_OPEN_MAX), 65536L));
+        dup2(note, 4);
+        close_from(5, std::min(sysconf(_SC_OPEN_MAX), 65536L));
         if (pidfd >= 0) {
             pollfd p{3, POLLIN, 0};
             while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
@@ -696,6 +716,10 @@ bool after_exit(const std::function<void()>& action) noexcept
             while (kill(watched, 0) == 0 || errno == EPERM) {
                 sleep(1);
             }
+        }
+        char byte = 0;
+        if (read(4, &byte, 1) == 1) {
+            _exit(0); // the process did it itself
         }
         try {
             action();
@@ -705,7 +729,10 @@ bool after_exit(const std::function<void()>& action) noexcept
     }
     int status = 0;
     while (waitpid(first, &status, 0) < 0 && errno == EINTR) { }
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        return UniqueFd();
+    }
+    return note_write;
 }
 
 int exit_status_after_output(int status, const char* program) noexcept

@@ -244,8 +244,14 @@ ReaderPipe make_reader_pipe(const char* what);
 
 /// The watcher of remove_after_exit, doing `action` instead (in the watcher: this process's
 /// memory as it was at the call, no threads, standard streams on /dev/null). Call it while this
-/// process has one thread only.
-bool after_exit(const std::function<void()>& action) noexcept;
+/// process has one thread only. Returns the descriptor (close-on-exec) through which this process
+/// may tell the watcher, with not_needed_after_exit, that it did what `action` does on its own way
+/// out: the watcher then ends without it. Invalid when the watcher could not be started.
+UniqueFd after_exit(const std::function<void()>& action) noexcept;
+
+/// Tells the watcher of `after_exit` that its action is not needed (best effort: the watcher
+/// then does it anyway). Call it last, when nothing can be left for the action to do.
+void not_needed_after_exit(const UniqueFd& watcher) noexcept;
 
 /// For a program's main, last: flushes standard output. When it could not be written (a full disk,
 /// /dev/full, an output file's quota) says so on standard error as "PROGRAM: cannot write the

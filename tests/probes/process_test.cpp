@@ -307,3 +307,39 @@ TEST(CallDeadline, EndsAStuckCallWithItsMessageAndStatus)
     EXPECT_EQ(written, "an NVML call did not return\ncleaned\n");
     EXPECT_EQ(cleaned, -1) << "the cleanup ran in the child only";
 }
+
+TEST(AfterExit, TheWatcherActsWhenTheProcessEndsUnlessToldItIsNotNeeded)
+{
+    // A process starts a watcher whose action writes a file, then ends: killed (the action runs),
+    // or after saying the action is not needed (it does not).
+    test_support::TempDir dir;
+    auto run = [&](const std::string& name, bool not_needed) {
+        const std::string file = (dir.path() / name).string();
+        const pid_t pid = fork();
+        if (pid == 0) {
+            probes::UniqueFd watcher = probes::after_exit([&file] { std::ofstream(file) << "acted"; });
+            if (watcher.get() < 0) {
+                _exit(1);
+            }
+            if (not_needed) {
+                probes::not_needed_after_exit(watcher);
+                _exit(0);
+            }
+            raise(SIGKILL);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        return status;
+    };
+    const int killed = run("killed", false);
+    EXPECT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL);
+    const int told = run("told", true);
+    EXPECT_TRUE(WIFEXITED(told) && WEXITSTATUS(told) == 0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!std::filesystem::exists(dir.path() / "killed") && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(std::filesystem::exists(dir.path() / "killed")) << "the watcher did not act after kill -9";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the other watcher has ended by now
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "told")) << "the watcher acted though told not to";
+}
