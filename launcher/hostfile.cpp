@@ -191,7 +191,7 @@ std::vector<HostSlots> parse_entries(
 std::vector<HostSlots> parse_host_list(
     std::string_view text, std::string_view option, unsigned min_count, std::size_t limit)
 {
-    const std::string where = fmt::format("{} {}", option, text);
+    const std::string where = fmt::format("{} {}", option, probes::quote_input(text));
     auto hosts = parse_entries(text, where, fmt::format("{} host1:N,host2:N", option), min_count, limit);
     return merge_repeated_hosts(std::move(hosts), where);
 }

@@ -34,13 +34,13 @@ TEST(HostList, BracketsAndColonsOnlyAsAnIpv6Address)
     // An entry is an IPv6 address only when its first brackets hold a ':'; otherwise the brackets
     // are a range, as in Slurm's "[1-3]".
     EXPECT_EQ(error_of([] { launcher::parse_host_list("["); }),
-        "-H [: host list '[': the '[' in '[' is never closed; end the ranges with ']', as in name[1-4,7]");
+        "-H '[': host list '[': the '[' in '[' is never closed; end the ranges with ']', as in name[1-4,7]");
     EXPECT_NE(error_of([] { launcher::parse_host_list("[]:2"); }).find("empty range in '[]'"), std::string::npos);
     EXPECT_EQ(launcher::parse_host_list("[1-2]:3"), (std::vector<HostSlots>{{"1", 3}, {"2", 3}}));
     EXPECT_EQ(error_of([] { launcher::parse_host_list("a::4"); }),
-        "-H a::4: 'a:' is not a host name (an IPv6 address goes in brackets: [fe80::1]:4)");
+        "-H 'a::4': 'a:' is not a host name (an IPv6 address goes in brackets: [fe80::1]:4)");
     EXPECT_EQ(error_of([] { launcher::parse_host_list("a:4:4"); }),
-        "-H a:4:4: 'a:4' is not a host name (an IPv6 address goes in brackets: [fe80::1]:4)");
+        "-H 'a:4:4': 'a:4' is not a host name (an IPv6 address goes in brackets: [fe80::1]:4)");
     EXPECT_EQ(launcher::parse_host_list("[::1],[fe80::1:2]:2,10.0.0.1:8,n-1.example_site.org")[1],
         (HostSlots{"[fe80::1:2]", 2}));
 }
@@ -97,7 +97,7 @@ TEST(HostList, SlurmRangesExpandWithTheSameSlots)
 TEST(HostList, RangeErrorsNameTheEntryAndTheRange)
 {
     EXPECT_EQ(error_of([] { launcher::parse_host_list("gpu[04-01]:8"); }),
-        "-H gpu[04-01]:8: host list 'gpu[04-01]': range '04-01' in 'gpu[04-01]' ends below its start; write the "
+        "-H 'gpu[04-01]:8': host list 'gpu[04-01]': range '04-01' in 'gpu[04-01]' ends below its start; write the "
         "smaller number first, as in [01-04]");
     EXPECT_NE(error_of([] {
         launcher::parse_host_list("gpu[1-4:8,cpu7");
@@ -112,12 +112,17 @@ TEST(HostList, RangeErrorsNameTheEntryAndTheRange)
 
 TEST(HostList, ALimitCountsTheHostsOfTheWholeList)
 {
+    // An error quotes at most the first 200 bytes of the list and of the entry, control characters escaped.
+    const std::string huge = std::string(100000, 'a') + ",,b\x1b";
+    const std::string message = error_of([&] { launcher::parse_host_list(huge); });
+    EXPECT_LT(message.size(), 600U) << message.substr(0, 400);
+    EXPECT_NE(message.find("(first 200 of 100004 bytes)"), std::string::npos) << message.substr(0, 400);
     // Ranges and single names both count against the limit (the fuzzer uses a small one).
     EXPECT_EQ(launcher::parse_host_list("a[1-3],b", "-H", 1, 4).size(), 4U);
     EXPECT_NE(
         error_of([] { launcher::parse_host_list("a[1-3],b[1-2]", "-H", 1, 4); }).find("more than"), std::string::npos);
     EXPECT_EQ(
-        error_of([] { launcher::parse_host_list("a[1-3],b,c", "-H", 1, 4); }), "-H a[1-3],b,c: more than 4 hosts");
+        error_of([] { launcher::parse_host_list("a[1-3],b,c", "-H", 1, 4); }), "-H 'a[1-3],b,c': more than 4 hosts");
     EXPECT_EQ(launcher::parse_hostfile("a[1-3]\nb\n", "hf", 4).size(), 4U);
     EXPECT_EQ(error_of([] { launcher::parse_hostfile("a[1-3]\nb\nc\n", "hf", 4); }), "hf:3: more than 4 hosts");
 }
@@ -142,9 +147,9 @@ TEST(HostList, FreeGpuListsTakeZeroAndNameTheirOption)
     auto free = launcher::parse_host_list("n01:0,n[02-03]:4", "--free-gpus", 0);
     EXPECT_EQ(free, (std::vector<HostSlots>{{"n01", 0}, {"n02", 4}, {"n03", 4}}));
     EXPECT_EQ(error_of([] { launcher::parse_host_list("n01:x", "--free-gpus", 0); }),
-        "--free-gpus n01:x: 'n01:x' has a bad count 'x'; write host:N with N a whole number from 0 to 1000000");
+        "--free-gpus 'n01:x': 'n01:x' has a bad count 'x'; write host:N with N a whole number from 0 to 1000000");
     EXPECT_EQ(error_of([] { launcher::parse_host_list("n01,,n02", "--free-gpus", 0); }),
-        "--free-gpus n01,,n02: empty host entry (a comma at an end, or two together); write --free-gpus "
+        "--free-gpus 'n01,,n02': empty host entry (a comma at an end, or two together); write --free-gpus "
         "host1:N,host2:N");
 }
 
@@ -154,7 +159,7 @@ TEST(HostList, RepeatedHostsAddTheirSlots)
     EXPECT_EQ(launcher::parse_hostfile("a slots=4\nb:2\na:4\n", "hf"), (std::vector<HostSlots>{{"a", 8}, {"b", 2}}));
     EXPECT_EQ(launcher::parse_host_list("n0:0,n0:3", "--free-gpus", 0), (std::vector<HostSlots>{{"n0", 3}}));
     EXPECT_EQ(error_of([] { launcher::parse_host_list("a,b,a:2"); }),
-        "-H a,b,a:2: a is listed more than once, and not every time with a count; list it once, or give each entry "
+        "-H 'a,b,a:2': a is listed more than once, and not every time with a count; list it once, or give each entry "
         "its count (host:N)");
     EXPECT_NE(error_of([] { launcher::parse_hostfile("n1\nn1\n", "hf"); }).find("hf: n1 is listed more than once"),
         std::string::npos);
