@@ -105,6 +105,13 @@ for rank in 0 1; do
     expect_contains "rank $rank: srun's own" "SLURM_PROCID=$rank" "$values"
 done
 
+# srun found through /bin before /usr/bin (a merged /usr): run by its name, as a shell runs it.
+if [ -L /bin ] && [ -x /bin/srun ]; then
+    PATH=/usr/local/bin:/bin run "$probe"
+    expect_eq "a job with /bin first in PATH succeeds" 0 "$status"
+    [ "$status" = 0 ] || echo "$err" >&2
+fi
+
 # The first failing rank stops the step (srun --kill-on-bad-exit=1) and is named.
 cat >"$scratch/fail.sh" <<'EOF'
 #!/bin/sh
