@@ -8,10 +8,27 @@
 #include <cctype>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <string>
+#include <type_traits>
 
 namespace doctor::check {
 
 namespace {
+
+// A GPU's field as the selection reads it: the default where a snapshot has null (a fact NVML
+// could not give, which the snapshot reader lets through) or nothing.
+template <typename T> T field(const nlohmann::json& gpu, const char* key, T fallback)
+{
+    const auto it = gpu.find(key);
+    if (it == gpu.end()) {
+        return fallback;
+    }
+    if constexpr (std::is_same_v<T, std::string>) {
+        return it->is_string() ? it->template get<std::string>() : fallback;
+    } else {
+        return it->is_number_unsigned() ? it->template get<T>() : fallback;
+    }
+}
 
 // The GPUs of the nvml facts as the monitor's selection reads them.
 std::vector<probes::NvmlGpu> facts_gpus(const Facts& facts)
@@ -26,10 +43,10 @@ std::vector<probes::NvmlGpu> facts_gpus(const Facts& facts)
             continue;
         }
         probes::NvmlGpu gpu;
-        gpu.index = g.value("index", 0U);
-        gpu.bus_id = probes::PciAddress::parse(g.value("bus_id", std::string())).value_or(probes::PciAddress{});
-        gpu.name = g.value("name", std::string());
-        gpu.uuid = g.value("uuid", std::string());
+        gpu.index = field(g, "index", 0U);
+        gpu.bus_id = probes::PciAddress::parse(field(g, "bus_id", std::string())).value_or(probes::PciAddress{});
+        gpu.name = field(g, "name", std::string());
+        gpu.uuid = field(g, "uuid", std::string());
         out.push_back(gpu);
     }
     return out;

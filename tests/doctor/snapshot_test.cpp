@@ -1,3 +1,4 @@
+#include "doctor/check/gpu_scope.hpp"
 #include "doctor/check/snapshot.hpp"
 #include "probes/error.hpp"
 #include "tests/support/doctor_support.hpp"
@@ -210,4 +211,18 @@ TEST(Snapshot, AFullSizeSnapshotIsReadInLinearTime)
     auto reading = std::async(std::launch::async, [&text] { return read_snapshot(text, "node.json"); });
     ASSERT_EQ(reading.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "not read within 2 minutes";
     EXPECT_EQ(reading.get()["nvml"]["pairs"].size(), SnapshotCeilings::pairs);
+}
+
+TEST(Snapshot, AGpuWithNullFactsIsScopedNotAnInternalError)
+{
+    // NVML may give no UUID or name; the reader lets null through, and choosing GPUs by --gpus
+    // read such a GPU with json::value, which throws on null: "internal error", exit 3. Found by
+    // fuzz_snapshot.
+    auto nvml = nvml_with_gpus(2);
+    nvml["gpus"][0]["uuid"] = nullptr;
+    nvml["gpus"][0]["name"] = nullptr;
+    const auto facts = read_snapshot(snapshot_of(nvml).dump(), "node.json");
+    EXPECT_TRUE(doctor::check::gpu_scope(facts, "", nullptr).all());
+    EXPECT_EQ(doctor::check::gpu_scope(facts, "GPU-1", nullptr).gpus, std::vector<unsigned>{1});
+    EXPECT_EQ(doctor::check::gpu_scope(facts, "0", nullptr).gpus, std::vector<unsigned>{0});
 }
