@@ -252,28 +252,30 @@ void read_collector(const std::string& file, const std::string& collector, const
     }
 }
 
-/// The first pass over a snapshot's text: counts the entries of every list and the nesting, and
-/// stops at the first past its ceiling (probes::Error); at a syntax error it stops, and the
-/// parser that follows reports it.
-class SnapshotBounds : public json::json_sax_t {
+/// nlohmann's own tree builder (the one json::parse uses) with the snapshot's ceilings: it counts
+/// the entries of every list and the nesting as the text is read, and stops at the first past its
+/// ceiling (probes::Error) with only that much built. A syntax error throws, as json::parse does.
+class BoundedTree {
 public:
-    explicit SnapshotBounds(const std::string& file) : m_file(file) { }
+    using Dom = nlohmann::detail::json_sax_dom_parser<json>;
 
-    bool null() override { return value(); }
-    bool boolean(bool /*unused*/) override { return value(); }
-    bool number_integer(number_integer_t /*unused*/) override { return value(); }
-    bool number_unsigned(number_unsigned_t /*unused*/) override { return value(); }
-    bool number_float(number_float_t /*unused*/, const string_t& /*unused*/) override { return value(); }
-    bool string(string_t& /*unused*/) override { return value(); }
-    bool binary(binary_t& /*unused*/) override { return value(); }
-    bool start_object(std::size_t /*unused*/) override { return open(false); }
-    bool key(string_t& /*unused*/) override { return true; }
-    bool end_object() override { return close(); }
-    bool start_array(std::size_t /*unused*/) override { return open(true); }
-    bool end_array() override { return close(); }
-    bool parse_error(std::size_t /*unused*/, const std::string& /*unused*/, const json::exception& /*unused*/) override
+    BoundedTree(json& root, const std::string& file) : m_dom(root), m_file(file) { }
+
+    bool null() { return value() && m_dom.null(); }
+    bool boolean(bool v) { return value() && m_dom.boolean(v); }
+    bool number_integer(json::number_integer_t v) { return value() && m_dom.number_integer(v); }
+    bool number_unsigned(json::number_unsigned_t v) { return value() && m_dom.number_unsigned(v); }
+    bool number_float(json::number_float_t v, const json::string_t& s) { return value() && m_dom.number_float(v, s); }
+    bool string(json::string_t& v) { return value() && m_dom.string(v); }
+    bool binary(json::binary_t& v) { return value() && m_dom.binary(v); }
+    bool start_object(std::size_t n) { return open(false) && m_dom.start_object(n); }
+    bool key(json::string_t& k) { return m_dom.key(k); }
+    bool end_object() { return close() && m_dom.end_object(); }
+    bool start_array(std::size_t n) { return open(true) && m_dom.start_array(n); }
+    bool end_array() { return close() && m_dom.end_array(); }
+    template <class Exception> bool parse_error(std::size_t at, const std::string& token, const Exception& e)
     {
-        return false; // the parser that follows throws the error itself
+        return m_dom.parse_error(at, token, e);
     }
 
 private:
@@ -311,6 +313,7 @@ private:
         return true;
     }
 
+    Dom m_dom;
     const std::string& m_file;
     std::vector<Open> m_open;
 };
@@ -319,15 +322,14 @@ private:
 
 Facts read_snapshot(const std::string& text, const std::string& file)
 {
-    // Nesting and list lengths are bounded in a first pass that builds nothing, so that no tree
-    // is built from a text past them; the tree is then built by the plain parser. (nlohmann's
-    // parser with a callback, which could bound them while building, scans the enclosing list at
-    // the end of every object in it: quadratic, 350 s for the 523,776 GPU pairs a snapshot may hold.)
-    SnapshotBounds bounds(file);
+    // Nesting and list lengths are bounded while the tree is built, so that nothing past them is
+    // built. (nlohmann's parser with a callback can bound them too, but scans the enclosing list
+    // at the end of every object in it: quadratic, 350 s for the 523,776 GPU pairs a snapshot may
+    // hold.)
     json doc;
+    BoundedTree tree(doc, file);
     try {
-        json::sax_parse(text, &bounds);
-        doc = json::parse(text);
+        json::sax_parse(text, &tree);
     } catch (const json::exception& e) {
         // parse_error, and out_of_range for a number beyond a double ("1e999").
         throw probes::Error(fmt::format("{} is not a gpudoctor snapshot: {}", file, e.what()));

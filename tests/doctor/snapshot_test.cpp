@@ -195,7 +195,7 @@ TEST(Snapshot, AFullSizeSnapshotIsReadInLinearTime)
 {
     // The most a snapshot may hold: 1,024 GPUs and every one of their 523,776 pairs. Bounding the
     // lists while nlohmann's parser built them (its callback parser) scanned the list of pairs at
-    // the end of each pair: 350 s. Read in two linear passes, it takes about a second (45 s
+    // the end of each pair: 350 s. Read in one linear pass, it takes about a second (45 s
     // under ASan beside another job); the deadline is between the two.
     std::string pairs;
     for (std::size_t a = 0; a < SnapshotCeilings::gpus; ++a) {
