@@ -3,6 +3,7 @@
 #include "launcher/node_list.hpp"
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
+#include "probes/text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -60,17 +61,6 @@ std::optional<unsigned> parse_count(std::string_view text, unsigned min = 1)
         return std::nullopt;
     }
     return value;
-}
-
-std::string_view trim(std::string_view s)
-{
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-        s.remove_suffix(1);
-    }
-    return s;
 }
 
 // The hosts of one -H entry or hostfile host word: one name, or the names of a Slurm range.
@@ -238,7 +228,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
         if (std::size_t hash = line.find('#'); hash != std::string_view::npos) {
             line = line.substr(0, hash);
         }
-        line = trim(line);
+        line = probes::trim_blanks(line);
         if (line.empty()) {
             continue;
         }

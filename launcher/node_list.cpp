@@ -1,6 +1,7 @@
 #include "launcher/node_list.hpp"
 
 #include "probes/error.hpp"
+#include "probes/text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -273,25 +274,12 @@ std::optional<std::uint64_t> whole_number(std::string_view text)
     return value;
 }
 
-bool is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
 } // namespace
 
 std::vector<std::string_view> split_node_list(std::string_view text)
 {
     std::vector<std::string_view> parts;
-    auto add = [&](std::string_view part) {
-        while (!part.empty() && is_blank(part.front())) {
-            part.remove_prefix(1);
-        }
-        while (!part.empty() && is_blank(part.back())) {
-            part.remove_suffix(1);
-        }
-        parts.push_back(part);
-    };
+    auto add = [&](std::string_view part) { parts.push_back(probes::trim_blanks(part)); };
     bool in_brackets = false;
     std::size_t start = 0;
     for (std::size_t i = 0; i < text.size(); ++i) {

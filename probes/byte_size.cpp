@@ -1,6 +1,7 @@
 #include "probes/byte_size.hpp"
 
 #include "probes/error.hpp"
+#include "probes/text.hpp"
 
 #include <array>
 #include <cctype>
@@ -32,17 +33,6 @@ std::string lower(std::string_view text)
     return out;
 }
 
-std::string_view trim(std::string_view text)
-{
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) {
-        text.remove_prefix(1);
-    }
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) {
-        text.remove_suffix(1);
-    }
-    return text;
-}
-
 [[noreturn]] void bad_size(std::string_view text, const std::string& what, const std::string& why)
 {
     throw Error(fmt::format("{} {}: {}; write a size such as 16GiB, 80GB or 40000MiB", what, text, why));
@@ -57,7 +47,7 @@ bool is_digit(char c)
 
 std::uint64_t parse_byte_size(std::string_view text, const std::string& what)
 {
-    const std::string_view s = trim(text);
+    const std::string_view s = trim_blanks(text);
     // The number: digits, then an optional fraction. The integer part is kept exact (no double),
     // so byte counts up to 2^60 survive.
     std::size_t pos = 0;
@@ -81,7 +71,7 @@ std::uint64_t parse_byte_size(std::string_view text, const std::string& what)
     if (!digits) {
         bad_size(text, what, "not a size");
     }
-    std::string_view unit_text = trim(s.substr(pos));
+    std::string_view unit_text = trim_blanks(s.substr(pos));
     const std::string unit_name = lower(unit_text);
     std::uint64_t unit = 0;
     if (unit_name.empty()) {

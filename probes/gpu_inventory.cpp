@@ -3,6 +3,7 @@
 #include "probes/error.hpp"
 #include "probes/nvml.hpp"
 #include "probes/process.hpp"
+#include "probes/text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -14,17 +15,6 @@
 namespace probes {
 
 namespace {
-
-std::string trim(std::string_view text)
-{
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-        text.remove_prefix(1);
-    }
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) {
-        text.remove_suffix(1);
-    }
-    return std::string(text);
-}
 
 void number_and_select(std::vector<Gpu>& gpus)
 {
@@ -132,12 +122,12 @@ std::vector<Gpu> select_visible(const std::vector<Gpu>& all, std::string_view vi
 {
     std::vector<Gpu> out;
     std::string_view rest = visible_devices;
-    if (trim(rest).empty()) {
+    if (trim_blanks(rest).empty()) {
         return out;
     }
     while (true) {
         std::size_t comma = rest.find(',');
-        std::string token = trim(rest.substr(0, comma));
+        std::string token(trim_blanks(rest.substr(0, comma)));
         const Gpu* match = nullptr;
         auto fail = [&](const std::string& why) {
             throw Error(fmt::format("CUDA_VISIBLE_DEVICES={}: entry {} {}; this node's GPUs are: {}",
