@@ -44,8 +44,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${GPUKIT_PACKAGE_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-# Depends: from the binaries' own libraries (libhwloc15, libc6, libstdc++6, libgcc-s1, libfmt9,
-# zlib1g, libsqlite3-0, ...) through dpkg-shlibdeps, so a new library is picked up without an edit.
+# Depends: from the binaries' own libraries (libhwloc15, libc6, libstdc++6 for gpudoctor, zlib1g,
+# libsqlite3-0, ...) through dpkg-shlibdeps, so a new library is picked up without an edit.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # gpurun runs mpirun (found on PATH at run time; another MPI works too); bash-completion loads the
 # completions; scontrol (slurm-client) is what the Slurm scripts call.

@@ -281,8 +281,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         throw Error(fmt::format("{}; see gpurun --help", what));
     }
     probes::refuse_empty_values(app);
-    request.help_text = app.help();
     if (help) {
+        request.help_text = app.help(); // made only when asked: formatting it is a good part of a launch's parse
         request.action = CliRequest::Action::help;
         return request;
     }

@@ -11,7 +11,7 @@ namespace launcher {
 struct CliRequest {
     enum class Action { run, help, version } action = Action::run;
     LaunchOptions options;
-    std::string help_text;
+    std::string help_text; ///< with Action::help only
 };
 
 /// Parses gpurun's argv (argv[0] included). Options end at the first word that is not an option,

@@ -51,6 +51,20 @@ if command -v readelf >/dev/null; then
     done
 fi
 
+# What the programs load at start: none loads libfmt.so (fmt's compiled part is built in), and
+# gpurun and gpurun-rank carry their C++ runtime (but in a sanitizer build, whose runtime needs the
+# shared one).
+if command -v readelf >/dev/null; then
+    for f in gpurun gpurun-rank gpudoctor; do
+        expect_not_contains "$f does not load libfmt" "libfmt" "$(readelf -d "$prefix/bin/$f")"
+    done
+    if ! grep -qE '^GPUKIT_(SANITIZE|FUZZ):BOOL=ON' "$build/CMakeCache.txt"; then
+        for f in gpurun gpurun-rank; do
+            expect_not_contains "$f carries its C++ runtime" "libstdc++" "$(readelf -d "$prefix/bin/$f")"
+        done
+    fi
+fi
+
 # The completions load from the installed files.
 expect_eq "completions register" "complete -F _gpudoctor gpudoctor|complete -F _gpurun gpurun" \
     "$(bash -c ". '$prefix/share/bash-completion/completions/gpurun' && complete -p gpudoctor gpurun" | tr '\n' '|' |
