@@ -7,7 +7,9 @@
      launcher, no MPI) against `mpirun -np 2 true`; target: ratio <= 0.30.
   2. Rank helper cost: `gpurun-rank ... -- true` run directly with the Open MPI rank variables
      set by hand, against `true` run directly; the difference is the helper's own cost
-     (topology load + plan + bind + exec). Target: <= 10 ms.
+     (topology load + plan + bind + exec). Target: <= 10 ms. Also with the plan gpurun hands the
+     helpers on its own node (GPURUN_NODE_PLAN, made here from gpurun --dry-run --json): no
+     topology load. The helper job of the decomposition below is given it too, as gpurun's is.
      The live-topology GPU mode needs GPUs; its PCI scan is estimated from
      `lstopo-no-graphics` with and without I/O discovery (the DESIGN anchor "hwloc load with
      I/O ~ 9 ms"), and where no GPU is present the helper's run up to its "no GPUs" exit is
@@ -28,6 +30,7 @@ phase, with a warning when the machine was busy. Exit status 0 when all targets 
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -214,6 +217,39 @@ def gpurun_mpirun_command(gpurun, env, extra=()):
     raise Fail("gpurun --dry-run printed no 'command:' line with gpurun-rank in it")
 
 
+def cpulist(cpus):
+    """A Linux cpulist ("0-3,8"), as gpukit writes one."""
+    out, cpus = [], sorted(cpus)
+    i = 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def handed_plan(gpurun, env, ranks):
+    """GPURUN_NODE_PLAN as gpurun sets it for a CPU-only job of `ranks` ranks on this node (from
+    its --dry-run --json plan), so that helpers run by hand bind from it as gpurun's do."""
+    out = subprocess.run(
+        [gpurun, "--dry-run", "--json", "--cpu-only", "-np", str(ranks), "true"], env=env, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise Fail(f"gpurun --dry-run --json failed ({out.returncode}): {out.stderr.strip()}")
+    plan = json.loads(out.stdout)
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot_id = f.read().strip()
+    handed = [
+        {"local_rank": r["local_rank"], "gpu": None, "cuda_index": 0, "cpus": r["cpus"], "numa": r["numa"],
+         "cores": r["cores"], "shared": r["shared_cpus"], "hca": ""}
+        for r in plan["ranks"]
+    ]
+    return json.dumps({"host": os.uname().nodename, "boot_id": boot_id, "affinity": cpulist(os.sched_getaffinity(0)),
+                       "visible_devices": env.get("CUDA_VISIBLE_DEVICES"), "ranks": handed}, separators=(",", ":"))
+
+
 def bench_launch(build, env, rounds):
     gpurun = os.path.join(build, "launcher", "gpurun")
     mpirun = find_tool("mpirun")
@@ -221,8 +257,9 @@ def bench_launch(build, env, rounds):
     ours = Cmd("gpurun", [gpurun, "--cpu-only", "-np", "2", "true"], env)
     plain = Cmd("mpirun", [mpirun, "-np", "2", "true"], env)
     same = Cmd("mpirun+flags", anchor, env)
-    # Decomposition: the helper job gpurun starts, run by hand; gpurun's planning alone.
-    helpers = Cmd("mpirun+flags gpurun-rank", job, env)
+    # Decomposition: the helper job gpurun starts, run by hand with the plan gpurun hands its
+    # helpers; gpurun's planning alone.
+    helpers = Cmd("mpirun+flags gpurun-rank", job, dict(env, GPURUN_NODE_PLAN=handed_plan(gpurun, env, 2)))
     dry = Cmd("gpurun --dry-run", [gpurun, "--dry-run", "--cpu-only", "-np", "2", "true"], env)
     # GPU mode, planned from the XML topology (no GPU needed, no PCI scan, no binding).
     gpu_xml = Cmd("gpurun GPU mode, XML topology", [gpurun, "--topology", TOPOLOGY_XML, "-np", "2", "true"], env)
@@ -238,8 +275,11 @@ def bench_helper(build, env, rounds):
     renv = rank_env(env)
     direct = Cmd("true", ["true"], renv)
     cpu = Cmd("helper cpu-only", [helper, "--cpu-only", "--", "true"], renv)
+    gpurun = os.path.join(build, "launcher", "gpurun")
+    handed = Cmd("helper cpu-only, plan handed", [helper, "--cpu-only", "--", "true"],
+                 dict(renv, GPURUN_NODE_PLAN=handed_plan(gpurun, env, 1)))
     xml = Cmd("helper gpu xml", [helper, "--topology", TOPOLOGY_XML, "--", "true"], renv)
-    cmds = [direct, cpu, xml]
+    cmds = [direct, cpu, handed, xml]
     # Live topology, GPU mode: with no GPU the helper stops with "no GPUs" (exit 2) after the
     # I/O topology load and the NVML attempt; timed for information only.
     probe = subprocess.run([helper, "--", "true"], env=renv, capture_output=True, text=True)
@@ -251,7 +291,7 @@ def bench_helper(build, env, rounds):
     if live is not None:
         cmds.append(live)
     interleaved(cmds, rounds, warmup=5)
-    return direct, cpu, xml, live
+    return direct, cpu, handed, xml, live
 
 
 def bench_lstopo(env, rounds):
@@ -355,7 +395,7 @@ def main():
         loads.append(("launch", watch.stop()))
         ours, plain, same, helpers, dry, gpu_xml, local = launch
         watch = OtherLoad()
-        direct, cpu, xml, live = bench_helper(build, env, args.helper_rounds)
+        direct, cpu, handed, xml, live = bench_helper(build, env, args.helper_rounds)
         loads.append(("helper", watch.stop()))
         watch = OtherLoad()
         no_io, important, whole = bench_lstopo(env, args.lstopo_rounds)
@@ -421,6 +461,7 @@ def main():
         )
 
     helper_row(cpu, "helper --cpu-only (live, no I/O)")
+    helper_row(handed, "helper --cpu-only, plan handed by gpurun")
     helper_row(xml, "helper GPU mode, XML topology")
     if live is not None:
         helper_row(live, "helper GPU mode, live" + (" (no GPU: to exit 2)" if live.expect_rc == 2 else ""),
@@ -474,7 +515,7 @@ def main():
         )
     print()
     print("detail (wall ms: median, IQR; CPU ms user+sys incl. waited children: median):")
-    for c in launch + [direct, cpu, xml] + ([live] if live else []) + [no_io, important, whole]:
+    for c in launch + [direct, cpu, handed, xml] + ([live] if live else []) + [no_io, important, whole]:
         q1, q3 = quartiles(c.wall)
         print(
             f"  {c.name:<34} {ms(statistics.median(c.wall)):7.2f}  [{ms(q1):7.2f}, {ms(q3):7.2f}]"

@@ -245,6 +245,43 @@ HostSource resolve_hosts(LaunchOptions& o, const std::function<const char*(const
     return source;
 }
 
+namespace {
+
+/// The ranks planned on this node, when gpurun planned them from this node's own live topology
+/// under one name of the node; nullopt when there are none or they were planned otherwise.
+std::optional<NodePlan> plan_of_this_node(
+    const JobPlan& job, const std::string& local_host, const PlanContext& ctx, bool from_file)
+{
+    if (from_file) {
+        return std::nullopt;
+    }
+    NodePlan node;
+    const std::string* name = nullptr;
+    for (const JobRank& r : job.ranks) {
+        if (!is_this_node(r.host, local_host)) {
+            continue;
+        }
+        if (ctx.host_specs.count(r.host) != 0 || r.binding.on_host || (name != nullptr && *name != r.host)) {
+            return std::nullopt;
+        }
+        name = &r.host;
+        node.ranks.push_back(r.binding);
+    }
+    std::sort(node.ranks.begin(), node.ranks.end(),
+        [](const RankBinding& a, const RankBinding& b) { return a.local_rank < b.local_rank; });
+    for (std::size_t i = 0; i < node.ranks.size(); ++i) {
+        if (node.ranks[i].local_rank != i) {
+            return std::nullopt;
+        }
+    }
+    if (node.ranks.empty()) {
+        return std::nullopt;
+    }
+    return node;
+}
+
+} // namespace
+
 LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanContext& ctx)
 {
     const auto& env = ctx.env;
@@ -283,6 +320,9 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
     const JobPlan& job = plan.job;
     const auto ranks = static_cast<unsigned>(job.ranks.size());
     plan.this_node_only = is_local(o.hosts, local_host);
+    if (!o.dry_run) {
+        plan.this_node = plan_of_this_node(job, local_host, ctx, from_file);
+    }
     const bool this_node_only = plan.this_node_only;
     if (!o.pack && job.hosts.size() > 1) {
         const unsigned fewest = fewest_hosts(capacities(o, spec_of), ranks);

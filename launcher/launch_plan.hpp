@@ -55,6 +55,9 @@ struct LaunchPlan {
     std::vector<std::string> notes; ///< launcher, inventory, plan, host, profile and variable notes, in that order
     bool this_node_only = true; ///< no hosts, or only names of this node
     std::vector<std::string> passed; ///< the variables of gpurun's environment the launcher passes to every rank
+    /// The plan of this node's ranks when gpurun made it from this node's own live topology: what
+    /// their helpers would make themselves, handed to them (node_handoff.hpp). nullopt otherwise.
+    std::optional<NodePlan> this_node;
 };
 
 /// The variables of gpurun's environment (`names`) that the ranks on every host get: PATH,

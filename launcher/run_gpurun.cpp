@@ -4,6 +4,7 @@
 #include "launcher/job_process.hpp"
 #include "launcher/launch_plan.hpp"
 #include "launcher/nccl_check.hpp"
+#include "launcher/node_handoff.hpp"
 #include "launcher/plan_report.hpp"
 #include "launcher/profile.hpp"
 #include "probes/atomic_file.hpp"
@@ -240,6 +241,16 @@ int run(const std::vector<std::string>& argv)
             throw Error(
                 fmt::format("--log-dir {}: cannot write there: {}", probes::quote_input(dir), std::strerror(errno)));
         }
+    }
+    // The helpers on this node bind from this node's plan instead of loading the topology again; a
+    // value already in the environment was not made for this job.
+    if (plan.this_node) {
+        const std::string handed = write_node_plan(this_node_key(env("CUDA_VISIBLE_DEVICES")), *plan.this_node);
+        if (setenv(node_plan_variable, handed.c_str(), 1) != 0) {
+            throw Error(fmt::format("cannot set {}: {}", node_plan_variable, std::strerror(errno)));
+        }
+    } else {
+        unsetenv(node_plan_variable);
     }
     if (!plan.helper.monitor_job.empty() && setenv(job_id_variable, plan.helper.monitor_job.c_str(), 1) != 0) {
         throw Error(fmt::format("cannot set {}: {}", job_id_variable, std::strerror(errno)));

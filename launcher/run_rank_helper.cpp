@@ -5,11 +5,13 @@
 #include "launcher/job_dir.hpp"
 #include "launcher/local_launch.hpp"
 #include "launcher/nccl_check.hpp"
+#include "launcher/node_handoff.hpp"
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/rank_context.hpp"
 #include "launcher/rank_environment.hpp"
 #include "launcher/rank_supervisor.hpp"
+#include "probes/binding.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_inventory.hpp"
 #include "probes/topology.hpp"
@@ -29,6 +31,42 @@ namespace launcher {
 namespace {
 
 using probes::Error;
+
+/// This node's plan and name, as the helper binds from them.
+struct NodeBasis {
+    NodePlan plan;
+    std::string hostname;
+};
+
+/// The plan gpurun handed down for this node when it was made here under the same conditions
+/// (node_handoff.hpp); otherwise the helper's own, from this node's topology and GPUs.
+NodeBasis plan_this_node(const HelperOptions& o, unsigned local_ranks, bool from_file)
+{
+    const char* handed = std::getenv(node_plan_variable);
+    if (handed != nullptr && !from_file) {
+        const NodeKey key = this_node_key(std::getenv("CUDA_VISIBLE_DEVICES"));
+        std::optional<NodePlan> plan = read_node_plan(handed, key, local_ranks);
+        unsetenv(node_plan_variable); // the program has no use for it
+        if (plan) {
+            return NodeBasis{std::move(*plan), key.host};
+        }
+    }
+    unsetenv(node_plan_variable);
+    probes::Topology topology =
+        from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only);
+    const probes::NodeLayout layout = topology.layout();
+    std::vector<probes::Gpu> pool;
+    if (!o.plan.cpu_only) {
+        probes::InventoryOptions inv;
+        inv.from_topology_file = from_file;
+        inv.sysroot = probes::Sysroot(o.plan.sysroot);
+        if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd != nullptr) {
+            inv.visible_devices = cvd;
+        }
+        pool = probes::discover_gpus(layout, inv).pool;
+    }
+    return NodeBasis{plan_node(layout, pool, o.plan, local_ranks, layout.hostname), layout.hostname};
+}
 
 int run(const std::vector<std::string>& args)
 {
@@ -56,23 +94,11 @@ int run(const std::vector<std::string>& args)
     }
 
     const bool from_file = !o.plan.topology_file.empty();
-    probes::Topology topology =
-        from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only);
-    const probes::NodeLayout layout = topology.layout();
-    std::vector<probes::Gpu> pool;
-    if (!o.plan.cpu_only) {
-        probes::InventoryOptions inv;
-        inv.from_topology_file = from_file;
-        inv.sysroot = probes::Sysroot(o.plan.sysroot);
-        if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd != nullptr) {
-            inv.visible_devices = cvd;
-        }
-        pool = probes::discover_gpus(layout, inv).pool;
-    }
-    const NodePlan plan = plan_node(layout, pool, o.plan, context->local_size, layout.hostname);
+    const NodeBasis node = plan_this_node(o, context->local_size, from_file);
+    const NodePlan& plan = node.plan;
     const RankBinding& mine = plan.ranks.at(context->local_rank);
-    const std::string who = fmt::format("rank {} ({}, local rank {})", context->rank,
-        layout.hostname.empty() ? "localhost" : layout.hostname, mine.local_rank);
+    const std::string host = node.hostname.empty() ? "localhost" : node.hostname;
+    const std::string who = fmt::format("rank {} ({}, local rank {})", context->rank, host, mine.local_rank);
 
     std::function<void(pid_t)> program_started;
     if (o.monitor.interval > 0) {
@@ -81,14 +107,15 @@ int run(const std::vector<std::string>& args)
         unsetenv(job_id_variable); // the program has no use for it
     }
 
-    if (o.plan.bind != BindMode::none) {
+    // An XML topology describes another machine (or this one as it was): its plan is not bound.
+    if (o.plan.bind != BindMode::none && !from_file) {
         try {
-            topology.bind_cpus(mine.cpus);
+            probes::bind_cpus(mine.cpus);
         } catch (const Error& e) {
             fmt::print(stderr, "gpurun-rank: warning: {}: {}; the rank runs unbound\n", who, e.what());
         }
         try {
-            topology.bind_memory(mine.numa, o.plan.memory);
+            probes::bind_memory(mine.numa, o.plan.memory);
         } catch (const Error& e) {
             fmt::print(stderr, "gpurun-rank: warning: {}: {}; memory is not bound\n", who, e.what());
         }
@@ -107,14 +134,14 @@ int run(const std::vector<std::string>& args)
         const std::string gpu = mine.gpu
             ? fmt::format("gpu {} {} {}", mine.gpu->physical_index, mine.gpu->bus_id.to_string(), mine.gpu->name)
             : std::string("no gpu");
-        fmt::print(stderr, "gpurun: {}: {}; cpus {}; memory {}{}\n", who, gpu, topology.cpu_binding().to_list(),
-            topology.memory_binding(), topology.is_this_system() ? "" : " (XML topology: not bound)");
+        fmt::print(stderr, "gpurun: {}: {}; cpus {}; memory {}{}\n", who, gpu, probes::cpu_binding().to_list(),
+            probes::memory_binding(), from_file ? " (XML topology: not bound)" : "");
         std::fflush(stderr);
     }
     RankSupervision supervision;
     supervision.rank = context->rank;
     supervision.local_rank = mine.local_rank;
-    supervision.host = layout.hostname.empty() ? "localhost" : layout.hostname;
+    supervision.host = host;
     supervision.tag_output = o.output.tag;
     supervision.log_dir = o.output.log_dir;
     supervision.grace_seconds = o.grace_seconds;

@@ -12,9 +12,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <hwloc.h>
-#include <sched.h>
 #include <string_view>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -469,74 +467,6 @@ PciLink pci_link(const NodeLayout& layout, const PciFunction& a, const PciFuncti
         }
     }
     return PciLink::unknown;
-}
-
-void Topology::bind_cpus(const CpuSet& cpus) const
-{
-    Bitmap set(cpus.cpus());
-    if (hwloc_set_cpubind(m_topology, set.bits, HWLOC_CPUBIND_PROCESS) != 0) {
-        throw Error(fmt::format("hwloc_set_cpubind({}) failed: {}", cpus.to_list(), std::strerror(errno)));
-    }
-}
-
-void Topology::bind_memory(const std::vector<unsigned>& numa_nodes, MemoryPolicy policy) const
-{
-    if (policy == MemoryPolicy::none || numa_nodes.empty()) {
-        return;
-    }
-    Bitmap set(numa_nodes);
-    int flags = HWLOC_MEMBIND_BYNODESET;
-    if (policy == MemoryPolicy::strict) {
-        flags |= HWLOC_MEMBIND_STRICT;
-    }
-    // No HWLOC_MEMBIND_PROCESS: Linux has no process-wide hook; the thread policy is inherited
-    // across exec, which is what a launcher wants.
-    if (hwloc_set_membind(m_topology, set.bits, HWLOC_MEMBIND_BIND, flags) != 0) {
-        char list[256] = {};
-        hwloc_bitmap_list_snprintf(list, sizeof list, set.bits);
-        throw Error(fmt::format("hwloc_set_membind(nodes {}) failed: {}", list, std::strerror(errno)));
-    }
-}
-
-CpuSet Topology::cpu_binding() const
-{
-    cpu_set_t mask;
-    CPU_ZERO(&mask);
-    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
-        return CpuSet();
-    }
-    std::vector<unsigned> cpus;
-    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (CPU_ISSET(cpu, &mask)) {
-            cpus.push_back(cpu);
-        }
-    }
-    return CpuSet(std::move(cpus));
-}
-
-std::string Topology::memory_binding() const
-{
-    // Ask the kernel directly: hwloc reports MPOL_PREFERRED_MANY as "bind", which hides the
-    // difference --mem-bind makes.
-    constexpr unsigned long max_nodes = 1024;
-    unsigned long mask[max_nodes / (8 * sizeof(unsigned long))] = {};
-    int mode = 0;
-    if (syscall(SYS_get_mempolicy, &mode, mask, max_nodes, nullptr, 0UL) != 0) {
-        return "unknown";
-    }
-    std::vector<unsigned> nodes;
-    for (unsigned n = 0; n < max_nodes; ++n) {
-        if ((mask[n / (8 * sizeof(unsigned long))] >> (n % (8 * sizeof(unsigned long)))) & 1UL) {
-            nodes.push_back(n);
-        }
-    }
-    static const char* const names[] = {"default", "preferred", "bind", "interleave", "local", "preferred-many"};
-    const int base = mode & 0xff;
-    const char* name = base >= 0 && base < 6 ? names[base] : "other";
-    if (base == 0 || base == 4) {
-        return name;
-    }
-    return fmt::format("{} {}", name, CpuSet(nodes).to_list());
 }
 
 } // namespace probes

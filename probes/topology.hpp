@@ -1,5 +1,6 @@
 #pragma once
 
+#include "probes/binding.hpp"
 #include "probes/cpu_set.hpp"
 #include "probes/node_layout.hpp"
 
@@ -9,9 +10,6 @@
 struct hwloc_topology;
 
 namespace probes {
-
-/// How memory is bound to the rank's NUMA nodes.
-enum class MemoryPolicy { none, preferred, strict };
 
 /// How traffic between two PCI devices runs, in `nvidia-smi topo -m` terms: through at most one
 /// PCIe switch (PIX), several bridges below the host bridge (PXB), the host bridge (PHB), the
@@ -60,18 +58,9 @@ public:
     /// The node as plain data.
     NodeLayout layout() const;
 
-    /// True when binding calls reach the OS (live topology); false for XML, where hwloc's binding
-    /// calls succeed and do nothing.
+    /// True for this machine's live topology; false for XML, which describes another (or a past)
+    /// machine: a plan made from it is not bound (probes/binding.hpp).
     bool is_this_system() const;
-
-    /// Binds every thread of this process to `cpus`; survives exec. Throws probes::Error.
-    void bind_cpus(const CpuSet& cpus) const;
-    /// Sets this thread's memory policy (inherited across fork and exec). Throws probes::Error.
-    void bind_memory(const std::vector<unsigned>& numa_nodes, MemoryPolicy policy) const;
-    /// The CPUs this process is bound to, as the OS reports them.
-    CpuSet cpu_binding() const;
-    /// The memory policy and its nodes, as the OS reports them ("preferred", "bind", "default", ...).
-    std::string memory_binding() const;
 
 private:
     explicit Topology(hwloc_topology* topology) : m_topology(topology) { }

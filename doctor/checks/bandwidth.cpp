@@ -415,10 +415,8 @@ Collector bandwidth_collector()
                 return "not placed: the topology does not show this GPU's CPUs";
             }
             try {
-                topology->bind_cpus(f->locality.cpus);
-                if (!f->locality.numa.empty()) {
-                    topology->bind_memory(f->locality.numa, probes::MemoryPolicy::preferred);
-                }
+                probes::bind_cpus(f->locality.cpus);
+                probes::bind_memory(f->locality.numa, probes::MemoryPolicy::preferred);
             } catch (const probes::Error& e) {
                 return fmt::format("not placed: {}", e.what());
             }

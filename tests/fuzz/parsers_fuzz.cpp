@@ -13,6 +13,7 @@
 #include "doctor/profile/report.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
+#include "launcher/node_handoff.hpp"
 #include "launcher/node_list.hpp"
 #include "launcher/pack.hpp"
 #include "launcher/profile.hpp"
@@ -152,6 +153,38 @@ void fuzz_helper_args(const std::string& text)
     }
     auto parsed = launcher::parse_helper_arguments(args);
     if (launcher::parse_helper_arguments(launcher::helper_arguments(parsed)) != parsed) {
+        std::abort();
+    }
+}
+
+// The plan gpurun hands to the helpers on its node: read under the key the text itself names (so
+// that the ranks are read, not only refused for another node), it writes back to the same plan.
+void fuzz_node_plan(const std::string& text)
+{
+    launcher::NodeKey key;
+    unsigned ranks = 0;
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object()) {
+        auto field = [&](const char* name) {
+            return j.contains(name) && j[name].is_string() ? j[name].get<std::string>() : std::string();
+        };
+        key.host = field("host");
+        key.boot_id = field("boot_id");
+        key.affinity = field("affinity");
+        if (j.contains("visible_devices") && j["visible_devices"].is_string()) {
+            key.visible_devices = j["visible_devices"].get<std::string>();
+        }
+        if (j.contains("ranks") && j["ranks"].is_array()) {
+            ranks = static_cast<unsigned>(j["ranks"].size());
+        }
+    }
+    const auto plan = launcher::read_node_plan(text, key, ranks);
+    if (!plan) {
+        return;
+    }
+    const std::string written = launcher::write_node_plan(key, *plan);
+    const auto again = launcher::read_node_plan(written, key, ranks);
+    if (!again || launcher::write_node_plan(key, *again) != written) {
         std::abort();
     }
 }
@@ -561,6 +594,7 @@ constexpr Target kTargets[] = {
     {"hostfile", fuzz_hostfile},
     {"visible_devices", fuzz_visible_devices},
     {"helper_args", fuzz_helper_args},
+    {"node_plan", fuzz_node_plan},
     {"nccl_log", fuzz_nccl_log},
     {"byte_size", fuzz_byte_size},
     {"rank_list", fuzz_rank_list},

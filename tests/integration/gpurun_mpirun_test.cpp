@@ -1,5 +1,6 @@
 // gpurun with the real Open MPI mpirun: real ranks, real binding on this machine, checked from
 // inside each rank.
+#include "launcher/node_handoff.hpp"
 #include "probes/cpu_set.hpp"
 #include "probes/topology.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
@@ -251,6 +252,46 @@ TEST_F(GpurunMpirun, ExitStatusOfTheJob)
 {
     auto r = gpurun({"--cpu-only", "-np", "2", RANK_PROBE_PATH}, {{"PROBE_EXIT_RANK", "1"}, {"PROBE_EXIT", "3"}});
     EXPECT_EQ(r.exit_code, 3) << r.err;
+}
+
+TEST_F(GpurunMpirun, HelpersBindFromThePlanHandedForThisNodeAndNeverFromAnotherOrAStaleOne)
+{
+    // One rank, planned by hand onto the last allowed CPU only: the helper's own plan would give
+    // it every allowed CPU.
+    const std::string last = std::to_string(m_cpus.cpus().back());
+    launcher::NodePlan plan;
+    plan.ranks.resize(1);
+    plan.ranks[0].cpus = probes::CpuSet::parse(last);
+    plan.ranks[0].cores = 1;
+    const std::string helper = (std::filesystem::path(GPURUN_PATH).parent_path() / "gpurun-rank").string();
+    EnvChanges by_hand = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+        {launcher::node_plan_variable, launcher::write_node_plan(launcher::this_node_key(nullptr), plan)}};
+    auto r = test_support::run_with(helper, {"--cpu-only", "--", RANK_PROBE_PATH}, m_env, by_hand);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto v = read_rank(m_dir, 0);
+    EXPECT_EQ(one(v, "GPURUN_CPUS"), last) << "the handed plan, not the helper's own";
+    EXPECT_EQ(one(v, "Cpus_allowed_list"), last) << "and bound so";
+    EXPECT_EQ(one(v, "GPURUN_NODE_PLAN"), "<unset>") << "the program does not see it";
+
+    launcher::NodeKey elsewhere = launcher::this_node_key(nullptr);
+    elsewhere.host += "-other";
+    by_hand[launcher::node_plan_variable] = launcher::write_node_plan(elsewhere, plan);
+    r = test_support::run_with(helper, {"--cpu-only", "--", RANK_PROBE_PATH}, m_env, by_hand);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    v = read_rank(m_dir, 0);
+    EXPECT_EQ(one(v, "GPURUN_CPUS"), m_cpus.to_list()) << "a plan for another host is not used";
+    EXPECT_EQ(one(v, "GPURUN_NODE_PLAN"), "<unset>");
+
+    // A value left in gpurun's environment (both ranks on one CPU) is replaced by the job's own.
+    plan.ranks.resize(2, plan.ranks[0]);
+    plan.ranks[1].local_rank = 1;
+    r = gpurun({"--cpu-only", "-np", "2", RANK_PROBE_PATH},
+        {{launcher::node_plan_variable, launcher::write_node_plan(launcher::this_node_key(nullptr), plan)}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto cpus0 = probes::CpuSet::parse(one(read_rank(m_dir, 0), "Cpus_allowed_list"));
+    const auto cpus1 = probes::CpuSet::parse(one(read_rank(m_dir, 1), "Cpus_allowed_list"));
+    EXPECT_FALSE(cpus0.intersects(cpus1)) << cpus0.to_list() << " and " << cpus1.to_list();
 }
 
 TEST_F(GpurunMpirun, ReportBindingsPrintsWhatEachRankGot)

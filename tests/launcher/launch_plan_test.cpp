@@ -312,3 +312,35 @@ TEST_F(LaunchPlan, SrunGetsTheMpiPluginTheProgramsLibraryNeeds)
 }
 
 } // namespace
+
+TEST_F(LaunchPlan, ThisNodesRanksAreHandedToTheirHelpersOnlyWhenPlannedFromItsOwnTopology)
+{
+    auto p = plan();
+    ASSERT_TRUE(p.this_node.has_value());
+    ASSERT_EQ(p.this_node->ranks.size(), 8U);
+    for (unsigned i = 0; i < 8; ++i) {
+        const auto& handed = p.this_node->ranks[i];
+        const auto& planned = p.job.ranks[i].binding;
+        EXPECT_EQ(handed.local_rank, i);
+        EXPECT_EQ(handed.cpus.to_list(), planned.cpus.to_list());
+        ASSERT_TRUE(handed.gpu && planned.gpu);
+        EXPECT_EQ(handed.gpu->bus_id, planned.gpu->bus_id);
+    }
+
+    m_options.hosts = {{"twosocket", 4}, {"n02", 4}};
+    p = plan();
+    ASSERT_TRUE(p.this_node.has_value()) << "a job of several hosts hands this node's part";
+    EXPECT_EQ(p.this_node->ranks.size(), 4U);
+
+    m_options.hosts = {{"n01", 8}};
+    EXPECT_FALSE(plan().this_node.has_value()) << "no rank here";
+    m_options.hosts = {{"localhost", 4}, {"twosocket", 4}};
+    EXPECT_FALSE(plan().this_node.has_value()) << "this node under two names: two launcher hosts";
+    m_options.hosts.clear();
+
+    m_options.dry_run = true;
+    EXPECT_FALSE(plan().this_node.has_value()) << "nothing runs";
+    m_options.dry_run = false;
+    m_options.plan.topology_file = "dgx.xml";
+    EXPECT_FALSE(plan().this_node.has_value()) << "an XML topology is not this node as it is";
+}

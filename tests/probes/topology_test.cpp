@@ -197,7 +197,7 @@ TEST(Topology, LiveMachineLoadsAndBindsForReal)
     EXPECT_FALSE(layout.allowed.empty());
     EXPECT_FALSE(layout.cores.empty());
     EXPECT_FALSE(layout.hostname.empty());
-    EXPECT_FALSE(topology.cpu_binding().empty());
+    EXPECT_FALSE(probes::cpu_binding().empty());
 }
 
 TEST(Topology, ShippedDemoTopologyIsTheWritersOutputAndPlansEightGpus)

@@ -52,7 +52,7 @@ int main(int argc, char** argv)
              "MASTER_ADDR", "MASTER_PORT", "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "GPURUN_GPU",
              "GPURUN_GPU_BUS_ID", "GPURUN_GPU_UUID", "GPURUN_CPUS", "GPURUN_NUMA", "OMP_NUM_THREADS",
              "GPURUN_LOCAL_BATCH", "GPURUN_LOSS_WEIGHT", "GPURUN_NIC", "GPURUN_HCA", "UCX_NET_DEVICES", "NCCL_IB_HCA",
-             "PMI_RANK", "SLURM_PROCID", "FAKE_LAUNCHER_HOST"}) {
+             "PMI_RANK", "SLURM_PROCID", "FAKE_LAUNCHER_HOST", "GPURUN_NODE_PLAN"}) {
         const char* value = std::getenv(name);
         out << name << '=' << (value != nullptr ? value : "<unset>") << '\n';
     }
