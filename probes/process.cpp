@@ -9,12 +9,15 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <iostream>
 #include <limits>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -95,7 +98,9 @@ std::optional<std::string> find_executable(const std::string& name, const char* 
 
 void exit_after_failed_exec(const std::string& message, int err) noexcept
 {
-    const char* reason = std::strerror(err);
+    // strerrordesc_np: no translation, so no allocation in a child that shares the parent's memory.
+    const char* reason = strerrordesc_np(err);
+    reason = reason != nullptr ? reason : "unknown error";
     for (const auto& [text, size] : {std::pair{message.data(), message.size()}, std::pair{reason, std::strlen(reason)},
              std::pair{"\n", std::size_t{1}}}) {
         if (write(STDERR_FILENO, text, size) < 0) {
@@ -217,8 +222,9 @@ void close_from(int first, long max_fd) noexcept
     }
 }
 
-/// The part of a child's set-up common to programs and functions.
-void set_up_child(const SpawnOptions& options, pid_t parent) noexcept
+/// The part of a child's set-up common to programs and functions; `mask` is the signal mask it
+/// starts with (null: as it is).
+void set_up_child(const SpawnOptions& options, pid_t parent, const sigset_t* mask) noexcept
 {
     if (options.own_group) {
         setpgid(0, 0);
@@ -229,8 +235,8 @@ void set_up_child(const SpawnOptions& options, pid_t parent) noexcept
             _exit(137); // the parent died before the request took hold
         }
     }
-    if (options.mask != nullptr) {
-        sigprocmask(SIG_SETMASK, options.mask, nullptr);
+    if (mask != nullptr) {
+        sigprocmask(SIG_SETMASK, mask, nullptr);
     }
     if (options.directory != nullptr && chdir(options.directory) != 0) {
         _exit(126);
@@ -263,6 +269,88 @@ std::string cannot(const std::string& what, const char* step)
 
 } // namespace
 
+namespace {
+
+/// What a child started by start_sharing needs; it reads this in the parent's memory.
+struct SharedStart {
+    const Prepared* prepared = nullptr;
+    const SpawnOptions* options = nullptr;
+    pid_t parent = 0;
+    const sigset_t* mask = nullptr; ///< the mask the program starts with
+    int capture = -1; ///< the write end of the capture pipe, or -1
+};
+
+/// The child's side of start_sharing: it runs on its own stack in the parent's memory, so it makes
+/// system calls only (no allocation, no locks) until it executes the program or exits.
+int run_shared_start(void* arg) noexcept
+{
+    const auto& s = *static_cast<const SharedStart*>(arg);
+    const SpawnOptions& options = *s.options;
+    // A handler of the parent's would run on the parent's memory: every caught signal goes back to
+    // its default before signals are let in again (exec would reset them only then).
+    for (int sig = 1; sig < NSIG; ++sig) {
+        struct sigaction action = {};
+        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_DFL &&
+            action.sa_handler != SIG_IGN) {
+            action = {};
+            action.sa_handler = SIG_DFL;
+            sigaction(sig, &action, nullptr);
+        }
+    }
+    set_up_child(options, s.parent, s.mask);
+    if (s.capture >= 0) {
+        dup2(s.capture, STDOUT_FILENO);
+        dup2(s.capture, STDERR_FILENO);
+    } else if (options.output == SpawnOptions::Output::discard) {
+        const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+    } else {
+        if (options.stdout_fd >= 0) {
+            dup2(options.stdout_fd, STDOUT_FILENO);
+        }
+        if (options.stderr_fd >= 0) {
+            dup2(options.stderr_fd, STDERR_FILENO);
+        }
+    }
+    exec_prepared(*s.prepared, options);
+}
+
+/// Runs `body(arg)` in a child that shares this process's memory, on a stack of its own, while the
+/// calling thread waits until the child has executed a program or exited, as posix_spawn does: no
+/// page table is copied and no page is copied on write (fork's cost grows with the caller's
+/// memory; this one does not). All signals are blocked around it, so none is handled in the child
+/// on the parent's memory. Returns the child's pid, or -1 with errno.
+pid_t run_sharing(int (*body)(void*), void* arg, std::size_t stack_size)
+{
+    std::vector<std::max_align_t> stack(stack_size / sizeof(std::max_align_t) + 1);
+    sigset_t all;
+    sigset_t before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
+    const pid_t pid = clone(body, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+    const int err = errno;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    errno = err;
+    return pid;
+}
+
+/// Starts a program through run_sharing, with the signal mask it would have had.
+pid_t start_sharing(const Prepared& p, const SpawnOptions& options, int capture)
+{
+    // The stack execvp and the child's frames use: execvp builds each PATH candidate on it.
+    std::size_t stack_size = 64 * 1024 + p.file.size() + p.args.size() * sizeof(char*);
+    if (const char* path = std::getenv("PATH"); path != nullptr) {
+        stack_size += std::strlen(path) + p.argv.front().size();
+    }
+    sigset_t before;
+    pthread_sigmask(SIG_BLOCK, nullptr, &before);
+    SharedStart start{&p, &options, getpid(), options.mask != nullptr ? options.mask : &before, capture};
+    return run_sharing(run_shared_start, &start, stack_size);
+}
+
+} // namespace
+
 Child spawn_program(const std::vector<std::string>& argv, const SpawnOptions& options)
 {
     if (argv.empty()) {
@@ -275,7 +363,9 @@ Child spawn_program(const std::vector<std::string>& argv, const SpawnOptions& op
         throw Error(cannot(argv[0], "pipe"));
     }
     const pid_t parent = getpid();
-    const pid_t pid = fork();
+    // A daemon is started from a forked child (it forks again, which a child sharing this memory
+    // must not); every other program the cheap way.
+    const pid_t pid = options.detach ? fork() : start_sharing(p, options, capture ? fds[1] : -1);
     if (pid < 0) {
         const std::string message = cannot(argv[0], "fork");
         if (capture) {
@@ -285,30 +375,14 @@ Child spawn_program(const std::vector<std::string>& argv, const SpawnOptions& op
         throw Error(message);
     }
     if (pid == 0) {
-        set_up_child(options, parent);
-        if (options.detach) {
-            if (fork() != 0) {
-                _exit(0); // the daemon's first parent goes at once: it is nobody's child to wait for
-            }
-            const int null = open("/dev/null", O_RDWR);
-            dup2(null, STDIN_FILENO);
-            dup2(null, STDOUT_FILENO); // standard error stays, for the daemon's own messages
-            close_from(3, p.max_fd);
-        } else if (capture) {
-            dup2(fds[1], STDOUT_FILENO);
-            dup2(fds[1], STDERR_FILENO);
-        } else if (options.output == SpawnOptions::Output::discard) {
-            const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-            dup2(null, STDOUT_FILENO);
-            dup2(null, STDERR_FILENO);
-        } else {
-            if (options.stdout_fd >= 0) {
-                dup2(options.stdout_fd, STDOUT_FILENO);
-            }
-            if (options.stderr_fd >= 0) {
-                dup2(options.stderr_fd, STDERR_FILENO);
-            }
+        set_up_child(options, parent, options.mask);
+        if (fork() != 0) {
+            _exit(0); // the daemon's first parent goes at once: it is nobody's child to wait for
         }
+        const int null = open("/dev/null", O_RDWR);
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO); // standard error stays, for the daemon's own messages
+        close_from(3, p.max_fd);
         exec_prepared(p, options);
     }
     if (options.own_group) {
@@ -342,7 +416,7 @@ Child spawn_function(const std::function<std::string()>& body, SpawnOptions opti
     }
     if (pid == 0) {
         close(fds[0]);
-        set_up_child(options, parent);
+        set_up_child(options, parent, options.mask);
         // The child is a copy of a process that may have had threads: it does its one piece of
         // work and leaves with _exit, running no destructors or atexit handlers of the parent's.
         int code = 0;
@@ -668,13 +742,76 @@ void not_needed_after_exit(const UniqueFd& watcher) noexcept
     }
 }
 
+namespace {
+
+/// What the watcher of after_exit needs; read in the memory it was forked with.
+struct Watch {
+    const std::function<void()>* action = nullptr;
+    pid_t watched = 0;
+    int pidfd = -1;
+    int note = -1;
+};
+
+/// The watcher: waits for the process to end, then runs the action unless told not to.
+[[noreturn]] void watch(const Watch& w) noexcept
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3 && null >= 0; ++fd) {
+        dup2(null, fd);
+    }
+    // Nothing of this process's is held open (its output pipe would not end), but the pidfd as 3
+    // and the note's read end as 4 (dup3 clears close-on-exec; nothing is executed).
+    const int note = fcntl(w.note, F_DUPFD, 5);
+    if (w.pidfd >= 0) {
+        dup2(w.pidfd, 3);
+    } else {
+        close(3);
+    }
+    dup2(note, 4);
+    close_from(5, std::min(sysconf(_SC_OPEN_MAX), 65536L));
+    if (w.pidfd >= 0) {
+        pollfd p{3, POLLIN, 0};
+        while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
+    } else {
+        while (kill(w.watched, 0) == 0 || errno == EPERM) {
+            sleep(1);
+        }
+    }
+    char byte = 0;
+    if (read(4, &byte, 1) == 1) {
+        _exit(0); // the process did it itself
+    }
+    try {
+        (*w.action)();
+    } catch (...) { // best effort: nothing to tell, and nobody to tell it to
+    }
+    _exit(0);
+}
+
+/// The watcher's first parent, sharing the caller's memory (run_sharing): a session of its own,
+/// then the watcher forked from it (with a copy of that memory, as a fork of the caller would
+/// have), and gone at once, so the watcher is nobody's child.
+int start_watcher(void* arg) noexcept
+{
+    setsid();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        watch(*static_cast<const Watch*>(arg));
+    }
+    _exit(pid < 0 ? 1 : 0);
+}
+
+} // namespace
+
 UniqueFd after_exit(const std::function<void()>& action) noexcept
 {
     const pid_t watched = getpid();
     // Opened here, while `watched` surely lives: the watcher waits on it (readable once the
     // process has ended). Without pidfd_open (Linux < 5.3) it asks kill(pid, 0) every second.
     const UniqueFd owned(static_cast<int>(syscall(SYS_pidfd_open, watched, 0)));
-    const int pidfd = owned.get();
     // The watcher reads this pipe once the process has ended: a byte in it says the action is
     // not needed. Only this process holds the write end (close-on-exec: no program it runs).
     int ends[2] = {-1, -1};
@@ -683,49 +820,11 @@ UniqueFd after_exit(const std::function<void()>& action) noexcept
     }
     const UniqueFd note_read(ends[0]);
     UniqueFd note_write(ends[1]);
-    const pid_t first = fork();
+    Watch w{&action, watched, owned.get(), note_read.get()};
+    // The watcher runs its action on the stack it was forked on: room for reading /proc.
+    const pid_t first = run_sharing(start_watcher, &w, 256 * 1024);
     if (first < 0) {
         return UniqueFd();
-    }
-    if (first == 0) {
-        setsid();
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        if (fork() != 0) {
-            _exit(0);
-        }
-        const int null = open("/dev/null", O_RDWR);
-        for (int fd = 0; fd < 3 && null >= 0; ++fd) {
-            dup2(null, fd);
-        }
-        // Nothing of this process's is held open (its output pipe would not end), but the pidfd
-        // as 3 and the note's read end as 4 (dup3 clears close-on-exec; nothing is executed).
-        const int note = fcntl(note_read.get(), F_DUPFD, 5);
-        if (pidfd >= 0) {
-            dup2(pidfd, 3);
-        } else {
-            close(3);
-        }
-        dup2(note, 4);
-        close_from(5, std::min(sysconf(_SC_OPEN_MAX), 65536L));
-        if (pidfd >= 0) {
-            pollfd p{3, POLLIN, 0};
-            while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
-        } else {
-            while (kill(watched, 0) == 0 || errno == EPERM) {
-                sleep(1);
-            }
-        }
-        char byte = 0;
-        if (read(4, &byte, 1) == 1) {
-            _exit(0); // the process did it itself
-        }
-        try {
-            action();
-        } catch (...) { // best effort: nothing to tell, and nobody to tell it to
-        }
-        _exit(0);
     }
     int status = 0;
     while (waitpid(first, &status, 0) < 0 && errno == EINTR) { }
