@@ -26,6 +26,11 @@
 #include <unistd.h>
 #include <utility>
 
+// What a child started by start_sharing runs is not instrumented by AddressSanitizer: that child
+// runs on a stack ASan does not know, and before a call that does not return ASan would clear
+// the shadow of the thread's stack from there up (or warn on the child's standard error).
+#define NOT_INSTRUMENTED __attribute__((no_sanitize("address")))
+
 namespace probes {
 
 void KeptOutput::append(const char* data, std::size_t size)
@@ -96,7 +101,7 @@ std::optional<std::string> find_executable(const std::string& name, const char* 
     return std::nullopt;
 }
 
-void exit_after_failed_exec(const std::string& message, int err) noexcept
+NOT_INSTRUMENTED void exit_after_failed_exec(const std::string& message, int err) noexcept
 {
     // strerrordesc_np: no translation, so no allocation in a child that shares the parent's memory.
     const char* reason = strerrordesc_np(err);
@@ -224,7 +229,7 @@ void close_from(int first, long max_fd) noexcept
 
 /// The part of a child's set-up common to programs and functions; `mask` is the signal mask it
 /// starts with (null: as it is).
-void set_up_child(const SpawnOptions& options, pid_t parent, const sigset_t* mask) noexcept
+NOT_INSTRUMENTED void set_up_child(const SpawnOptions& options, pid_t parent, const sigset_t* mask) noexcept
 {
     if (options.own_group) {
         setpgid(0, 0);
@@ -249,7 +254,7 @@ void set_up_child(const SpawnOptions& options, pid_t parent, const sigset_t* mas
     }
 }
 
-[[noreturn]] void exec_prepared(const Prepared& p, const SpawnOptions& options) noexcept
+[[noreturn]] NOT_INSTRUMENTED void exec_prepared(const Prepared& p, const SpawnOptions& options) noexcept
 {
     if (options.env != nullptr) {
         execve(p.file.c_str(), p.args.data(), p.envp.data());
@@ -282,7 +287,7 @@ struct SharedStart {
 
 /// The child's side of start_sharing: it runs on its own stack in the parent's memory, so it makes
 /// system calls only (no allocation, no locks) until it executes the program or exits.
-int run_shared_start(void* arg) noexcept
+NOT_INSTRUMENTED int run_shared_start(void* arg) noexcept
 {
     const auto& s = *static_cast<const SharedStart*>(arg);
     const SpawnOptions& options = *s.options;
@@ -742,76 +747,13 @@ void not_needed_after_exit(const UniqueFd& watcher) noexcept
     }
 }
 
-namespace {
-
-/// What the watcher of after_exit needs; read in the memory it was forked with.
-struct Watch {
-    const std::function<void()>* action = nullptr;
-    pid_t watched = 0;
-    int pidfd = -1;
-    int note = -1;
-};
-
-/// The watcher: waits for the process to end, then runs the action unless told not to.
-[[noreturn]] void watch(const Watch& w) noexcept
-{
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int null = open("/dev/null", O_RDWR);
-    for (int fd = 0; fd < 3 && null >= 0; ++fd) {
-        dup2(null, fd);
-    }
-    // Nothing of this process's is held open (its output pipe would not end), but the pidfd as 3
-    // and the note's read end as 4 (dup3 clears close-on-exec; nothing is executed).
-    const int note = fcntl(w.note, F_DUPFD, 5);
-    if (w.pidfd >= 0) {
-        dup2(w.pidfd, 3);
-    } else {
-        close(3);
-    }
-    dup2(note, 4);
-    close_from(5, std::min(sysconf(_SC_OPEN_MAX), 65536L));
-    if (w.pidfd >= 0) {
-        pollfd p{3, POLLIN, 0};
-        while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
-    } else {
-        while (kill(w.watched, 0) == 0 || errno == EPERM) {
-            sleep(1);
-        }
-    }
-    char byte = 0;
-    if (read(4, &byte, 1) == 1) {
-        _exit(0); // the process did it itself
-    }
-    try {
-        (*w.action)();
-    } catch (...) { // best effort: nothing to tell, and nobody to tell it to
-    }
-    _exit(0);
-}
-
-/// The watcher's first parent, sharing the caller's memory (run_sharing): a session of its own,
-/// then the watcher forked from it (with a copy of that memory, as a fork of the caller would
-/// have), and gone at once, so the watcher is nobody's child.
-int start_watcher(void* arg) noexcept
-{
-    setsid();
-    const pid_t pid = fork();
-    if (pid == 0) {
-        watch(*static_cast<const Watch*>(arg));
-    }
-    _exit(pid < 0 ? 1 : 0);
-}
-
-} // namespace
-
 UniqueFd after_exit(const std::function<void()>& action) noexcept
 {
     const pid_t watched = getpid();
     // Opened here, while `watched` surely lives: the watcher waits on it (readable once the
     // process has ended). Without pidfd_open (Linux < 5.3) it asks kill(pid, 0) every second.
     const UniqueFd owned(static_cast<int>(syscall(SYS_pidfd_open, watched, 0)));
+    const int pidfd = owned.get();
     // The watcher reads this pipe once the process has ended: a byte in it says the action is
     // not needed. Only this process holds the write end (close-on-exec: no program it runs).
     int ends[2] = {-1, -1};
@@ -820,11 +762,49 @@ UniqueFd after_exit(const std::function<void()>& action) noexcept
     }
     const UniqueFd note_read(ends[0]);
     UniqueFd note_write(ends[1]);
-    Watch w{&action, watched, owned.get(), note_read.get()};
-    // The watcher runs its action on the stack it was forked on: room for reading /proc.
-    const pid_t first = run_sharing(start_watcher, &w, 256 * 1024);
+    const pid_t first = fork();
     if (first < 0) {
         return UniqueFd();
+    }
+    if (first == 0) {
+        setsid();
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        if (fork() != 0) {
+            _exit(0);
+        }
+        const int null = open("/dev/null", O_RDWR);
+        for (int fd = 0; fd < 3 && null >= 0; ++fd) {
+            dup2(null, fd);
+        }
+        // Nothing of this process's is held open (its output pipe would not end), but the pidfd
+        // as 3 and the note's read end as 4 (dup3 clears close-on-exec; nothing is executed).
+        const int note = fcntl(note_read.get(), F_DUPFD, 5);
+        if (pidfd >= 0) {
+            dup2(pidfd, 3);
+        } else {
+            close(3);
+        }
+        dup2(note, 4);
+        close_from(5, std::min(sysconf(_SC_OPEN_MAX), 65536L));
+        if (pidfd >= 0) {
+            pollfd p{3, POLLIN, 0};
+            while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
+        } else {
+            while (kill(watched, 0) == 0 || errno == EPERM) {
+                sleep(1);
+            }
+        }
+        char byte = 0;
+        if (read(4, &byte, 1) == 1) {
+            _exit(0); // the process did it itself
+        }
+        try {
+            action();
+        } catch (...) { // best effort: nothing to tell, and nobody to tell it to
+        }
+        _exit(0);
     }
     int status = 0;
     while (waitpid(first, &status, 0) < 0 && errno == EINTR) { }
