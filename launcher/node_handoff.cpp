@@ -4,8 +4,11 @@
 #include "probes/error.hpp"
 #include "probes/sysroot.hpp"
 
+#include <cstdint>
 #include <fmt/format.h>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <sys/utsname.h>
 
 namespace launcher {
@@ -17,6 +20,23 @@ using probes::Error;
 
 /// The most ranks a handed plan may hold: one per CPU of the largest machines, and more.
 constexpr std::size_t max_handed_ranks = 65536;
+/// The most NUMA nodes of one rank: as many as the kernel's memory policy takes.
+constexpr std::size_t max_numa_nodes = 1024;
+
+/// A count or index: a whole number of at most 32 bits (nlohmann's get<unsigned> would cast any
+/// number, 1e300 or -1 included).
+unsigned whole_value(const json& v, std::string_view what)
+{
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > std::numeric_limits<unsigned>::max()) {
+        throw Error(fmt::format("{} is not a whole number below 2^32", what));
+    }
+    return static_cast<unsigned>(v.get<std::uint64_t>());
+}
+
+unsigned whole(const json& j, const char* name)
+{
+    return whole_value(j.at(name), name);
+}
 
 std::optional<std::string> optional_string(const json& j, const char* name)
 {
@@ -33,7 +53,7 @@ json gpu_json(const probes::Gpu& gpu)
 probes::Gpu gpu_from(const json& j)
 {
     probes::Gpu gpu;
-    gpu.physical_index = j.at("index").get<unsigned>();
+    gpu.physical_index = whole(j, "index");
     const auto bus = probes::PciAddress::parse(j.at("bus_id").get<std::string>());
     if (!bus) {
         throw Error("a GPU without a PCI address");
@@ -49,14 +69,20 @@ probes::Gpu gpu_from(const json& j)
 RankBinding rank_from(const json& j)
 {
     RankBinding r;
-    r.local_rank = j.at("local_rank").get<unsigned>();
+    r.local_rank = whole(j, "local_rank");
     if (!j.at("gpu").is_null()) {
         r.gpu = gpu_from(j.at("gpu"));
     }
-    r.cuda_index = j.at("cuda_index").get<unsigned>();
+    r.cuda_index = whole(j, "cuda_index");
     r.cpus = probes::CpuSet::parse(j.at("cpus").get<std::string>());
-    r.numa = j.at("numa").get<std::vector<unsigned>>();
-    r.cores = j.at("cores").get<unsigned>();
+    const json& numa = j.at("numa");
+    if (!numa.is_array() || numa.size() > max_numa_nodes) {
+        throw Error("numa is not a list of at most 1024 nodes");
+    }
+    for (std::size_t i = 0; i < numa.size(); ++i) {
+        r.numa.push_back(whole_value(numa[i], "a NUMA node"));
+    }
+    r.cores = whole(j, "cores");
     r.shared = j.at("shared").get<bool>();
     r.hca = j.at("hca").get<std::string>();
     return r;

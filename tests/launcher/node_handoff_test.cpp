@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -119,6 +121,19 @@ TEST(NodeHandoff, TextGpurunDidNotWriteIsAnErrorNamingTheVariable)
     EXPECT_NE(error(text).find("16-x"), std::string::npos) << error(text);
     plan.ranks[0].local_rank = 1;
     EXPECT_NE(error(launcher::write_node_plan(key(), plan)).find("local ranks out of order"), std::string::npos);
+    // Numbers that are not whole, negative or past 32 bits (found by fuzz_node_plan: a cast of
+    // 8.9e57 to unsigned is undefined behaviour).
+    plan.ranks[0].local_rank = 0;
+    const std::string good = launcher::write_node_plan(key(), plan);
+    for (const auto& [from, to] :
+        std::vector<std::pair<std::string, std::string>>{{"\"numa\":[1]", "\"numa\":[8.9e57]"},
+            {"\"numa\":[1]", "\"numa\":[-1]"}, {"\"cores\":16", "\"cores\":4294967296"},
+            {"\"cuda_index\":3", "\"cuda_index\":3.5"}, {"\"index\":3", "\"index\":\"3\""}}) {
+        std::string bad = good;
+        ASSERT_NE(bad.find(from), std::string::npos) << from << " in " << bad;
+        bad.replace(bad.find(from), from.size(), to);
+        EXPECT_NE(error(bad).find("is not a whole number below 2^32"), std::string::npos) << to << ": " << error(bad);
+    }
 }
 
 TEST(NodeHandoff, ThisNodesKeyIsWhatTheKernelSays)
