@@ -547,7 +547,7 @@ bool parse_ring_order(std::string_view s, NcclRingOrder& out)
     return !out.ranks.empty();
 }
 
-std::optional<std::string_view> find_version(std::string_view text)
+std::optional<std::string_view> find_version(std::string_view text, bool in_record)
 {
     auto found = after(text, "NCCL version ");
     if (!found) {
@@ -559,12 +559,19 @@ std::optional<std::string_view> find_version(std::string_view text)
         ++n;
     }
     v = v.substr(0, n);
-    const std::size_t plus = v.find("+cuda");
-    if (v.empty() || !is_digit(v.front()) || plus == std::string_view::npos || plus + 5 >= v.size() ||
-        !is_digit(v[plus + 5])) {
+    std::size_t number = 0;
+    bool dotted = false;
+    while (number < v.size() && (is_digit(v[number]) || v[number] == '.')) {
+        dotted = dotted || (v[number] == '.' && number > 0);
+        ++number;
+    }
+    if (number == 0 || !is_digit(v.front()) || !dotted) {
         return std::nullopt;
     }
-    return v;
+    if (in_record || v.find("+cuda") != std::string_view::npos) {
+        return v;
+    }
+    return std::nullopt;
 }
 
 std::optional<NcclEnvSetting> parse_env_setting(std::string_view message)

@@ -534,7 +534,7 @@ struct Analyzer::State {
             break;
         case 'N':
             if (m.starts_with("NCCL version ")) {
-                if (auto version = find_version(m)) {
+                if (auto version = find_version(m, true)) {
                     add_version(*version);
                     if (!r.host.empty() && current_process->version != *version) {
                         current_process->version = std::string(*version);

@@ -2059,3 +2059,14 @@ TEST(NcclLogLimits, TheDefaultLimitsHoldOnAGeneratedLog)
     }
     EXPECT_EQ(defaults.ranks, defaults.processes);
 }
+
+// TensorFlow's bundled NCCL 2.4 prints its banner with the CUDA version left unexpanded.
+TEST(NcclLogFormats, TensorflowsBundledBannerIsTheVersion)
+{
+    const std::string log =
+        "w0:5202:5683 [0] NCCL INFO NCCL version 2.4.7+cudaCUDA_MAJOR.CUDA_MINOR\n"
+        "w0:5202:5683 [0] NCCL INFO comm 0x7f00 rank 0 nranks 2 cudaDev 0 nvmlDev 0 - Init COMPLETE\n"
+        "w0:5202:5684 [1] NCCL INFO comm 0x7f01 rank 1 nranks 2 cudaDev 1 nvmlDev 1 - Init COMPLETE\n";
+    const Analysis a = analyze(log, "tf_banner");
+    EXPECT_EQ(a.nccl_versions, Strings{"2.4.7+cudaCUDA_MAJOR.CUDA_MINOR"});
+}

@@ -137,6 +137,14 @@ TEST(NcclRecord, RingOrderVersionEnvironmentAndChannels)
 
     EXPECT_EQ(find_version("gpu-a01:3100:3100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"), "2.21.5+cuda12.4");
     EXPECT_FALSE(find_version("NCCL INFO Using network IB"));
+    // TensorFlow's bundled NCCL leaves its CUDA version unexpanded.
+    EXPECT_EQ(find_version("w-0:5202:5683 [0] NCCL INFO NCCL version 2.4.7+cudaCUDA_MAJOR.CUDA_MINOR"),
+        "2.4.7+cudaCUDA_MAJOR.CUDA_MINOR");
+    // Without "+cuda": only in an NCCL record's message, never from other text.
+    EXPECT_EQ(find_version("NCCL version 2.18.5-1, on eth0", true), "2.18.5-1");
+    EXPECT_FALSE(find_version("torch: NCCL version 2.18.5 found"));
+    EXPECT_FALSE(find_version("NCCL version mismatch", true));
+    EXPECT_FALSE(find_version("NCCL version 2 is required", true)) << "a dotted number";
 
     const auto env = parse_env_setting("NCCL_SOCKET_IFNAME set by environment to ib0");
     ASSERT_TRUE(env);
