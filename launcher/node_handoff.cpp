@@ -3,6 +3,7 @@
 #include "probes/binding.hpp"
 #include "probes/error.hpp"
 #include "probes/sysroot.hpp"
+#include "probes/topology.hpp"
 
 #include <cstdint>
 #include <fmt/format.h>
@@ -89,6 +90,25 @@ RankBinding rank_from(const json& j)
 }
 
 } // namespace
+
+ThisNode read_this_node(const PlanOptions& options, const char* visible_devices)
+{
+    const bool from_file = !options.topology_file.empty();
+    ThisNode node;
+    node.layout =
+        (from_file ? probes::Topology::load_xml(options.topology_file) : probes::Topology::load_live(!options.cpu_only))
+            .layout();
+    if (!options.cpu_only) {
+        probes::InventoryOptions inv;
+        inv.from_topology_file = from_file;
+        inv.sysroot = probes::Sysroot(options.sysroot);
+        if (visible_devices != nullptr) {
+            inv.visible_devices = visible_devices;
+        }
+        node.inventory = probes::discover_gpus(node.layout, inv);
+    }
+    return node;
+}
 
 NodeKey this_node_key(const char* visible_devices)
 {

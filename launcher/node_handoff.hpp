@@ -15,6 +15,16 @@ namespace launcher {
 /// removes the variable before it starts the program.
 inline constexpr const char* node_plan_variable = "GPURUN_NODE_PLAN";
 
+/// This node as a plan sees it: its topology (`options.topology_file`, else the live one, with
+/// its PCI devices unless --cpu-only) and, unless --cpu-only, its GPUs narrowed by
+/// `visible_devices` (CUDA_VISIBLE_DEVICES; null when unset). gpurun reads it to plan; a helper
+/// that was handed no plan for its node reads it to plan itself.
+struct ThisNode {
+    probes::NodeLayout layout;
+    probes::GpuInventory inventory;
+};
+ThisNode read_this_node(const PlanOptions& options, const char* visible_devices);
+
 /// What a plan for this node was made under: a helper uses the plan only where all of it is the same.
 struct NodeKey {
     std::string host; ///< the kernel's node name (uname)

@@ -151,19 +151,9 @@ int run(const std::vector<std::string>& argv)
     }
 
     probes::require_sysroot_directory(o.plan.sysroot);
-    const bool from_file = !o.plan.topology_file.empty();
-    ctx.layout =
-        (from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only))
-            .layout();
-    if (!o.plan.cpu_only) {
-        probes::InventoryOptions inv;
-        inv.from_topology_file = from_file;
-        inv.sysroot = probes::Sysroot(o.plan.sysroot);
-        if (const char* cvd = env("CUDA_VISIBLE_DEVICES"); cvd != nullptr) {
-            inv.visible_devices = cvd;
-        }
-        ctx.inventory = probes::discover_gpus(ctx.layout, inv);
-    }
+    ThisNode node = read_this_node(o.plan, env("CUDA_VISIBLE_DEVICES"));
+    ctx.layout = std::move(node.layout);
+    ctx.inventory = std::move(node.inventory);
     for (const auto& [host, file] : o.host_topologies) {
         NodeSpec spec{probes::Topology::load_xml(file).layout(), {}};
         if (!o.plan.cpu_only) {

@@ -13,8 +13,6 @@
 #include "launcher/rank_supervisor.hpp"
 #include "probes/binding.hpp"
 #include "probes/error.hpp"
-#include "probes/gpu_inventory.hpp"
-#include "probes/topology.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -42,30 +40,19 @@ struct NodeBasis {
 /// (node_handoff.hpp); otherwise the helper's own, from this node's topology and GPUs.
 NodeBasis plan_this_node(const HelperOptions& o, unsigned local_ranks, bool from_file)
 {
-    const char* handed = std::getenv(node_plan_variable);
-    if (handed != nullptr && !from_file) {
-        const NodeKey key = this_node_key(std::getenv("CUDA_VISIBLE_DEVICES"));
-        std::optional<NodePlan> plan = read_node_plan(handed, key, local_ranks);
-        unsetenv(node_plan_variable); // the program has no use for it
-        if (plan) {
+    const char* value = std::getenv(node_plan_variable);
+    const std::optional<std::string> handed = value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+    unsetenv(node_plan_variable); // the program has no use for it
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (handed && !from_file) {
+        const NodeKey key = this_node_key(visible);
+        if (std::optional<NodePlan> plan = read_node_plan(*handed, key, local_ranks)) {
             return NodeBasis{std::move(*plan), key.host};
         }
     }
-    unsetenv(node_plan_variable);
-    probes::Topology topology =
-        from_file ? probes::Topology::load_xml(o.plan.topology_file) : probes::Topology::load_live(!o.plan.cpu_only);
-    const probes::NodeLayout layout = topology.layout();
-    std::vector<probes::Gpu> pool;
-    if (!o.plan.cpu_only) {
-        probes::InventoryOptions inv;
-        inv.from_topology_file = from_file;
-        inv.sysroot = probes::Sysroot(o.plan.sysroot);
-        if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd != nullptr) {
-            inv.visible_devices = cvd;
-        }
-        pool = probes::discover_gpus(layout, inv).pool;
-    }
-    return NodeBasis{plan_node(layout, pool, o.plan, local_ranks, layout.hostname), layout.hostname};
+    const ThisNode node = read_this_node(o.plan, visible);
+    return NodeBasis{
+        plan_node(node.layout, node.inventory.pool, o.plan, local_ranks, node.layout.hostname), node.layout.hostname};
 }
 
 int run(const std::vector<std::string>& args)

@@ -321,37 +321,30 @@ NOT_INSTRUMENTED int run_shared_start(void* arg) noexcept
     exec_prepared(*s.prepared, options);
 }
 
-/// Runs `body(arg)` in a child that shares this process's memory, on a stack of its own, while the
-/// calling thread waits until the child has executed a program or exited, as posix_spawn does: no
-/// page table is copied and no page is copied on write (fork's cost grows with the caller's
+/// Starts a program as posix_spawn does: the child shares this process's memory, on a stack of
+/// its own, while the calling thread waits until it has executed the program (or failed to), so
+/// no page table is copied and no page is copied on write (fork's cost grows with the caller's
 /// memory; this one does not). All signals are blocked around it, so none is handled in the child
-/// on the parent's memory. Returns the child's pid, or -1 with errno.
-pid_t run_sharing(int (*body)(void*), void* arg, std::size_t stack_size)
-{
-    std::vector<std::max_align_t> stack(stack_size / sizeof(std::max_align_t) + 1);
-    sigset_t all;
-    sigset_t before;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &before);
-    const pid_t pid = clone(body, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
-    const int err = errno;
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    errno = err;
-    return pid;
-}
-
-/// Starts a program through run_sharing, with the signal mask it would have had.
-pid_t start_sharing(const Prepared& p, const SpawnOptions& options, int capture)
+/// on the parent's memory; the program starts with `options.mask`, else the caller's mask.
+/// Returns the child's pid, or -1 with errno.
+pid_t start_sharing(const Prepared& p, const SpawnOptions& options, pid_t parent, int capture)
 {
     // The stack execvp and the child's frames use: execvp builds each PATH candidate on it.
     std::size_t stack_size = 64 * 1024 + p.file.size() + p.args.size() * sizeof(char*);
     if (const char* path = std::getenv("PATH"); path != nullptr) {
         stack_size += std::strlen(path) + p.argv.front().size();
     }
+    std::vector<std::max_align_t> stack(stack_size / sizeof(std::max_align_t) + 1);
+    sigset_t all;
     sigset_t before;
-    pthread_sigmask(SIG_BLOCK, nullptr, &before);
-    SharedStart start{&p, &options, getpid(), options.mask != nullptr ? options.mask : &before, capture};
-    return run_sharing(run_shared_start, &start, stack_size);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
+    SharedStart start{&p, &options, parent, options.mask != nullptr ? options.mask : &before, capture};
+    const pid_t pid = clone(run_shared_start, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
+    const int err = errno;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    errno = err;
+    return pid;
 }
 
 } // namespace
@@ -370,7 +363,7 @@ Child spawn_program(const std::vector<std::string>& argv, const SpawnOptions& op
     const pid_t parent = getpid();
     // A daemon is started from a forked child (it forks again, which a child sharing this memory
     // must not); every other program the cheap way.
-    const pid_t pid = options.detach ? fork() : start_sharing(p, options, capture ? fds[1] : -1);
+    const pid_t pid = options.detach ? fork() : start_sharing(p, options, parent, capture ? fds[1] : -1);
     if (pid < 0) {
         const std::string message = cannot(argv[0], "fork");
         if (capture) {
