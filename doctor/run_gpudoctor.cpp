@@ -92,10 +92,17 @@ int run_nccl_log(const NcclLogOptions& options)
         throw Error("stdin (-) named more than once; name it once");
     }
     nccl::Analyzer analyzer;
-    // A directory holds per-rank logs (NCCL_DEBUG_FILE, gpurun --nccl-log-dir): its files are read.
-    for (const auto& file : probes::input_files(files, "",
-             "holds no files (logs in its subdirectories are not read); name the log files or their own directory")) {
+    // A directory holds per-rank logs (NCCL_DEBUG_FILE, gpurun --nccl-log-dir): its logs are read,
+    // not what lies beside them (a README, a JSON report that quote NCCL lines).
+    std::vector<std::string> skipped;
+    for (const auto& file : probes::input_files(files, nccl::looks_like_log,
+             "holds no logs (files named *.log, *.txt, *.out, *.err or *.gz, or holding NCCL records; logs in its "
+             "subdirectories are not read); name the log files or their own directory",
+             &skipped)) {
         analyzer.read_file(file);
+    }
+    for (const auto& file : skipped) {
+        analyzer.skip(file);
     }
     const nccl::Analysis analysis = analyzer.analysis();
     const check::Verdict verdict = check::findings_verdict("nccl-log", analysis.findings, threshold);

@@ -146,8 +146,9 @@ bool natural_less(const std::string& a, const std::string& b)
     return a.size() - i < b.size() - j || (a.size() - i == b.size() - j && a < b);
 }
 
-std::vector<std::string> input_files(
-    const std::vector<std::string>& arguments, std::string_view extension, std::string_view none_found)
+std::vector<std::string> input_files(const std::vector<std::string>& arguments,
+    const std::function<bool(const std::string& path)>& wanted, std::string_view none_found,
+    std::vector<std::string>* skipped)
 {
     std::vector<std::string> files;
     for (const auto& argument : arguments) {
@@ -157,9 +158,10 @@ std::vector<std::string> input_files(
             continue;
         }
         std::vector<std::string> inside;
+        std::vector<std::string> refused;
         for (const auto& entry : std::filesystem::directory_iterator(argument, ec)) {
-            if (entry.path().string().ends_with(extension) && entry.is_regular_file(ec)) {
-                inside.push_back(entry.path().string());
+            if (entry.is_regular_file(ec)) {
+                (wanted(entry.path().string()) ? inside : refused).push_back(entry.path().string());
             }
         }
         if (ec) {
@@ -170,6 +172,10 @@ std::vector<std::string> input_files(
         }
         std::sort(inside.begin(), inside.end(), natural_less);
         files.insert(files.end(), inside.begin(), inside.end());
+        if (skipped != nullptr) {
+            std::sort(refused.begin(), refused.end(), natural_less);
+            skipped->insert(skipped->end(), refused.begin(), refused.end());
+        }
     }
     return files;
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,11 +35,13 @@ std::string read_input_fd(
 /// "rank2.sqlite" before "rank10.sqlite": runs of digits compare as numbers.
 bool natural_less(const std::string& a, const std::string& b);
 
-/// The inputs of a command line with each directory replaced by the regular files in it (those
-/// whose name ends in `extension`; every file when it is ""), in natural order; subdirectories
-/// are not read, and "-" (standard input) stays. A directory that cannot be listed, or that holds
-/// no such file, is a probes::Error: "DIR " followed by `none_found`.
-std::vector<std::string> input_files(
-    const std::vector<std::string>& arguments, std::string_view extension, std::string_view none_found);
+/// The inputs of a command line with each directory replaced by the regular files in it that
+/// `wanted` accepts, in natural order; subdirectories are not read, and "-" (standard input)
+/// stays. The files of a directory that `wanted` refuses are added to `skipped` when it is given.
+/// A directory that cannot be listed, or that holds no wanted file, is a probes::Error: "DIR "
+/// followed by `none_found`.
+std::vector<std::string> input_files(const std::vector<std::string>& arguments,
+    const std::function<bool(const std::string& path)>& wanted, std::string_view none_found,
+    std::vector<std::string>* skipped = nullptr);
 
 } // namespace probes

@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <fcntl.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <mutex>
 #include <span>
@@ -382,6 +383,72 @@ void Analyzer::read_file(const std::string& path, const std::string& shown)
         std::rethrow_exception(error);
     }
     m_state->finish_input();
+}
+
+void Analyzer::skip(const std::string& path)
+{
+    m_state->skipped.push_back(path);
+}
+
+namespace {
+
+bool ends_with_any(std::string_view name, std::span<const std::string_view> suffixes)
+{
+    return std::any_of(suffixes.begin(), suffixes.end(), [&](std::string_view s) { return name.ends_with(s); });
+}
+
+// Whether the first 64 KiB of `path` are gzip data or hold an NCCL record.
+bool starts_like_log(const std::string& path)
+{
+    const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (fd.get() < 0) {
+        return true; // reading it says why it cannot be read
+    }
+    std::string head(64 << 10, '\0');
+    std::size_t got = 0;
+    while (got < head.size()) {
+        const ssize_t n = ::read(fd.get(), head.data() + got, head.size() - got);
+        if (n <= 0) {
+            break;
+        }
+        got += static_cast<std::size_t>(n);
+    }
+    head.resize(got);
+    if (head.starts_with("\x1f\x8b")) {
+        return true;
+    }
+    std::string scratch;
+    std::vector<NcclRecord> records;
+    for (std::size_t at = 0; at < head.size() && records.empty();) {
+        const std::size_t newline = std::min(head.find('\n', at), head.size());
+        find_records(clean_line(std::string_view(head).substr(at, newline - at), scratch), records);
+        at = newline + 1;
+    }
+    return !records.empty();
+}
+
+} // namespace
+
+bool looks_like_log(const std::string& path)
+{
+    std::string name = std::filesystem::path(path).filename().string();
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    static constexpr std::string_view documents[] = {"readme", "license", "licence", "changelog", "copying", "notice"};
+    static constexpr std::string_view logs[] = {".log", ".txt", ".out", ".err", ".gz"};
+    static constexpr std::string_view not_logs[] = {".md", ".rst", ".html", ".htm", ".pdf", ".json", ".jsonl", ".yaml",
+        ".yml", ".toml", ".ini", ".cfg", ".csv", ".xml", ".py", ".sh", ".ipynb", ".sqlite", ".nsys-rep", ".qdrep",
+        ".png", ".jpg", ".jpeg", ".svg", ".tar", ".zip", ".pt", ".ckpt", ".safetensors"};
+    if (std::any_of(
+            std::begin(documents), std::end(documents), [&](std::string_view d) { return name.starts_with(d); })) {
+        return false;
+    }
+    if (ends_with_any(name, logs) || name.find(".log.") != std::string::npos) {
+        return true;
+    }
+    if (ends_with_any(name, not_logs)) {
+        return false;
+    }
+    return starts_like_log(path);
 }
 
 void Analyzer::read_text(std::string_view text, const std::string& name)

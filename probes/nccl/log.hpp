@@ -88,6 +88,7 @@ struct Limits {
 
 struct Analysis {
     std::vector<std::string> inputs;
+    std::vector<std::string> skipped; ///< files of a directory left unread: not logs (Analyzer::skip)
     std::vector<std::string> nccl_versions; ///< sorted, unique ("2.18.3+cuda12.2")
     std::vector<Communicator> communicators;
     std::vector<WarnGroup> warnings;
@@ -126,6 +127,8 @@ public:
     /// the input is done. Line numbers go on from the piece before. Pieces of several inputs may
     /// alternate, as logs grow side by side.
     void read_more(std::uint32_t input, std::string_view text, bool last = false);
+    /// Notes a file of a directory that was not read because it is not a log (looks_like_log).
+    void skip(const std::string& path);
     /// The report so far; the analyzer can go on reading afterwards.
     Analysis analysis() const;
 
@@ -134,6 +137,12 @@ public:
 private:
     std::unique_ptr<State> m_state;
 };
+
+/// Whether a file in a directory of logs is one: by its name (`*.log`, `*.txt`, `*.out`, `*.err`,
+/// `*.gz`, `*.log.N`), or, for a name that tells nothing (no or another extension), by its first
+/// 64 KiB holding an NCCL record or gzip data. Documents and data beside logs (README*, LICENSE*,
+/// `*.md`, `*.json`, `*.yaml`, `*.py`, ...) are not, even when they quote NCCL lines.
+bool looks_like_log(const std::string& path);
 
 /// The human report.
 std::string render_text(const Analysis& analysis, bool color = false);

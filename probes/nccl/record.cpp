@@ -192,25 +192,31 @@ std::size_t read_prefix(std::string_view line, std::size_t at, NcclRecord& r)
     if (open < 6 || line[open - 1] != ' ') {
         return start;
     }
-    // "host:pid:tid".
+    // "host:pid:tid". The host may be empty (a container without a host name prints
+    // ":5202:5683 [0]"), and a pid or tid may be a word where the poster of a log redacted it
+    // ("pod-id:num:num [0]"): such a record still has its prefix, with pid and tid 0.
     std::size_t k = open - 1; // end of the host:pid:tid word
-    auto digits_back = [&](std::size_t end) {
+    auto field_back = [&](std::size_t end) {
         std::size_t b = end;
-        while (b > 0 && is_digit(line[b - 1]) && end - b < 12) {
+        while (b > 0 && end - b < 32) {
+            const char c = line[b - 1];
+            if (is_space(c) || c == ':' || c == '[' || c == ']') {
+                break;
+            }
             --b;
         }
         return b;
     };
-    std::size_t tid_start = digits_back(k);
+    const std::size_t tid_start = field_back(k);
     if (tid_start == k || tid_start < 2 || line[tid_start - 1] != ':') {
         return start;
     }
-    std::size_t pid_end = tid_start - 1;
-    std::size_t pid_start = digits_back(pid_end);
-    if (pid_start == pid_end || pid_start < 2 || line[pid_start - 1] != ':') {
+    const std::size_t pid_end = tid_start - 1;
+    const std::size_t pid_start = field_back(pid_end);
+    if (pid_start == pid_end || pid_start < 1 || line[pid_start - 1] != ':') {
         return start;
     }
-    std::size_t host_end = pid_start - 1;
+    const std::size_t host_end = pid_start - 1;
     std::size_t host_start = host_end;
     while (host_start > 0) {
         char c = line[host_start - 1];
@@ -219,12 +225,17 @@ std::size_t read_prefix(std::string_view line, std::size_t at, NcclRecord& r)
         }
         --host_start;
     }
-    if (host_start == host_end) {
-        return start;
+    if (host_start == host_end && host_start > 0 && line[host_start - 1] == ':') {
+        return start; // "a::1:2": not NCCL's prefix
     }
-    to_long(line.substr(pid_start, pid_end - pid_start), r.pid);
-    to_long(line.substr(tid_start, k - tid_start), r.tid);
+    if (!to_long(line.substr(pid_start, pid_end - pid_start), r.pid)) {
+        r.pid = 0;
+    }
+    if (!to_long(line.substr(tid_start, k - tid_start), r.tid)) {
+        r.tid = 0;
+    }
     r.host = line.substr(host_start, host_end - host_start);
+    r.prefixed = true;
     return host_start;
 }
 

@@ -16,11 +16,14 @@ namespace probes::nccl {
 enum class Level { info, warn, trace, abort };
 
 /// One `host:pid:tid [dev] NCCL LEVEL message` record found in a line. Records whose prefix was
-/// stripped (`[0] NCCL INFO`, `NCCL INFO`) have an empty host and pid 0.
+/// stripped (`[0] NCCL INFO`, `NCCL INFO`) have an empty host, pid 0 and `prefixed` false; a
+/// prefix with an empty host (`:5202:5683 [0]`) or redacted numbers (`pod-id:num:num [0]`) is
+/// kept, with pid and tid 0 where they are not numbers.
 struct NcclRecord {
     std::string_view host;
     long pid = 0;
     long tid = 0;
+    bool prefixed = false; ///< a host:pid:tid prefix was there
     int dev = -1;
     Level level = Level::info;
     std::string_view location; ///< "transport/net_ib.cc:1295" on WARN and TRACE lines

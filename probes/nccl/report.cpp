@@ -250,7 +250,8 @@ nlohmann::json render_json(const Analysis& a)
     for (const auto& f : a.findings) {
         findings.push_back(probes::to_json(f));
     }
-    nlohmann::json out{{"inputs", a.inputs}, {"nccl_versions", a.nccl_versions}, {"communicators", comms},
+    nlohmann::json out{{"inputs", a.inputs}, {"skipped", a.skipped}, {"nccl_versions", a.nccl_versions},
+        {"communicators", comms},
         {"summary",
             {{"lines", a.lines}, {"records", a.records}, {"hosts", a.hosts}, {"ranks", a.ranks},
                 {"processes", a.processes}, {"processes_init_complete", a.processes_init_complete},
@@ -267,6 +268,9 @@ std::string render_text(const Analysis& a, bool color)
     const char* reset = color ? "\033[0m" : "";
     std::string out = fmt::format(
         "{}NCCL log{}: {} ({} lines, {} NCCL records)\n", bold, reset, joined(a.inputs), a.lines, a.records);
+    if (!a.skipped.empty()) {
+        out += fmt::format("Not read, not logs by name or content: {}\n", joined(a.skipped));
+    }
     out += fmt::format("NCCL {}; {}, {} in {}, {}\n",
         a.nccl_versions.empty() ? std::string("version not shown") : joined(a.nccl_versions),
         counted(a.hosts, "host", "hosts"), counted(a.ranks, "rank", "ranks"),

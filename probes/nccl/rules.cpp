@@ -99,6 +99,7 @@ Analysis Analyzer::analysis() const
     const State& s = *m_state;
     Analysis a;
     a.inputs = s.inputs;
+    a.skipped = s.skipped;
     a.lines = s.lines;
     a.records = s.records;
     a.connections = s.connections;

@@ -34,6 +34,8 @@ inline constexpr std::size_t max_env_names = 1024;
 inline constexpr std::size_t max_versions = 256;
 /// Host names are kept up to this length (a DNS name has at most 253 characters).
 inline constexpr std::size_t max_host_name = 255;
+/// How records whose prefix has an empty host name (`:5202:5683 [0] NCCL INFO`) name their host.
+inline constexpr std::string_view unnamed_host = "(unnamed)";
 inline constexpr std::size_t read_size = 1 << 20;
 /// Input is read in blocks of this size; a line longer than a block is cut, the rest of it skipped.
 inline constexpr std::size_t block_size = 4 << 20;
@@ -184,6 +186,7 @@ struct Analyzer::State {
     std::size_t ring_ranks = 0; ///< ranks in the rings of all tallies
 
     std::vector<std::string> inputs;
+    std::vector<std::string> skipped;
     /// An input read in pieces: its scanner, and the start of a line whose newline is still to come.
     struct Followed {
         LineScanner scanner;
@@ -225,7 +228,8 @@ struct Analyzer::State {
     ProcessState* current_process = nullptr;
     ThreadKey current_key;
     struct ThreadSlot {
-        std::string_view host_name; ///< points into `hosts`, whose strings stay put
+        std::string_view host_name; ///< as records print it; points into `hosts`, whose strings stay put
+        bool prefixed = false;
         ThreadKey key;
         ThreadState* thread = nullptr;
         ProcessState* process = nullptr;
@@ -250,7 +254,8 @@ struct Analyzer::State {
         }
     }
 
-    /// The host's id; -2 for a new host past the limit.
+    /// The host's id; -2 for a new host past the limit. Records with an empty host name come from
+    /// one host, shown as unnamed_host.
     int host_id(std::string_view name)
     {
         name = name.substr(0, max_host_name);
@@ -262,7 +267,7 @@ struct Analyzer::State {
             return -2;
         }
         const int id = static_cast<int>(hosts.size());
-        hosts.emplace_back(name);
+        hosts.emplace_back(name.empty() ? unnamed_host : name);
         host_ids.emplace(std::string(name), id);
         return id;
     }
@@ -536,7 +541,7 @@ struct Analyzer::State {
             if (m.starts_with("NCCL version ")) {
                 if (auto version = find_version(m, true)) {
                     add_version(*version);
-                    if (!r.host.empty() && current_process->version != *version) {
+                    if (r.prefixed && current_process->version != *version) {
                         current_process->version = std::string(*version);
                     }
                 }
@@ -667,9 +672,9 @@ struct Analyzer::State {
         ++records;
         // Threads are looked up in a small cache first: interleaved ranks switch on every line.
         ThreadSlot& slot = thread_cache[KeyHash::mix(static_cast<std::size_t>(r.pid), r.tid) % thread_cache.size()];
-        if (slot.thread == nullptr || r.pid != slot.key.pid || r.tid != slot.key.tid ||
+        if (slot.thread == nullptr || r.pid != slot.key.pid || r.tid != slot.key.tid || r.prefixed != slot.prefixed ||
             r.host.substr(0, max_host_name) != slot.host_name) {
-            const int host = r.host.empty() ? -1 : host_id(r.host);
+            const int host = r.prefixed ? host_id(r.host) : -1;
             if (host == -2) {
                 ++left_out.hosts;
                 return;
@@ -691,7 +696,9 @@ struct Analyzer::State {
                 }
                 thread = threads.emplace(key, ThreadState()).first;
             }
-            slot.host_name = host >= 0 ? std::string_view(hosts[static_cast<std::size_t>(host)]) : std::string_view();
+            slot.host_name = host >= 0 && !r.host.empty() ? std::string_view(hosts[static_cast<std::size_t>(host)])
+                                                          : std::string_view();
+            slot.prefixed = r.prefixed;
             slot.key = key;
             slot.thread = &thread->second;
             slot.process = &process->second;

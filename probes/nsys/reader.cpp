@@ -492,7 +492,8 @@ Trace read_export(const std::string& path, const ReadLimits& limits)
 
 std::vector<std::string> export_files(const std::vector<std::string>& arguments)
 {
-    return input_files(arguments, ".sqlite",
+    return input_files(
+        arguments, [](const std::string& path) { return path.ends_with(".sqlite"); },
         "holds no .sqlite export; export a report with 'nsys export --type sqlite REPORT.nsys-rep'");
 }
 

@@ -339,6 +339,12 @@ n1:7001:7001 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 1 cudaDev 0 n
             << "n1:10:10 [0] NCCL INFO NCCL version 2.10.3+cuda11.4\n"
                "n1:10:10 [0] NCCL INFO Channel 00 : 0[1b000] -> 1[1c000] via P2P/IPC/read\n"
                "n1:10:10 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE\n";
+        // Beside the logs, files that quote NCCL lines without being logs: they are not read.
+        std::ofstream(m_dir / "logs/README.md") << "Seen on n1:\n\n    n1:10:10 [0] transport/net_ib.cc:1 NCCL WARN "
+                                                   "NET/IB : Got completion with error 12\n";
+        std::ofstream(m_dir / "logs/report.json")
+            << R"({"line": "n9:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"})" << '\n';
+        std::ofstream(m_dir / "logs/notes") << "rerun after the driver update\n";
     }
 
     std::string expand(const std::string& s) const

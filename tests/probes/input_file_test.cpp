@@ -125,12 +125,16 @@ TEST(InputFiles, DirectoriesBecomeTheirFilesInNaturalOrder)
         std::ofstream(dir / "logs" / name) << "x";
     }
     const std::string logs = (dir / "logs").string();
-    EXPECT_EQ(probes::input_files({"-", logs, "a.sqlite"}, ".sqlite", "holds none"),
+    const auto sqlite = [](const std::string& path) { return path.ends_with(".sqlite"); };
+    const auto any = [](const std::string&) { return true; };
+    std::vector<std::string> skipped;
+    EXPECT_EQ(probes::input_files({"-", logs, "a.sqlite"}, sqlite, "holds none", &skipped),
         (std::vector<std::string>{"-", logs + "/rank2.sqlite", logs + "/rank10.sqlite", "a.sqlite"}));
-    EXPECT_EQ(probes::input_files({logs}, "", "holds none").size(), 3U) << "every file, no subdirectory";
+    EXPECT_EQ(skipped, std::vector<std::string>{logs + "/notes.txt"}) << "a file named on the line is never skipped";
+    EXPECT_EQ(probes::input_files({logs}, any, "holds none").size(), 3U) << "every file, no subdirectory";
     std::filesystem::create_directories(dir / "empty");
     try {
-        probes::input_files({(dir / "empty").string()}, "", "holds no files");
+        probes::input_files({(dir / "empty").string()}, any, "holds no files");
         ADD_FAILURE() << "an empty directory is an error";
     } catch (const probes::Error& e) {
         EXPECT_EQ(std::string(e.what()), (dir / "empty").string() + " holds no files");

@@ -1317,6 +1317,52 @@ NCCL INFO Channel 09/0 : 33[1] -> 41[1] [send] via NET/IBext_v8/4
     expect_json_golden("prefix_stripped", a);
 }
 
+TEST(NcclLogWrappers, EmptyOrRedactedHostIsOneHostWithItsPids)
+{
+    // NCCL's prefix is "%s:%d:%d " of the host name cut at its first dot, pid and tid
+    // (src/debug.cc, getHostName in src/misc/utils.cc): a container whose host name is empty or
+    // starts with a dot gives ":pid:tid". One unnamed host whose processes keep their pids.
+    constexpr std::string_view unnamed = R"(:5202:5202 [0] NCCL INFO NCCL version 2.18.5+cuda12.1
+:5202:5683 [0] NCCL INFO comm 0x9b2c6a0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x6d1e0a4c2b6fb1a3 - Init START
+:5203:5684 [1] NCCL INFO comm 0x8c1a5d0 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 2000 commId 0x6d1e0a4c2b6fb1a3 - Init START
+:5202:5683 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+:5203:5684 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM/read
+:5202:5683 [0] NCCL INFO comm 0x9b2c6a0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x6d1e0a4c2b6fb1a3 - Init COMPLETE
+:5203:5684 [1] NCCL INFO comm 0x8c1a5d0 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 2000 commId 0x6d1e0a4c2b6fb1a3 - Init COMPLETE
+)";
+    const Analysis a = analyze(unnamed, "unnamed");
+    EXPECT_EQ(a.hosts, 1U);
+    EXPECT_EQ(a.processes, 2U);
+    EXPECT_EQ(a.processes_init_complete, 2U);
+    EXPECT_EQ(a.ranks, 2U);
+    ASSERT_EQ(a.communicators.size(), 1U);
+    EXPECT_EQ(rank_hosts(a.communicators[0]), (Strings{"(unnamed)", "(unnamed)"}));
+    EXPECT_EQ(a.communicators[0].ranks[0].pid, 5202);
+    EXPECT_EQ(a.communicators[0].ranks[1].pid, 5203);
+    ASSERT_NE(link(a.communicators[0], "(unnamed)", "(unnamed)"), nullptr);
+    EXPECT_EQ(codes(a), Strings{});
+
+    // A poster replaced host and numbers by words (NVIDIA/nccl#1466, a vLLM run with TP=4): one
+    // host, one process of unknown pid, records from four devices.
+    constexpr std::string_view redacted =
+        R"(pod-id:num:num [3] NCCL INFO Setting affinity for GPU 3 to ffffffff,00000000,ffffffff,00000000
+pod-id:num:num [3] NCCL INFO NVLS multicast support is not available on dev 3
+pod-id:num:num [1] NCCL INFO Setting affinity for GPU 1 to ffffffff,00000000,ffffffff
+pod-id:num:num [1] NCCL INFO NVLS multicast support is not available on dev 1
+pod-id:num:num [2] NCCL INFO Setting affinity for GPU 2 to ffffffff,00000000,ffffffff,00000000
+pod-id:num:num [2] NCCL INFO NVLS multicast support is not available on dev 2
+pod-id:num:num [0] NCCL INFO Setting affinity for GPU 0 to ffffffff,00000000,ffffffff
+pod-id:num:num [0] NCCL INFO NVLS multicast support is not available on dev 0
+pod-id:num:num [3] NCCL INFO comm 0x56300ffd3cf0 rank 3 nRanks 4 nNodes 1 localRanks 4 localRank 3 MNNVL 0
+pod-id:num:num [3] NCCL INFO Trees [0] -1/-1/-1->3->2 [1] -1/-1/-1->3->2
+)";
+    const Analysis b = analyze(redacted, "redacted");
+    EXPECT_EQ(b.records, 10U);
+    EXPECT_EQ(b.hosts, 1U);
+    EXPECT_EQ(b.processes, 1U);
+    EXPECT_EQ(b.ranks, 4U) << "records from devices 0 to 3";
+}
+
 // ---------------------------------------------------------------------------------------------
 // The corpus: one case per finding code, and near-misses that must stay quiet.
 
@@ -1746,6 +1792,30 @@ TEST(NcclLogInput, MissingFileThrows)
     } catch (const probes::Error& e) {
         EXPECT_NE(std::string(e.what()).find("missing.log"), std::string::npos) << e.what();
     }
+}
+
+TEST(NcclLogInput, FilesOfADirectoryAreLogsByNameOrContent)
+{
+    TempDir dir;
+    const std::string record = "n1:10:10 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n";
+    const auto write = [&](const std::string& name, const std::string& text) {
+        std::ofstream(dir / name, std::ios::binary) << text;
+        return (dir / name).string();
+    };
+    // By name, whatever they hold.
+    for (const char* name : {"rank0.log", "slurm-42.out", "rank0.err", "nccl.txt", "ALL.LOG", "train.log.1", "a.gz"}) {
+        EXPECT_TRUE(nccl::looks_like_log(write(name, "epoch 1\n"))) << name;
+    }
+    // Documents and data are not, even when they quote NCCL lines.
+    for (const char* name : {"README.md", "README", "readme.txt", "LICENSE", "report.json", "slurm.yaml", "run.py"}) {
+        EXPECT_FALSE(nccl::looks_like_log(write(name, record))) << name;
+    }
+    // A name that tells nothing: an NCCL record in the first 64 KiB, or gzip data.
+    EXPECT_TRUE(nccl::looks_like_log(write("nccl.n1.10", "training starts\n" + record)));
+    EXPECT_TRUE(nccl::looks_like_log(write("job.1234", std::string("\x1f\x8b\x08\x00", 4))));
+    EXPECT_FALSE(nccl::looks_like_log(write("notes", "rerun after the driver update\n")));
+    EXPECT_FALSE(nccl::looks_like_log(write("late", std::string(70 << 10, 'x') + "\n" + record)))
+        << "only the first 64 KiB are looked at";
 }
 
 TEST(NcclLogInput, FileReadsLikeText)

@@ -50,6 +50,38 @@ TEST(NcclRecord, ThePrefixGivesHostPidTidDeviceAndLevel)
     EXPECT_EQ(r[0].host, "");
     EXPECT_EQ(r[0].pid, 0);
     EXPECT_EQ(r[0].dev, 0);
+    EXPECT_FALSE(r[0].prefixed);
+    EXPECT_TRUE(records_in(plain, scratch)[0].prefixed);
+}
+
+TEST(NcclRecord, AnEmptyHostOrRedactedNumbersKeepThePrefix)
+{
+    // A container without a host name: NCCL prints ":pid:tid".
+    std::string scratch;
+    const std::string empty_host = ":5202:5683 [0] NCCL INFO Using network IB";
+    auto r = records_in(empty_host, scratch);
+    ASSERT_EQ(r.size(), 1U);
+    EXPECT_TRUE(r[0].prefixed);
+    EXPECT_EQ(r[0].host, "");
+    EXPECT_EQ(r[0].pid, 5202);
+    EXPECT_EQ(r[0].tid, 5683);
+    EXPECT_EQ(r[0].message, "Using network IB");
+
+    // Numbers a poster replaced by words: the prefix stays, pid and tid are unknown (0).
+    const std::string redacted = "pod-id:num:num [3] NCCL INFO Channel 00/0 : 3[3] -> 0[0] via P2P/CUMEM";
+    r = records_in(redacted, scratch);
+    ASSERT_EQ(r.size(), 1U);
+    EXPECT_TRUE(r[0].prefixed);
+    EXPECT_EQ(r[0].host, "pod-id");
+    EXPECT_EQ(r[0].pid, 0);
+    EXPECT_EQ(r[0].dev, 3);
+
+    // Two colons before the pid are no prefix: the record has none.
+    const std::string two_colons = "x::12:13 [0] NCCL INFO Using network IB";
+    r = records_in(two_colons, scratch);
+    ASSERT_EQ(r.size(), 1U);
+    EXPECT_FALSE(r[0].prefixed);
+    EXPECT_EQ(r[0].pid, 0);
 }
 
 TEST(NcclRecord, TwoRecordsOnOneLineAreTwoAndJunkIsNone)
