@@ -196,7 +196,8 @@ std::string keep_nccl_log_file_only_in_own_dir()
 }
 
 NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep_dir, const std::string& temp_dir)
-    : m_mode(mode), m_ranks(ranks), m_analyzer(std::make_unique<probes::nccl::Analyzer>())
+    : m_mode(mode), m_ranks(ranks),
+      m_analyzer(std::make_unique<probes::nccl::Analyzer>(probes::nccl::Limits{}, probes::nccl::Inputs::one_job))
 {
     if (keep_dir.empty()) {
         const std::string base = temp_dir.empty() ? "/tmp" : temp_dir;
@@ -230,7 +231,7 @@ NcclCheck::~NcclCheck()
 
 void NcclCheck::start_over()
 {
-    m_analyzer = std::make_unique<probes::nccl::Analyzer>();
+    m_analyzer = std::make_unique<probes::nccl::Analyzer>(probes::nccl::Limits{}, probes::nccl::Inputs::one_job);
     m_followed.clear();
     m_broken = false;
 }

@@ -42,7 +42,7 @@ public:
     /// What NCCL logged, read by the nccl-log analyzer.
     probes::nccl::Analysis analysis() const
     {
-        probes::nccl::Analyzer analyzer;
+        probes::nccl::Analyzer analyzer(probes::nccl::Limits{}, probes::nccl::Inputs::one_job);
         std::vector<std::string> files;
         std::error_code ec;
         for (const auto& entry : std::filesystem::directory_iterator(m_path, ec)) {

@@ -320,9 +320,10 @@ void LinkTally::merge(const LinkTally& other)
     }
 }
 
-Analyzer::Analyzer(const Limits& limits) : m_state(std::make_unique<State>())
+Analyzer::Analyzer(const Limits& limits, Inputs inputs) : m_state(std::make_unique<State>())
 {
     m_state->limits = limits;
+    m_state->one_job = inputs == Inputs::one_job;
 }
 Analyzer::~Analyzer() = default;
 
@@ -347,8 +348,7 @@ void Analyzer::read_file(const std::string& path, const std::string& shown)
         got += n;
     }
     head.resize(got);
-    m_state->inputs.push_back(name);
-    const auto input = static_cast<std::uint32_t>(m_state->inputs.size() - 1);
+    const std::uint32_t input = m_state->add_input(name);
     const bool gzip =
         got == 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b;
 
@@ -371,6 +371,7 @@ void Analyzer::read_file(const std::string& path, const std::string& shown)
         while (std::unique_ptr<Block> b = queue.take_full()) {
             b->found.replay(*m_state, b->lines, input);
             m_state->lines = m_state->lines_before + b->lines_after;
+            m_state->facts[input].lines = b->lines_after;
             queue.give_free(std::move(b));
         }
     } catch (...) {
@@ -458,8 +459,7 @@ void Analyzer::read_text(std::string_view text, const std::string& name)
 
 std::uint32_t Analyzer::add_input(const std::string& name)
 {
-    m_state->inputs.push_back(name);
-    const auto input = static_cast<std::uint32_t>(m_state->inputs.size() - 1);
+    const std::uint32_t input = m_state->add_input(name);
     m_state->followed.emplace(input, State::Followed{});
     return input;
 }
@@ -509,6 +509,7 @@ void Analyzer::read_more(std::uint32_t input, std::string_view text, bool last)
     found.extract(piece, lines);
     found.replay(s, lines, input);
     s.lines += f.scanner.lines() - before;
+    s.facts[input].lines += f.scanner.lines() - before;
     s.lines_before = s.lines;
     if (last) {
         s.finish_input();

@@ -50,6 +50,7 @@ struct HostPair {
 
 struct Communicator {
     std::string id; ///< commId when NCCL prints one (2.16+), else "#N"
+    std::size_t job = 0; ///< index into Analysis::jobs
     int nranks = 0;
     std::vector<std::string> versions; ///< NCCL versions of the processes in it
     std::vector<Rank> ranks; ///< sorted by rank; ranks never seen are absent
@@ -64,6 +65,7 @@ struct Communicator {
 /// A WARN kind with its count and first occurrence.
 struct WarnGroup {
     std::string kind; ///< "Cuda failure", "Call to ibv_reg_mr failed", ...
+    std::size_t job = 0; ///< index into Analysis::jobs
     std::string example; ///< the first message of that kind
     std::uint64_t count = 0;
     Where where;
@@ -86,13 +88,34 @@ struct Limits {
     std::size_t ring_ranks = 4'000'000; ///< ranks of all ring orders kept
 };
 
+/// One job's part of the inputs. Logs read together may be of unrelated jobs: a job is what the
+/// evidence ties together (a commId, a process, an init order whose ranks fit together, the NCCL
+/// version), and its communicators, host pairs, WARNs and findings come from its inputs only.
+struct Job {
+    std::vector<std::string> inputs;
+    std::vector<std::string> nccl_versions;
+    std::vector<std::string> hosts; ///< sorted
+    std::vector<std::size_t> communicators; ///< indexes into Analysis::communicators
+    std::vector<WarnGroup> warnings;
+    std::vector<Finding> findings; ///< fail first, then warn, then info
+    std::uint64_t records = 0;
+    std::uint64_t connections = 0;
+    std::uint64_t counts[transport_count] = {};
+    unsigned ranks = 0;
+    unsigned processes = 0;
+    unsigned processes_init_complete = 0;
+};
+
 struct Analysis {
     std::vector<std::string> inputs;
     std::vector<std::string> skipped; ///< files of a directory left unread: not logs (Analyzer::skip)
     std::vector<std::string> nccl_versions; ///< sorted, unique ("2.18.3+cuda12.2")
-    std::vector<Communicator> communicators;
-    std::vector<WarnGroup> warnings;
-    std::vector<Finding> findings; ///< fail first, then warn, then info
+    std::vector<Job> jobs; ///< in the order of their first input
+    std::vector<Communicator> communicators; ///< of every job, job by job
+    std::vector<WarnGroup> warnings; ///< of every job, job by job
+    /// Of every job (with "job" in their facts when there are several) and of the whole reading
+    /// (nccl.truncated): fail first, then warn, then info.
+    std::vector<Finding> findings;
     std::uint64_t lines = 0; ///< physical lines read
     std::uint64_t records = 0; ///< NCCL records found
     std::uint64_t connections = 0;
@@ -105,9 +128,13 @@ struct Analysis {
 };
 
 /// Streams inputs and keeps only what the report needs.
+/// Whether the inputs may be of several jobs (gpudoctor nccl-log) or are known to be one job's
+/// (the per-rank logs gpurun --nccl-check and the all-reduce probe write).
+enum class Inputs { may_be_several_jobs, one_job };
+
 class Analyzer {
 public:
-    explicit Analyzer(const Limits& limits = {});
+    explicit Analyzer(const Limits& limits = {}, Inputs inputs = Inputs::may_be_several_jobs);
     ~Analyzer();
     Analyzer(const Analyzer&) = delete;
     Analyzer& operator=(const Analyzer&) = delete;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <numeric>
 
 namespace probes::nccl {
 
@@ -236,21 +237,46 @@ nlohmann::json render_json(const Analysis& a)
             links.push_back(
                 {{"from", l.from}, {"to", l.to}, {"transports", transport_object(l.counts, true)}, {"paths", l.paths}});
         }
-        comms.push_back({{"id", c.id}, {"nranks", c.nranks}, {"versions", c.versions}, {"hosts", c.hosts},
-            {"ranks", ranks}, {"connections", c.connections}, {"nvls_channels", c.nvls_channels},
+        comms.push_back({{"id", c.id}, {"job", c.job + 1}, {"nranks", c.nranks}, {"versions", c.versions},
+            {"hosts", c.hosts}, {"ranks", ranks}, {"connections", c.connections}, {"nvls_channels", c.nvls_channels},
             {"collnet_channels", c.collnet_channels}, {"links", links}, {"where", c.first.str()}});
     }
     std::uint64_t warnings = 0;
     nlohmann::json warns = nlohmann::json::array();
     for (const auto& w : a.warnings) {
         warnings += w.count;
-        warns.push_back({{"kind", w.kind}, {"count", w.count}, {"example", w.example}, {"where", w.where.str()}});
+        warns.push_back({{"kind", w.kind}, {"job", w.job + 1}, {"count", w.count}, {"example", w.example},
+            {"where", w.where.str()}});
     }
     nlohmann::json findings = nlohmann::json::array();
     for (const auto& f : a.findings) {
         findings.push_back(probes::to_json(f));
     }
-    nlohmann::json out{{"inputs", a.inputs}, {"skipped", a.skipped}, {"nccl_versions", a.nccl_versions},
+    nlohmann::json jobs = nlohmann::json::array();
+    for (std::size_t j = 0; j < a.jobs.size(); ++j) {
+        const Job& job = a.jobs[j];
+        nlohmann::json ids = nlohmann::json::array();
+        for (const std::size_t c : job.communicators) {
+            ids.push_back(a.communicators[c].id);
+        }
+        nlohmann::json job_findings = nlohmann::json::array();
+        for (const auto& f : job.findings) {
+            job_findings.push_back(probes::to_json(f));
+        }
+        std::uint64_t job_warnings = 0;
+        for (const auto& w : job.warnings) {
+            job_warnings += w.count;
+        }
+        jobs.push_back({{"job", j + 1}, {"inputs", job.inputs}, {"nccl_versions", job.nccl_versions},
+            {"hosts", job.hosts}, {"communicators", ids},
+            {"summary",
+                {{"records", job.records}, {"hosts", job.hosts.size()}, {"ranks", job.ranks},
+                    {"processes", job.processes}, {"processes_init_complete", job.processes_init_complete},
+                    {"communicators", job.communicators.size()}, {"warnings", job_warnings},
+                    {"connections", job.connections}, {"transports", transport_object(job.counts, false)}}},
+            {"findings", job_findings}});
+    }
+    nlohmann::json out{{"inputs", a.inputs}, {"skipped", a.skipped}, {"nccl_versions", a.nccl_versions}, {"jobs", jobs},
         {"communicators", comms},
         {"summary",
             {{"lines", a.lines}, {"records", a.records}, {"hosts", a.hosts}, {"ranks", a.ranks},
@@ -261,6 +287,74 @@ nlohmann::json render_json(const Analysis& a)
     make_valid_utf8(out);
     return out;
 }
+
+namespace {
+
+// The communicators, WARN groups and findings of one job (or of all, when there is one).
+std::string render_body(const Analysis& a, const std::vector<std::size_t>& communicators,
+    const std::vector<WarnGroup>& warnings, const std::vector<Finding>& findings, bool color, const char* indent)
+{
+    const char* bold = color ? "\033[1m" : "";
+    const char* reset = color ? "\033[0m" : "";
+    std::string out;
+    constexpr std::size_t shown_ranks = 16;
+    for (const std::size_t index : communicators) {
+        const Communicator& c = a.communicators[index];
+        out += fmt::format("\n{}{}Communicator {}{}: {} of {} ranks seen, {}{}{}\n", indent, bold, c.id, reset,
+            c.ranks.size(), c.nranks, counted(c.hosts.size(), "host", "hosts"),
+            c.hosts.empty() ? "" : " (" + joined(c.hosts) + ")",
+            c.versions.empty() ? "" : ", NCCL " + joined(c.versions));
+        if (!c.ranks.empty()) {
+            out += fmt::format("{}  rank  host                  pid      cudaDev  nvmlDev  busId     init\n", indent);
+        }
+        for (std::size_t i = 0; i < c.ranks.size() && i < shown_ranks; ++i) {
+            const Rank& r = c.ranks[i];
+            out += fmt::format("{}  {:<5} {:<21} {:<8} {:<8} {:<8} {:<9} {}\n", indent, r.rank, r.host, r.pid,
+                r.cuda_dev >= 0 ? std::to_string(r.cuda_dev) : "-", r.nvml_dev >= 0 ? std::to_string(r.nvml_dev) : "-",
+                r.bus_id.empty() ? "-" : r.bus_id, r.init_complete ? "complete" : "started");
+        }
+        if (c.ranks.size() > shown_ranks) {
+            out += fmt::format("{}  ... {} more ranks (--json lists them all)\n", indent, c.ranks.size() - shown_ranks);
+        }
+        if (c.nvls_channels > 0 || c.collnet_channels > 0) {
+            out += fmt::format("{}  channels: {} NVLS, {} CollNet\n", indent, c.nvls_channels, c.collnet_channels);
+        }
+        if (c.links.empty()) {
+            out += fmt::format("{}  no connection lines\n", indent);
+            continue;
+        }
+        out += fmt::format("{}  connection lines by host pair:\n", indent);
+        for (const auto& l : c.links) {
+            std::string paths;
+            for (const auto& [path, n] : l.paths) {
+                paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", path, n);
+            }
+            out += fmt::format("{}    {:<32} {}  [{}]\n", indent, l.from == l.to ? l.from : l.from + " -> " + l.to,
+                transport_text(l.counts), paths);
+        }
+    }
+    if (!warnings.empty()) {
+        out += fmt::format("\n{}{}WARN records{}\n", indent, bold, reset);
+        for (const auto& w : warnings) {
+            out += fmt::format("{}  {:>6}x  {}  (first at {})\n", indent, w.count, w.kind, w.where.str());
+        }
+    }
+    out += fmt::format("\n{}{}Findings{}\n", indent, bold, reset);
+    if (findings.empty()) {
+        out += fmt::format("{}  none: every connection uses the transport the log shows the hardware allows\n", indent);
+    }
+    for (const auto& f : findings) {
+        const std::string text = probes::render_text(f, color);
+        for (std::size_t at = 0; at < text.size();) {
+            const std::size_t end = std::min(text.find('\n', at), text.size());
+            out += indent + text.substr(at, end - at) + "\n";
+            at = end + 1;
+        }
+    }
+    return out;
+}
+
+} // namespace
 
 std::string render_text(const Analysis& a, bool color)
 {
@@ -275,52 +369,29 @@ std::string render_text(const Analysis& a, bool color)
         a.nccl_versions.empty() ? std::string("version not shown") : joined(a.nccl_versions),
         counted(a.hosts, "host", "hosts"), counted(a.ranks, "rank", "ranks"),
         counted(a.processes, "process", "processes"), counted(a.communicators.size(), "communicator", "communicators"));
-    constexpr std::size_t shown_ranks = 16;
-    for (const auto& c : a.communicators) {
-        out += fmt::format("\n{}Communicator {}{}: {} of {} ranks seen, {}{}{}\n", bold, c.id, reset, c.ranks.size(),
-            c.nranks, counted(c.hosts.size(), "host", "hosts"), c.hosts.empty() ? "" : " (" + joined(c.hosts) + ")",
-            c.versions.empty() ? "" : ", NCCL " + joined(c.versions));
-        if (!c.ranks.empty()) {
-            out += "  rank  host                  pid      cudaDev  nvmlDev  busId     init\n";
-        }
-        for (std::size_t i = 0; i < c.ranks.size() && i < shown_ranks; ++i) {
-            const Rank& r = c.ranks[i];
-            out += fmt::format("  {:<5} {:<21} {:<8} {:<8} {:<8} {:<9} {}\n", r.rank, r.host, r.pid,
-                r.cuda_dev >= 0 ? std::to_string(r.cuda_dev) : "-", r.nvml_dev >= 0 ? std::to_string(r.nvml_dev) : "-",
-                r.bus_id.empty() ? "-" : r.bus_id, r.init_complete ? "complete" : "started");
-        }
-        if (c.ranks.size() > shown_ranks) {
-            out += fmt::format("  ... {} more ranks (--json lists them all)\n", c.ranks.size() - shown_ranks);
-        }
-        if (c.nvls_channels > 0 || c.collnet_channels > 0) {
-            out += fmt::format("  channels: {} NVLS, {} CollNet\n", c.nvls_channels, c.collnet_channels);
-        }
-        if (c.links.empty()) {
-            out += "  no connection lines\n";
-            continue;
-        }
-        out += "  connection lines by host pair:\n";
-        for (const auto& l : c.links) {
-            std::string paths;
-            for (const auto& [path, n] : l.paths) {
-                paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", path, n);
+    if (a.jobs.size() <= 1) {
+        std::vector<std::size_t> all(a.communicators.size());
+        std::iota(all.begin(), all.end(), std::size_t{0});
+        out += render_body(a, all, a.warnings, a.findings, color, "");
+    } else {
+        out += fmt::format("{} jobs, told apart by communicator ids, processes, ranks and NCCL versions; each has its "
+                           "own findings\n",
+            a.jobs.size());
+        for (const auto& f : a.findings) {
+            if (!f.facts.contains("job")) { // about the whole reading (nccl.truncated)
+                out += "\n" + probes::render_text(f, color);
             }
-            out += fmt::format("    {:<32} {}  [{}]\n", l.from == l.to ? l.from : l.from + " -> " + l.to,
-                transport_text(l.counts), paths);
         }
-    }
-    if (!a.warnings.empty()) {
-        out += fmt::format("\n{}WARN records{}\n", bold, reset);
-        for (const auto& w : a.warnings) {
-            out += fmt::format("  {:>6}x  {}  (first at {})\n", w.count, w.kind, w.where.str());
+        for (std::size_t j = 0; j < a.jobs.size(); ++j) {
+            const Job& job = a.jobs[j];
+            out +=
+                fmt::format("\n{}Job {}{}: {}\n  NCCL {}; {}{}, {} in {}, {}\n", bold, j + 1, reset, joined(job.inputs),
+                    job.nccl_versions.empty() ? std::string("version not shown") : joined(job.nccl_versions),
+                    counted(job.hosts.size(), "host", "hosts"), job.hosts.empty() ? "" : " (" + joined(job.hosts) + ")",
+                    counted(job.ranks, "rank", "ranks"), counted(job.processes, "process", "processes"),
+                    counted(job.communicators.size(), "communicator", "communicators"));
+            out += render_body(a, job.communicators, job.warnings, job.findings, color, "  ");
         }
-    }
-    out += fmt::format("\n{}Findings{}\n", bold, reset);
-    if (a.findings.empty()) {
-        out += "  none: every connection uses the transport the log shows the hardware allows\n";
-    }
-    for (const auto& f : a.findings) {
-        out += probes::render_text(f, color);
     }
     out += fmt::format("\nSummary: {} ({})\n", counted(a.connections, "connection line", "connection lines"),
         transport_text(a.counts));

@@ -40,6 +40,13 @@ inline constexpr std::size_t read_size = 1 << 20;
 /// Input is read in blocks of this size; a line longer than a block is cut, the rest of it skipped.
 inline constexpr std::size_t block_size = 4 << 20;
 
+/// The host id of records without a host:pid:tid prefix in an input: below every real id (>= 0)
+/// and the -2 of a host past the limit.
+constexpr int unknown_host(std::uint32_t input)
+{
+    return -3 - static_cast<int>(input);
+}
+
 struct ProcessKey {
     int host = 0;
     long pid = 0;
@@ -76,7 +83,9 @@ struct RankState {
 
 struct CommState {
     std::string id;
+    bool by_id = false; ///< identified by NCCL's commId, not by the order of inits
     int nranks = 0;
+    std::vector<std::uint32_t> inputs; ///< the inputs its Init lines came from
     Mark first;
     std::map<int, RankState> ranks;
     LinkTally links;
@@ -85,6 +94,7 @@ struct CommState {
 };
 
 struct ProcessState {
+    std::uint32_t input = 0; ///< the input it logged in first
     std::string version;
     std::uint64_t record_devices = 0; ///< bit d: a record came from device d (d < 64)
     int last_comm = -1; ///< the communicator whose Init COMPLETE this process logged last
@@ -145,6 +155,23 @@ struct CommErrors {
     std::uint64_t count = 0;
     Mark where;
     std::string first;
+};
+
+/// What one input says beyond its communicators: evidence for findings, NCCL variables, WARNs,
+/// PyTorch's lines, versions and counts. Kept per input, so that a job's findings come from its
+/// own inputs only.
+struct InputFacts {
+    Evidence evidence;
+    std::map<std::string, EnvHit> env;
+    std::vector<WarnState> warns;
+    std::unordered_map<std::string, std::size_t> warn_index;
+    Watchdogs watchdogs;
+    CommErrors comm_errors;
+    std::set<std::string, std::less<>> versions;
+    std::uint64_t lines = 0;
+    std::uint64_t records = 0;
+    std::uint64_t connections = 0;
+    std::uint64_t counts[transport_count] = {};
 };
 
 /// Hashes std::string and std::string_view alike, so lookups need no temporary string.
@@ -210,18 +237,17 @@ struct Analyzer::State {
 
     std::vector<CommState> comms;
     TextMap<int> comm_by_id;
-    /// Without a commId: the k-th init of size N on (host, pid, cudaDev) belongs to comm (N, k).
+    /// Without a commId: the k-th init of size N on (host, pid, cudaDev) belongs to comm (N, k) of
+    /// its input; the analysis joins those of several inputs that are one job's (rules.cpp).
     std::map<std::tuple<int, long, int, int>, int> init_ordinals;
-    std::map<std::pair<int, int>, int> comm_by_ordinal;
+    std::map<std::tuple<std::uint32_t, int, int>, int> comm_by_ordinal;
 
     std::set<std::string, std::less<>> versions;
-    Evidence evidence;
-    std::map<std::string, EnvHit> env;
-    std::vector<WarnState> warns;
-    std::unordered_map<std::string, std::size_t> warn_index;
-    std::uint64_t warn_records = 0;
-    Watchdogs watchdogs;
-    CommErrors comm_errors;
+    std::deque<InputFacts> facts; ///< per input; a deque: references stay valid as inputs are added
+    InputFacts* current_facts = nullptr; ///< the input of the line being read
+    /// Processes that logged in two inputs (input pairs, the lower first): one job's inputs.
+    std::set<std::pair<std::uint32_t, std::uint32_t>> shared_processes;
+    bool one_job = false; ///< every input is of one job (the caller knows)
 
     // The thread of the last record (unordered_map nodes do not move).
     ThreadState* current_thread = nullptr;
@@ -230,6 +256,7 @@ struct Analyzer::State {
     struct ThreadSlot {
         std::string_view host_name; ///< as records print it; points into `hosts`, whose strings stay put
         bool prefixed = false;
+        std::uint32_t input = 0;
         ThreadKey key;
         ThreadState* thread = nullptr;
         ProcessState* process = nullptr;
@@ -243,8 +270,20 @@ struct Analyzer::State {
     std::string fragment_host;
     Mark fragment_mark;
 
+    /// Starts an input; its number.
+    std::uint32_t add_input(std::string name)
+    {
+        inputs.push_back(std::move(name));
+        facts.emplace_back();
+        return static_cast<std::uint32_t>(inputs.size() - 1);
+    }
+
     void add_version(std::string_view version)
     {
+        InputFacts& f = *current_facts;
+        if (f.versions.size() < max_versions) {
+            f.versions.emplace(version);
+        }
         if (versions.find(version) == versions.end()) {
             if (versions.size() >= max_versions) {
                 ++left_out.other;
@@ -272,6 +311,24 @@ struct Analyzer::State {
         return id;
     }
 
+    /// The host of a record's prefix. NCCL cuts the host name at its first dot (getHostName), so a
+    /// dot in it means the text before was fused on by another process writing at the same time
+    /// ("... send 0.000proxmox:1495820:1495820 [1] NCCL INFO"): the host is the longest known one
+    /// that ends the word, else what follows the last dot.
+    std::string_view prefix_host(std::string_view name) const
+    {
+        const std::size_t dot = name.rfind('.');
+        if (dot == std::string_view::npos) {
+            return name;
+        }
+        for (std::size_t at = 1; at < name.size(); ++at) {
+            if (host_ids.find(name.substr(at)) != host_ids.end()) {
+                return name.substr(at);
+            }
+        }
+        return name.substr(dot + 1);
+    }
+
     std::uint32_t path_id(std::string_view path)
     {
         auto it = path_ids.find(path);
@@ -287,10 +344,11 @@ struct Analyzer::State {
         return id;
     }
 
-    int new_comm(std::string id, int nranks, Mark where)
+    int new_comm(std::string id, bool by_id, int nranks, Mark where)
     {
         CommState comm;
         comm.id = std::move(id);
+        comm.by_id = by_id;
         comm.nranks = nranks;
         comm.first = where;
         comms.push_back(std::move(comm));
@@ -312,7 +370,7 @@ struct Analyzer::State {
                 ++left_out.communicators;
                 return -1;
             }
-            const int index = new_comm(id, init.nranks, where);
+            const int index = new_comm(id, true, init.nranks, where);
             comm_by_id.emplace(id, index);
             return index;
         }
@@ -323,7 +381,7 @@ struct Analyzer::State {
         const std::tuple<int, long, int, int> device{key.host, key.pid, init.cuda_dev, init.nranks};
         auto counted = init_ordinals.find(device);
         const int ordinal = counted != init_ordinals.end() ? counted->second + 1 : 1;
-        auto it = comm_by_ordinal.find({init.nranks, ordinal});
+        auto it = comm_by_ordinal.find({where.input, init.nranks, ordinal});
         if (it == comm_by_ordinal.end() && full) {
             ++left_out.communicators;
             return -1;
@@ -334,8 +392,8 @@ struct Analyzer::State {
         }
         init_ordinals[device] = ordinal;
         if (it == comm_by_ordinal.end()) {
-            it = comm_by_ordinal.emplace(std::pair{init.nranks, ordinal}, -1).first;
-            it->second = new_comm(fmt::format("#{}", comms.size() + 1), init.nranks, where);
+            it = comm_by_ordinal.emplace(std::tuple{where.input, init.nranks, ordinal}, -1).first;
+            it->second = new_comm({}, false, init.nranks, where); // named by the analysis
         }
         return it->second;
     }
@@ -352,6 +410,9 @@ struct Analyzer::State {
             return;
         }
         CommState& comm = comms[static_cast<std::size_t>(index)];
+        if (std::find(comm.inputs.begin(), comm.inputs.end(), where.input) == comm.inputs.end()) {
+            comm.inputs.push_back(where.input);
+        }
         auto slot = comm.ranks.find(init.rank);
         if (slot == comm.ranks.end()) {
             if (communicator_ranks >= limits.communicator_ranks) {
@@ -452,8 +513,7 @@ struct Analyzer::State {
             ++connection_keys;
             found = tally.edges.emplace(edge_key, EdgeCount()).first;
         }
-        ++connections;
-        ++counts[static_cast<std::size_t>(t)];
+        count_connection(t);
         EdgeCount& edge = found->second;
         ++edge.count;
         note(edge.first, where);
@@ -462,24 +522,33 @@ struct Analyzer::State {
         }
     }
 
+    void count_connection(Transport t)
+    {
+        ++connections;
+        ++counts[static_cast<std::size_t>(t)];
+        ++current_facts->connections;
+        ++current_facts->counts[static_cast<std::size_t>(t)];
+    }
+
     void on_message(const NcclRecord& r, const ThreadKey& key, Mark where)
     {
         std::string_view m = r.message;
+        Evidence& evidence = current_facts->evidence;
         if (r.level == Level::warn || r.level == Level::abort) {
-            ++warn_records;
+            InputFacts& f = *current_facts;
             std::string kind = warn_kind(m);
-            auto it = warn_index.find(kind);
-            if (it == warn_index.end()) {
-                if (warns.size() >= max_warn_kinds) {
+            auto it = f.warn_index.find(kind);
+            if (it == f.warn_index.end()) {
+                if (f.warns.size() >= max_warn_kinds) {
                     kind = "(other)";
-                    it = warn_index.find(kind);
+                    it = f.warn_index.find(kind);
                 }
-                if (it == warn_index.end()) {
-                    it = warn_index.emplace(kind, warns.size()).first;
-                    warns.push_back(WarnState{kind, std::string(m.substr(0, 300)), 0, where});
+                if (it == f.warn_index.end()) {
+                    it = f.warn_index.emplace(kind, f.warns.size()).first;
+                    f.warns.push_back(WarnState{kind, std::string(m.substr(0, 300)), 0, where});
                 }
             }
-            ++warns[it->second].count;
+            ++f.warns[it->second].count;
             if (m.find("Failed to open libibverbs") != std::string_view::npos) {
                 note(evidence.no_verbs, where);
             }
@@ -603,8 +672,7 @@ struct Analyzer::State {
         LinkTally& tally = tally_for(thread);
         ++tally.nvls_lines[key.host];
         note(tally.first_nvls, where);
-        ++connections;
-        ++counts[static_cast<std::size_t>(Transport::nvls)];
+        count_connection(Transport::nvls);
     }
 
     void on_env(std::string_view m, Mark where)
@@ -614,6 +682,8 @@ struct Analyzer::State {
             return;
         }
         const std::string name(env_setting->name.substr(0, 64));
+        auto& env = current_facts->env;
+        Evidence& evidence = current_facts->evidence;
         if (env.size() >= max_env_names && env.find(name) == env.end()) {
             ++left_out.other;
             return;
@@ -631,6 +701,7 @@ struct Analyzer::State {
 
     void on_net_ib(std::string_view m, Mark where)
     {
+        Evidence& evidence = current_facts->evidence;
         // "NET/IB : Using [0]mlx5_0:1/IB ...", 2.19+ "[0]={[0] mlx5_0...}", 2.3 "NET/IB: [0] mlx5_0:1/IB".
         // "NET/IB : Using [RO]; OOB ..." lists no device.
         for (std::size_t at = m.find('['); at != std::string_view::npos; at = m.find('[', at + 1)) {
@@ -650,6 +721,8 @@ struct Analyzer::State {
         if (auto version = find_version(line)) {
             add_version(*version);
         }
+        Watchdogs& watchdogs = current_facts->watchdogs;
+        CommErrors& comm_errors = current_facts->comm_errors;
         if (auto w = parse_watchdog(line)) {
             if (watchdogs.count++ == 0) {
                 watchdogs.where = where;
@@ -670,11 +743,13 @@ struct Analyzer::State {
     void on_record(const NcclRecord& r, Mark where)
     {
         ++records;
+        ++current_facts->records;
         // Threads are looked up in a small cache first: interleaved ranks switch on every line.
         ThreadSlot& slot = thread_cache[KeyHash::mix(static_cast<std::size_t>(r.pid), r.tid) % thread_cache.size()];
         if (slot.thread == nullptr || r.pid != slot.key.pid || r.tid != slot.key.tid || r.prefixed != slot.prefixed ||
-            r.host.substr(0, max_host_name) != slot.host_name) {
-            const int host = r.prefixed ? host_id(r.host) : -1;
+            where.input != slot.input || r.host.substr(0, max_host_name) != slot.host_name) {
+            // Records without a prefix are of one unknown process per input.
+            const int host = r.prefixed ? host_id(prefix_host(r.host)) : unknown_host(where.input);
             if (host == -2) {
                 ++left_out.hosts;
                 return;
@@ -687,6 +762,10 @@ struct Analyzer::State {
                     return;
                 }
                 process = processes.emplace(ProcessKey{host, r.pid}, ProcessState()).first;
+                process->second.input = where.input;
+            } else if (process->second.input != where.input && host >= 0 && r.pid != 0) {
+                shared_processes.emplace(
+                    std::min(process->second.input, where.input), std::max(process->second.input, where.input));
             }
             auto thread = threads.find(key);
             if (thread == threads.end()) {
@@ -699,6 +778,7 @@ struct Analyzer::State {
             slot.host_name = host >= 0 && !r.host.empty() ? std::string_view(hosts[static_cast<std::size_t>(host)])
                                                           : std::string_view();
             slot.prefixed = r.prefixed;
+            slot.input = where.input;
             slot.key = key;
             slot.thread = &thread->second;
             slot.process = &process->second;
@@ -715,6 +795,7 @@ struct Analyzer::State {
     /// One line, cleaned, with the records found in it (`records` may be changed).
     void process_line(std::string_view line, std::span<NcclRecord> in_line, Mark where)
     {
+        current_facts = &facts[where.input];
         if (fragment_pending) {
             // NCCL 2.3 wrote the prefix and the message with separate calls: the message may be the
             // next line.
@@ -761,7 +842,10 @@ struct Analyzer::State {
         r.host = fragment_host;
         r.location = {};
         r.message = message;
+        InputFacts* reading = current_facts;
+        current_facts = &facts[fragment_mark.input];
         on_record(r, fragment_mark);
+        current_facts = reading;
     }
 
     void finish_input()

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <gtest/gtest.h>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,6 +131,10 @@ nlohmann::json normalized(nlohmann::json j)
     };
     j.erase("inputs");
     j["summary"].erase("lines");
+    for (auto& job : j["jobs"]) {
+        job.erase("inputs");
+        job["summary"].erase("records");
+    }
     strip(j);
     // Finding messages name the first line ("(case:12)"): keep only the text before it.
     for (auto& f : j["findings"]) {
@@ -2131,6 +2136,387 @@ TEST(NcclLogLimits, TheDefaultLimitsHoldOnAGeneratedLog)
 }
 
 // TensorFlow's bundled NCCL 2.4 prints its banner with the CUDA version left unexpanded.
+// ---------------------------------------------------------------------------------------------
+// Logs of unrelated jobs read together: each job its own communicators, host pairs and findings.
+
+namespace {
+
+// A 4-GPU DistributedDataParallel run on one node (NCCL 2.7.8, no commId; P2P/IPC and direct
+// shared memory), from https://github.com/HongxinXiang/pytorch-multi-GPU-training-tutorial
+// (RUN.md at 64b8a9a8, "Run with single-machine-and-multi-GPU-DistributedDataParallel-mp.py").
+constexpr std::string_view tesla_log =
+    R"log(tesla-106:13395:13395 [0] NCCL INFO Bootstrap : Using [0]eno2:192.168.1.106<0>
+tesla-106:13395:13395 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation
+
+tesla-106:13395:13395 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+tesla-106:13395:13395 [0] NCCL INFO NET/Socket : Using [0]eno2:192.168.1.106<0>
+tesla-106:13395:13395 [0] NCCL INFO Using network Socket
+tesla-106:13398:13398 [3] NCCL INFO Bootstrap : Using [0]eno2:192.168.1.106<0>
+tesla-106:13397:13397 [2] NCCL INFO Bootstrap : Using [0]eno2:192.168.1.106<0>
+tesla-106:13397:13397 [2] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation
+
+tesla-106:13397:13397 [2] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+tesla-106:13397:13397 [2] NCCL INFO NET/Socket : Using [0]eno2:192.168.1.106<0>
+tesla-106:13398:13398 [3] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation
+
+tesla-106:13397:13397 [2] NCCL INFO Using network Socket
+tesla-106:13398:13398 [3] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+tesla-106:13398:13398 [3] NCCL INFO NET/Socket : Using [0]eno2:192.168.1.106<0>
+tesla-106:13398:13398 [3] NCCL INFO Using network Socket
+NCCL version 2.7.8+cuda10.1
+tesla-106:13396:13396 [1] NCCL INFO Bootstrap : Using [0]eno2:192.168.1.106<0>
+tesla-106:13396:13396 [1] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation
+
+tesla-106:13396:13396 [1] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+tesla-106:13396:13396 [1] NCCL INFO NET/Socket : Using [0]eno2:192.168.1.106<0>
+tesla-106:13396:13396 [1] NCCL INFO Using network Socket
+tesla-106:13395:14211 [0] NCCL INFO Channel 00/04 :    0   1   2   3
+tesla-106:13395:14211 [0] NCCL INFO Channel 01/04 :    0   3   2   1
+tesla-106:13395:14211 [0] NCCL INFO Channel 02/04 :    0   1   2   3
+tesla-106:13395:14211 [0] NCCL INFO Channel 03/04 :    0   3   2   1
+tesla-106:13395:14211 [0] NCCL INFO threadThresholds 8/8/64 | 32/8/64 | 8/8/64
+tesla-106:13395:14211 [0] NCCL INFO Trees [0] 2/-1/-1->0->-1|-1->0->2/-1/-1 [1] 2/-1/-1->0->1|1->0->2/-1/-1 [2] 2/-1/-1->0->-1|-1->0->2/-1/-1 [3] 2/-1/-1->0->1|1->0->2/-1/-1
+tesla-106:13395:14211 [0] NCCL INFO Setting affinity for GPU 0 to 3ff003ff
+tesla-106:13398:14208 [3] NCCL INFO threadThresholds 8/8/64 | 32/8/64 | 8/8/64
+tesla-106:13398:14208 [3] NCCL INFO Trees [0] 1/-1/-1->3->2|2->3->1/-1/-1 [1] 1/-1/-1->3->-1|-1->3->1/-1/-1 [2] 1/-1/-1->3->2|2->3->1/-1/-1 [3] 1/-1/-1->3->-1|-1->3->1/-1/-1
+tesla-106:13398:14208 [3] NCCL INFO Setting affinity for GPU 3 to ff,c00ffc00
+tesla-106:13397:14207 [2] NCCL INFO threadThresholds 8/8/64 | 32/8/64 | 8/8/64
+tesla-106:13397:14207 [2] NCCL INFO Trees [0] 3/-1/-1->2->0|0->2->3/-1/-1 [1] -1/-1/-1->2->0|0->2->-1/-1/-1 [2] 3/-1/-1->2->0|0->2->3/-1/-1 [3] -1/-1/-1->2->0|0->2->-1/-1/-1
+tesla-106:13397:14207 [2] NCCL INFO Setting affinity for GPU 2 to ff,c00ffc00
+tesla-106:13396:14213 [1] NCCL INFO threadThresholds 8/8/64 | 32/8/64 | 8/8/64
+tesla-106:13398:14208 [3] NCCL INFO Channel 00 : 3[b1000] -> 0[18000] via direct shared memory
+tesla-106:13397:14207 [2] NCCL INFO Channel 00 : 2[af000] -> 3[b1000] via P2P/IPC
+tesla-106:13396:14213 [1] NCCL INFO Trees [0] -1/-1/-1->1->3|3->1->-1/-1/-1 [1] 0/-1/-1->1->3|3->1->0/-1/-1 [2] -1/-1/-1->1->3|3->1->-1/-1/-1 [3] 0/-1/-1->1->3|3->1->0/-1/-1
+tesla-106:13396:14213 [1] NCCL INFO Setting affinity for GPU 1 to 3ff003ff
+tesla-106:13396:14213 [1] NCCL INFO Channel 00 : 1[1a000] -> 2[af000] via direct shared memory
+tesla-106:13397:14207 [2] NCCL INFO Channel 00 : 2[af000] -> 0[18000] via direct shared memory
+tesla-106:13395:14211 [0] NCCL INFO Channel 00 : 0[18000] -> 1[1a000] via P2P/IPC
+tesla-106:13396:14213 [1] NCCL INFO Channel 00 : 1[1a000] -> 3[b1000] via direct shared memory
+tesla-106:13398:14208 [3] NCCL INFO Channel 00 : 3[b1000] -> 2[af000] via P2P/IPC
+tesla-106:13398:14208 [3] NCCL INFO Channel 00 : 3[b1000] -> 1[1a000] via direct shared memory
+tesla-106:13398:14208 [3] NCCL INFO Channel 01 : 3[b1000] -> 2[af000] via P2P/IPC
+tesla-106:13396:14213 [1] NCCL INFO Channel 01 : 1[1a000] -> 0[18000] via P2P/IPC
+tesla-106:13395:14211 [0] NCCL INFO Channel 00 : 0[18000] -> 2[af000] via direct shared memory
+tesla-106:13397:14207 [2] NCCL INFO Channel 01 : 2[af000] -> 1[1a000] via direct shared memory
+tesla-106:13397:14207 [2] NCCL INFO Channel 01 : 2[af000] -> 0[18000] via direct shared memory
+tesla-106:13395:14211 [0] NCCL INFO Channel 01 : 0[18000] -> 3[b1000] via direct shared memory
+tesla-106:13396:14213 [1] NCCL INFO Channel 01 : 1[1a000] -> 3[b1000] via direct shared memory
+tesla-106:13398:14208 [3] NCCL INFO Channel 01 : 3[b1000] -> 1[1a000] via direct shared memory
+tesla-106:13395:14211 [0] NCCL INFO Channel 01 : 0[18000] -> 1[1a000] via P2P/IPC
+tesla-106:13395:14211 [0] NCCL INFO Channel 01 : 0[18000] -> 2[af000] via direct shared memory
+tesla-106:13398:14208 [3] NCCL INFO Channel 02 : 3[b1000] -> 0[18000] via direct shared memory
+tesla-106:13396:14213 [1] NCCL INFO Channel 02 : 1[1a000] -> 2[af000] via direct shared memory
+tesla-106:13395:14211 [0] NCCL INFO Channel 02 : 0[18000] -> 1[1a000] via P2P/IPC
+tesla-106:13397:14207 [2] NCCL INFO Channel 02 : 2[af000] -> 3[b1000] via P2P/IPC
+tesla-106:13396:14213 [1] NCCL INFO Channel 02 : 1[1a000] -> 3[b1000] via direct shared memory
+tesla-106:13397:14207 [2] NCCL INFO Channel 02 : 2[af000] -> 0[18000] via direct shared memory
+tesla-106:13398:14208 [3] NCCL INFO Channel 02 : 3[b1000] -> 2[af000] via P2P/IPC
+tesla-106:13398:14208 [3] NCCL INFO Channel 02 : 3[b1000] -> 1[1a000] via direct shared memory
+tesla-106:13395:14211 [0] NCCL INFO Channel 02 : 0[18000] -> 2[af000] via direct shared memory
+tesla-106:13398:14208 [3] NCCL INFO Channel 03 : 3[b1000] -> 2[af000] via P2P/IPC
+tesla-106:13395:14211 [0] NCCL INFO Channel 03 : 0[18000] -> 3[b1000] via direct shared memory
+tesla-106:13397:14207 [2] NCCL INFO Channel 03 : 2[af000] -> 1[1a000] via direct shared memory
+tesla-106:13396:14213 [1] NCCL INFO Channel 03 : 1[1a000] -> 0[18000] via P2P/IPC
+tesla-106:13397:14207 [2] NCCL INFO Channel 03 : 2[af000] -> 0[18000] via direct shared memory
+tesla-106:13395:14211 [0] NCCL INFO Channel 03 : 0[18000] -> 1[1a000] via P2P/IPC
+tesla-106:13395:14211 [0] NCCL INFO Channel 03 : 0[18000] -> 2[af000] via direct shared memory
+tesla-106:13396:14213 [1] NCCL INFO Channel 03 : 1[1a000] -> 3[b1000] via direct shared memory
+tesla-106:13398:14208 [3] NCCL INFO Channel 03 : 3[b1000] -> 1[1a000] via direct shared memory
+tesla-106:13395:14211 [0] NCCL INFO 4 coll channels, 4 p2p channels, 2 p2p channels per peer
+tesla-106:13395:14211 [0] NCCL INFO comm 0x7fdc40001060 rank 0 nranks 4 cudaDev 0 busId 18000 - Init COMPLETE
+tesla-106:13395:13395 [0] NCCL INFO Launch mode Parallel
+DistributedDataParallel(
+  (module): NeuralNetwork(
+    (flatten): Flatten(start_dim=1, end_dim=-1)
+    (linear_relu_stack): Sequential(
+      (0): Linear(in_features=784, out_features=512, bias=True)
+      (1): ReLU()
+      (2): Linear(in_features=512, out_features=512, bias=True)
+      (3): ReLU()
+      (4): Linear(in_features=512, out_features=10, bias=True)
+    )
+  )
+)
+Epoch 1
+-------------------------------
+tesla-106:13397:14207 [2] NCCL INFO 4 coll channels, 4 p2p channels, 2 p2p channels per peer
+tesla-106:13397:14207 [2] NCCL INFO comm 0x7f04c8001060 rank 2 nranks 4 cudaDev 2 busId af000 - Init COMPLETE
+tesla-106:13396:14213 [1] NCCL INFO 4 coll channels, 4 p2p channels, 2 p2p channels per peer
+tesla-106:13398:14208 [3] NCCL INFO 4 coll channels, 4 p2p channels, 2 p2p channels per peer
+tesla-106:13398:14208 [3] NCCL INFO comm 0x7fd174001060 rank 3 nranks 4 cudaDev 3 busId b1000 - Init COMPLETE
+tesla-106:13396:14213 [1] NCCL INFO comm 0x7f3330001060 rank 1 nranks 4 cudaDev 1 busId 1a000 - Init COMPLETE
+)log";
+
+// nccl-tests with -g 2 on one node (NCCL 2.15.5, one process, P2P/direct pointer, a stub CUDA
+// driver), from https://github.com/NVIDIA/nccl-tests/issues/124.
+constexpr std::string_view archlinux_log =
+    R"log(# nThread 1 nGpus 2 minBytes 33554432 maxBytes 33554432 step: 1048576(bytes) warmup iters: 20 iters: 100 agg iters: 1 validation: 0 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   6482 on    ArchLinux device  0 [0x01] NVIDIA GeForce RTX 3090
+#  Rank  1 Group  0 Pid   6482 on    ArchLinux device  1 [0x09] NVIDIA GeForce RTX 3090
+ArchLinux:6482:6482 [0] NCCL INFO Bootstrap : Using enp8s0:143.248.56.121<0>
+ArchLinux:6482:6482 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation
+ArchLinux:6482:6482 [1] NCCL INFO cudaDriverVersion 12000
+NCCL version 2.15.5+cuda11.8
+ArchLinux:6482:6500 [0] NCCL INFO Failed to open libibverbs.so[.1]
+ArchLinux:6482:6500 [0] NCCL INFO NET/Socket : Using [0]enp8s0:143.248.56.121<0> [1]br-2178a67b2ff7:172.23.0.1<0> [2]veth018915b:fe80::6832:a2ff:fe5b:c212%veth018915b<0> [3]veth2d267e7:fe80::b07e:48ff:fe46:3fe2%veth2d267e7<0> [4]veth13a831b:fe80::4036:64ff:fe56:4cd6%veth13a831b<0> [5]vethbffaff7:fe80::4c9b:4bff:fef4:30b6%vethbffaff7<0>
+ArchLinux:6482:6500 [0] NCCL INFO Using network Socket
+ArchLinux:6482:6501 [1] NCCL INFO Using network Socket
+ArchLinux:6482:6500 [0] NCCL INFO NCCL_P2P_LEVEL set by environment to NVL
+ArchLinux:6482:6500 [0] NCCL INFO Channel 00/04 :    0   1
+ArchLinux:6482:6500 [0] NCCL INFO Channel 01/04 :    0   1
+ArchLinux:6482:6500 [0] NCCL INFO Channel 02/04 :    0   1
+ArchLinux:6482:6500 [0] NCCL INFO Channel 03/04 :    0   1
+ArchLinux:6482:6501 [1] NCCL INFO Trees [0] -1/-1/-1->1->0 [1] 0/-1/-1->1->-1 [2] -1/-1/-1->1->0 [3] 0/-1/-1->1->-1
+ArchLinux:6482:6500 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->1 [2] 1/-1/-1->0->-1 [3] -1/-1/-1->0->1
+ArchLinux:6482:6500 [0] NCCL INFO Channel 00/0 : 0[1000] -> 1[9000] via P2P/direct pointer
+ArchLinux:6482:6501 [1] NCCL INFO Channel 00/0 : 1[9000] -> 0[1000] via P2P/direct pointer
+ArchLinux:6482:6500 [0] NCCL INFO Channel 01/0 : 0[1000] -> 1[9000] via P2P/direct pointer
+ArchLinux:6482:6500 [0] NCCL INFO Channel 02/0 : 0[1000] -> 1[9000] via P2P/direct pointer
+ArchLinux:6482:6500 [0] NCCL INFO Channel 03/0 : 0[1000] -> 1[9000] via P2P/direct pointer
+ArchLinux:6482:6501 [1] NCCL INFO Channel 01/0 : 1[9000] -> 0[1000] via P2P/direct pointer
+ArchLinux:6482:6501 [1] NCCL INFO Channel 02/0 : 1[9000] -> 0[1000] via P2P/direct pointer
+ArchLinux:6482:6501 [1] NCCL INFO Channel 03/0 : 1[9000] -> 0[1000] via P2P/direct pointer
+ArchLinux:6482:6500 [0] NCCL INFO Connected all rings
+ArchLinux:6482:6500 [0] NCCL INFO Connected all trees
+ArchLinux:6482:6501 [1] NCCL INFO Connected all rings
+ArchLinux:6482:6501 [1] NCCL INFO Connected all trees
+ArchLinux:6482:6501 [1] NCCL INFO threadThresholds 8/8/64 | 16/8/64 | 512 | 512
+ArchLinux:6482:6501 [1] NCCL INFO 4 coll channels, 4 p2p channels, 4 p2p channels per peer
+ArchLinux:6482:6500 [0] NCCL INFO threadThresholds 8/8/64 | 16/8/64 | 512 | 512
+ArchLinux:6482:6500 [0] NCCL INFO 4 coll channels, 4 p2p channels, 4 p2p channels per peer
+ArchLinux:6482:6500 [0] NCCL INFO comm 0x55a756b3ceb0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE
+ArchLinux:6482:6501 [1] NCCL INFO comm 0x55a756b3f940 rank 1 nranks 2 cudaDev 1 busId 9000 - Init COMPLETE
+#
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+
+ArchLinux:6482:6482 [0] misc/strongstream.cc:60 NCCL WARN Cuda failure 'CUDA driver is a stub library'
+ArchLinux:6482:6482 [0] NCCL INFO enqueue.cc:1496 -> 1
+ArchLinux:6482:6482 [0] NCCL INFO enqueue.cc:1537 -> 1
+ArchLinux: Test NCCL failure all_reduce.cu:44 'unhandled cuda error / '
+ .. ArchLinux pid 6482: Test failure common.cu:377
+)log";
+
+// vLLM with TP=2 on one node and NCCL_P2P_DISABLE=1 (NCCL 2.28.9, SHM, two processes writing at
+// once: a line of each fused), from https://github.com/joorklee/p2p-bench (results/
+// 2026-06-16_5060ti-16gb_2cards_gen3-x4_p2p-sweep-c1-2-4-8/logs/p2p_off-c1.log at 4c9b4341).
+constexpr std::string_view proxmox_log =
+    R"log(proxmox:1495819:1495819 [0] NCCL INFO ENV/Plugin: Could not find: libnccl-env.so
+proxmox:1495819:1495819 [0] NCCL INFO Bootstrap: Using <iface>:<redacted-ip><0>
+proxmox:1495819:1495819 [0] NCCL INFO cudaDriverVersion 13020
+proxmox:1495819:1495819 [0] NCCL INFO NCCL version 2.28.9+cuda13.0
+proxmox:1495819:1495819 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so
+proxmox:1495819:1495819 [0] NCCL INFO Failed to open libmlx5.so[.1]
+proxmox:1495819:1495819 [0] NCCL INFO NET/IB : No device found.
+proxmox:1495819:1495819 [0] NCCL INFO NET/IB : Using [RO]; OOB <iface>:<redacted-ip><0>
+proxmox:1495819:1495819 [0] NCCL INFO Failed to initialize NET plugin IB
+proxmox:1495819:1495819 [0] NCCL INFO NET/Socket : Using [0]<iface>:<redacted-ip><0> [redacted: additional host bridge interfaces]
+proxmox:1495819:1495819 [0] NCCL INFO Initialized NET plugin Socket
+proxmox:1495819:1495819 [0] NCCL INFO Assigned NET plugin Socket to comm
+proxmox:1495819:1495819 [0] NCCL INFO Using network Socket
+proxmox:1495819:1495819 [0] NCCL INFO ncclCommInitRank comm 0x38b52f50 rank 0 nranks 2 cudaDev 0 nvmlDev 1 busId 9000 commId 0xbcee012846c54cbc - Init START
+proxmox:1495819:1495819 [0] NCCL INFO RAS client listening socket at <redacted-ip><28028>
+proxmox:1495819:1495819 [0] NCCL INFO Bootstrap timings total 0.000591 (create 0.000029, send 0.000142, recv 0.000159, ring 0.000035, delay 0.000000)
+proxmox:1495819:1495819 [0] NCCL INFO NCCL_CUMEM_ENABLE set by environment to 1.
+proxmox:1495819:1495819 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1
+proxmox:1495819:1495819 [0] NCCL INFO ncclTopoGetCpuAffinity: Affinity for GPU 1 is empty, ignoring. (GPU affinity =  ; CPU affinity = 0-23).
+proxmox:1495819:1495819 [0] NCCL INFO NVLS multicast support is not available on dev 0 (NVLS_NCHANNELS 0)
+proxmox:1495819:1495819 [0] NCCL INFO comm 0x38b52f50 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0
+proxmox:1495819:1495819 [0] NCCL INFO Channel 00/02 : 0 1
+proxmox:1495819:1495819 [0] NCCL INFO Channel 01/02 : 0 1
+proxmox:1495819:1495819 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1
+proxmox:1495819:1495819 [0] NCCL INFO P2P Chunksize set to 131072
+proxmox:1495819:1495819 [0] NCCL INFO PROFILER/Plugin: Could not find: libnccl-profiler.so
+proxmox:1495819:1495819 [0] NCCL INFO Check P2P Type isAllDirectP2p 0 directMode 0 isAllCudaP2p 1
+proxmox:1495819:1496070 [0] NCCL INFO [Proxy Service] Device 0 CPU core 8
+proxmox:1495819:1496072 [0] NCCL INFO [Proxy Service UDS] Device 0 CPU core 14
+proxmox:1495819:1495819 [0] NCCL INFO TUNER/Plugin: Could not find: libnccl-tuner.so
+proxmox:1495819:1495819 [0] NCCL INFO threadThresholds 8/8/64 | 16/8/64 | 512 | 512
+proxmox:1495819:1495819 [0] NCCL INFO 2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer
+proxmox:1495819:1495819 [0] NCCL INFO CC Off, workFifoBytes 1048576
+proxmox:1495819:1495819 [0] NCCL INFO ncclCommInitRank comm 0x38b52f50 rank 0 nranks 2 cudaDev 0 nvmlDev 1 busId 9000 commId 0xbcee012846c54cbc - Init COMPLETE
+proxmox:1495819:1495819 [0] NCCL INFO Init timings - ncclCommInitRank: rank 0 nranks 2 total 0.22 (kernels 0.21, alloc 0.00, bootstrap 0.00, allgathers 0.00, topo 0.01, graphs 0.00, connections 0.00, rest 0.00)
+proxmox:1495819:1495819 [0] NCCL INFO Channel 00 : 0[1] -> 1[2] via SHM/direct/direct
+proxmox:1495819:1495819 [0] NCCL INFO Channel 01 : 0[1] -> 1[2] via SHM/direct/direct
+proxmox:1495819:1495819 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1
+proxmox:1495819:1495819 [0] NCCL INFO Comm config Blocking set to 1
+proxmox:1495819:1495819 [0] NCCL INFO Initialized NET plugin Socket
+proxmox:1495819:1495819 [0] NCCL INFO Assigned NET plugin Socket to comm
+proxmox:1495819:1495819 [0] NCCL INFO Using network Socket
+proxmox:1495819:1495819 [0] NCCL INFO ncclCommInitRankConfig comm 0x776f6820 rank 0 nranks 2 cudaDev 0 nvmlDev 1 busId 9000 commId 0x42e2e3d735bb45ab - Init START
+proxmox:1495819:1495819 [0] NCCL INFO Bootstrap timings total 0.000468 (create 0.000019, send 0.000proxmox:1495820:1495820 [1] NCCL INFO ENV/Plugin: Could not find: libnccl-env.so
+proxmox:1495820:1495820 [1] NCCL INFO cudaDriverVersion 13020
+proxmox:1495820:1495820 [1] NCCL INFO Bootstrap: Using <iface>:<redacted-ip><0>
+proxmox:1495820:1495820 [1] NCCL INFO NCCL version 2.28.9+cuda13.0
+proxmox:1495820:1495820 [1] NCCL INFO NET/Plugin: Could not find: libnccl-net.so
+proxmox:1495820:1495820 [1] NCCL INFO Failed to open libmlx5.so[.1]
+proxmox:1495820:1495820 [1] NCCL INFO NET/IB : No device found.
+proxmox:1495820:1495820 [1] NCCL INFO NET/IB : Using [RO]; OOB <iface>:<redacted-ip><0>
+proxmox:1495820:1495820 [1] NCCL INFO Failed to initialize NET plugin IB
+proxmox:1495820:1495820 [1] NCCL INFO NET/Socket : Using [0]<iface>:<redacted-ip><0> [redacted: additional host bridge interfaces]
+proxmox:1495820:1495820 [1] NCCL INFO Initialized NET plugin Socket
+proxmox:1495820:1495820 [1] NCCL INFO Assigned NET plugin Socket to comm
+proxmox:1495820:1495820 [1] NCCL INFO Using network Socket
+proxmox:1495820:1495820 [1] NCCL INFO ncclCommInitRank comm 0x1882d0d0 rank 1 nranks 2 cudaDev 1 nvmlDev 2 busId a000 commId 0xbcee012846c54cbc - Init START
+proxmox:1495820:1495820 [1] NCCL INFO RAS client listening socket at <redacted-ip><28028>
+proxmox:1495820:1495820 [1] NCCL INFO Bootstrap timings total 0.081326 (create 0.000031, send 0.000134, recv 0.080853, ring 0.000020, delay 0.000000)
+proxmox:1495820:1495820 [1] NCCL INFO NCCL_CUMEM_ENABLE set by environment to 1.
+proxmox:1495820:1495820 [1] NCCL INFO NCCL_P2P_DISABLE set by environment to 1
+proxmox:1495820:1495820 [1] NCCL INFO ncclTopoGetCpuAffinity: Affinity for GPU 2 is empty, ignoring. (GPU affinity =  ; CPU affinity = 0-23).
+proxmox:1495820:1495820 [1] NCCL INFO NVLS multicast support is not available on dev 1 (NVLS_NCHANNELS 0)
+proxmox:1495820:1495820 [1] NCCL INFO comm 0x1882d0d0 rank 1 nRanks 2 nNodes 1 localRanks 2 localRank 1 MNNVL 0
+proxmox:1495820:1495820 [1] NCCL INFO Trees [0] -1/-1/-1->1->0 [1] -1/-1/-1->1->0
+proxmox:1495820:1495820 [1] NCCL INFO P2P Chunksize set to 131072
+proxmox:1495820:1495820 [1] NCCL INFO PROFILER/Plugin: Could not find: libnccl-profiler.so
+proxmox:1495820:1495820 [1] NCCL INFO Check P2P Type isAllDirectP2p 0 directMode 0 isAllCudaP2p 1
+proxmox:1495820:1496071 [0] NCCL INFO [Proxy Service UDS] Device 1 CPU core 14
+proxmox:1495820:1496069 [0] NCCL INFO [Proxy Service] Device 1 CPU core 8
+proxmox:1495820:1495820 [1] NCCL INFO TUNER/Plugin: Could not find: libnccl-tuner.so
+proxmox:1495820:1495820 [1] NCCL INFO threadThresholds 8/8/64 | 16/8/64 | 512 | 512
+proxmox:1495820:1495820 [1] NCCL INFO 2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer
+proxmox:1495820:1495820 [1] NCCL INFO ncclCommInitRank comm 0x1882d0d0 rank 1 nranks 2 cudaDev 1 nvmlDev 2 busId a000 commId 0xbcee012846c54cbc - Init COMPLETE
+proxmox:1495820:1495820 [1] NCCL INFO Init timings - ncclCommInitRank: rank 1 nranks 2 total 0.30 (kernels 0.21, alloc 0.00, bootstrap 0.08, allgathers 0.00, topo 0.01, graphs 0.00, connections 0.00, rest 0.00)
+proxmox:1495820:1495820 [1] NCCL INFO Channel 00 : 1[2] -> 0[1] via SHM/direct/direct
+proxmox:1495820:1495820 [1] NCCL INFO Channel 01 : 1[2] -> 0[1] via SHM/direct/direct
+proxmox:1495820:1495820 [1] NCCL INFO Connected all rings, use ring PXN 0 GDR 1
+)log";
+
+Analysis analyze_inputs(const std::vector<std::pair<std::string_view, std::string>>& inputs,
+    nccl::Inputs kind = nccl::Inputs::may_be_several_jobs)
+{
+    nccl::Analyzer analyzer(nccl::Limits{}, kind);
+    for (const auto& [text, name] : inputs) {
+        analyzer.read_text(text, name);
+    }
+    return analyzer.analysis();
+}
+
+std::vector<std::string> job_codes(const nccl::Job& job)
+{
+    std::vector<std::string> out;
+    for (const auto& f : job.findings) {
+        out.push_back(f.code);
+    }
+    return out;
+}
+
+} // namespace
+
+TEST(NcclLogJobs, UnrelatedRealLogsKeepTheFindingsEachGivesAlone)
+{
+    const Analysis a =
+        analyze_inputs({{tesla_log, "tesla.log"}, {archlinux_log, "archlinux.log"}, {proxmox_log, "proxmox.log"}});
+    ASSERT_EQ(a.jobs.size(), 3U);
+    EXPECT_EQ(a.jobs[0].inputs, Strings{"tesla.log"});
+    EXPECT_EQ(a.jobs[0].hosts, Strings{"tesla-106"});
+    EXPECT_EQ(a.jobs[0].ranks, 4U);
+    EXPECT_EQ(a.jobs[1].hosts, Strings{"ArchLinux"});
+    EXPECT_EQ(a.jobs[2].hosts, Strings{"proxmox"}) << "the fused line's \"0.000proxmox\" is proxmox";
+    EXPECT_EQ(a.jobs[2].processes, 2U);
+    EXPECT_EQ(a.communicators.size(), 4U);
+    // Each job's findings are those its log gives alone: proxmox's NCCL_P2P_DISABLE=1 explains
+    // only proxmox's SHM, and no other job is told it has the variable set.
+    for (std::size_t j = 0; j < 3; ++j) {
+        const std::string_view log = j == 0 ? tesla_log : j == 1 ? archlinux_log : proxmox_log;
+        const Analysis alone = analyze(log, a.jobs[j].inputs[0]);
+        EXPECT_EQ(job_codes(a.jobs[j]), codes(alone)) << a.jobs[j].inputs[0];
+        ASSERT_EQ(alone.jobs.size(), 1U);
+        EXPECT_EQ(alone.jobs[0].communicators.size(), a.jobs[j].communicators.size());
+    }
+    const auto shm = std::find_if(a.jobs[0].findings.begin(), a.jobs[0].findings.end(),
+        [](const nccl::Finding& f) { return f.code == "nccl.shm_not_p2p"; });
+    ASSERT_NE(shm, a.jobs[0].findings.end());
+    EXPECT_EQ(shm->message.find("NCCL_P2P_DISABLE"), std::string::npos) << shm->message;
+    EXPECT_EQ(shm->subject, "job 1: tesla-106");
+    EXPECT_EQ(shm->facts["job"], 1);
+    EXPECT_NE(finding(a, "nccl.env_disables_transport"), nullptr);
+    EXPECT_EQ(finding(a, "nccl.env_disables_transport")->facts["job"], 3);
+    // No host pair joins two jobs' hosts.
+    for (const auto& c : a.communicators) {
+        for (const auto& l : c.links) {
+            EXPECT_EQ(l.from, l.to) << c.id;
+            EXPECT_NE(l.to, "?") << c.id << ": a P2P/SHM peer is on the local rank's host";
+        }
+    }
+    const nlohmann::json j = nccl::render_json(a);
+    ASSERT_EQ(j["jobs"].size(), 3U);
+    EXPECT_EQ(j["jobs"][2]["hosts"], nlohmann::json::array({"proxmox"}));
+    EXPECT_EQ(j["communicators"][1]["job"], 2);
+    const std::string text = nccl::render_text(a);
+    EXPECT_NE(text.find("3 jobs"), std::string::npos);
+    EXPECT_NE(text.find("Job 3: proxmox.log"), std::string::npos);
+}
+
+TEST(NcclLogJobs, TwoSingleNodeJobsOfOneSizeStayApart)
+{
+    // Two 2-GPU jobs on two machines, NCCL 2.10 (no commId): the same communicator size and ranks
+    // 0 and 1 in each. Read together before, their ranks were matched across the files and their
+    // P2P lines made links between the machines.
+    constexpr std::string_view node_a = R"(node-a:5001:5001 [0] NCCL INFO NCCL version 2.10.3+cuda11.4
+node-a:5001:5040 [0] NCCL INFO Channel 00 : 0[1b000] -> 1[1c000] via P2P/IPC/read
+node-a:5002:5041 [1] NCCL INFO Channel 00 : 1[1c000] -> 0[1b000] via P2P/IPC/read
+node-a:5001:5040 [0] NCCL INFO comm 0x7f01 rank 0 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE
+node-a:5002:5041 [1] NCCL INFO comm 0x7f02 rank 1 nranks 2 cudaDev 1 busId 1c000 - Init COMPLETE
+)";
+    constexpr std::string_view node_b = R"(node-b:7001:7001 [0] NCCL INFO NCCL version 2.10.3+cuda11.4
+node-b:7001:7050 [0] NCCL INFO Channel 00 : 0[3b000] -> 1[3c000] via SHM/direct/direct
+node-b:7002:7051 [1] NCCL INFO Channel 00 : 1[3c000] -> 0[3b000] via SHM/direct/direct
+node-b:7001:7050 [0] NCCL INFO comm 0x7e01 rank 0 nranks 2 cudaDev 0 busId 3b000 - Init COMPLETE
+node-b:7002:7051 [1] NCCL INFO comm 0x7e02 rank 1 nranks 2 cudaDev 1 busId 3c000 - Init COMPLETE
+)";
+    const Analysis a = analyze_inputs({{node_a, "a.log"}, {node_b, "b.log"}});
+    ASSERT_EQ(a.jobs.size(), 2U);
+    ASSERT_EQ(a.communicators.size(), 2U);
+    EXPECT_EQ(a.communicators[0].hosts, Strings{"node-a"});
+    EXPECT_EQ(a.communicators[1].hosts, Strings{"node-b"});
+    EXPECT_EQ(a.communicators[1].id, "#2");
+    EXPECT_EQ(rank_numbers(a.communicators[1]), (std::vector<int>{0, 1}));
+    EXPECT_EQ(a.communicators[1].ranks[0].pid, 7001);
+    EXPECT_EQ(job_codes(a.jobs[0]), Strings{});
+    EXPECT_EQ(job_codes(a.jobs[1]), Strings{"nccl.shm_not_p2p"});
+    EXPECT_EQ(finding(a, "nccl.shm_not_p2p")->subject, "job 2: node-b");
+
+    // Known to be one job (gpurun --nccl-check): one communicator, the first claim of a rank kept.
+    const Analysis one = analyze_inputs({{node_a, "a.log"}, {node_b, "b.log"}}, nccl::Inputs::one_job);
+    EXPECT_EQ(one.jobs.size(), 1U);
+    EXPECT_EQ(one.communicators.size(), 1U);
+}
+
+TEST(NcclLogJobs, PerProcessLogsOfOneJobAreOneJob)
+{
+    // The tesla-106 run split into one file per process, as NCCL_DEBUG_FILE=nccl.%h.%p writes:
+    // without a commId, the communicators of the files fit together (ranks 0 to 3, one version).
+    std::map<std::string, std::string> files;
+    std::string rest;
+    for (std::size_t at = 0; at < tesla_log.size();) {
+        const std::size_t end = std::min(tesla_log.find('\n', at), tesla_log.size());
+        const std::string line(tesla_log.substr(at, end - at));
+        at = end + 1;
+        const std::size_t colon = line.find(':');
+        if (line.starts_with("tesla-106:") && colon != std::string::npos) {
+            files["nccl.tesla-106." + line.substr(colon + 1, 5)] += line + "\n";
+        } else {
+            rest += line + "\n"; // the program's own output and the version banner
+        }
+    }
+    ASSERT_EQ(files.size(), 4U);
+    std::vector<std::pair<std::string_view, std::string>> inputs;
+    for (const auto& [name, text] : files) {
+        inputs.emplace_back(text, name);
+    }
+    inputs.emplace_back(rest, "stdout");
+    const Analysis a = analyze_inputs(inputs);
+    ASSERT_EQ(a.jobs.size(), 1U);
+    EXPECT_EQ(a.jobs[0].inputs.size(), 5U);
+    ASSERT_EQ(a.communicators.size(), 1U);
+    EXPECT_EQ(a.communicators[0].ranks.size(), 4U);
+    EXPECT_EQ(codes(a), codes(analyze(tesla_log, "tesla.log")));
+    EXPECT_EQ(a.nccl_versions, Strings{"2.7.8+cuda10.1"});
+}
+
 TEST(NcclLogFormats, TensorflowsBundledBannerIsTheVersion)
 {
     const std::string log =
