@@ -633,6 +633,19 @@ std::optional<NcclChannelSummary> parse_channel_summary(std::string_view message
 std::string warn_kind(std::string_view m)
 {
     auto has = [&](std::string_view s) { return m.find(s) != std::string_view::npos; };
+    // Failures whose telling words come late in the message, after request numbers and peers
+    // (src/transport/net_ib.cc and src/proxy.cc of NCCL 2.7 to 2.19).
+    static constexpr std::pair<std::string_view, std::string_view> late_words[] = {
+        {"collective mismatch", "NET/IB collective mismatch (ranks posted different sizes)"},
+        {"posted incorrect receive info", "NET/IB posted incorrect receive info"},
+        {"Proxy Call to rank", "Proxy call to a rank failed"},
+        {"Failed to execute operation", "Proxy service failed to execute an operation"},
+    };
+    for (const auto& [words_in, kind_of] : late_words) {
+        if (has(words_in)) {
+            return std::string(kind_of);
+        }
+    }
     if (has("Cuda failure")) {
         const std::size_t q = m.find('\'');
         const std::size_t e = q == std::string_view::npos ? q : m.find('\'', q + 1);
@@ -664,12 +677,17 @@ std::string warn_kind(std::string_view m)
     if (has("NET/OFI")) {
         return "NET/OFI error";
     }
-    // Anything else: its first words, with numbers and addresses blanked out.
+    // Anything else: its first words, with numbers and addresses blanked out; words that are
+    // only numbers or addresses ("0/1", "0x7f..") are skipped, so that six words say something.
     std::string kind;
     int count = 0;
     for (std::string_view word : words(m)) {
         if (count == 6) {
             break;
+        }
+        if (std::all_of(word.begin(), word.end(), [](char c) { return is_digit(c) || c == '/' || c == ','; }) ||
+            word.starts_with("0x")) {
+            continue;
         }
         std::string w;
         bool digits = false;

@@ -197,6 +197,24 @@ TEST(NcclRecord, WarnKindsGroupTheSameFailureAndKeepWhatTellsThemApart)
         warn_kind("NET/IB : Got completion from peer 10.1.0.12<40113> with status=12 opcode=0 len=0"));
     EXPECT_NE(warn_kind("Cuda failure 'out of memory'"), warn_kind("Call to ibv_reg_mr failed"));
     EXPECT_FALSE(warn_kind("Cuda failure 'out of memory'").empty());
+
+    // What tells a failure apart may come after request numbers and peers: NCCL 2.14.3's
+    // collective mismatch (NVIDIA/nccl#969) and 2.9.6's form (NVIDIA/nccl#615) are one kind, and
+    // not that of another NET/IB request error.
+    const std::string mismatch = warn_kind(
+        "NET/IB : req 0/1 tag 0 peer 10.10.23.6<58683> collective mismatch error, local size 496640 remote size 65536");
+    EXPECT_EQ(mismatch, "NET/IB collective mismatch (ranks posted different sizes)");
+    EXPECT_EQ(warn_kind("NET/IB : collective mismatch error local size 546816 remote 524288 addr 7ff7d1530000 rkey "
+                        "2553d seq 14/1c"),
+        mismatch);
+    EXPECT_NE(
+        warn_kind("NET/IB : req 0/1 tag 0 peer 10.10.23.6<58683> posted incorrect receive info: size 0"), mismatch);
+    // dmlc/xgboost#7982 (NCCL 2.12.12).
+    EXPECT_EQ(warn_kind("Proxy Call to rank 3 failed (Connect)"), "Proxy call to a rank failed");
+    EXPECT_EQ(warn_kind("[Proxy Service 3] Failed to execute operation Connect from rank 3, retcode 2"),
+        "Proxy service failed to execute an operation");
+    // An unknown message keeps six words that are not numbers.
+    EXPECT_EQ(warn_kind("NET/IB : req 0/1 tag 0 peer went away quietly"), "NET/IB : req tag peer went");
 }
 
 TEST(NcclRecord, PyTorchWatchdogLinesNewAndOld)
