@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace doctor::check {
 
@@ -85,17 +86,22 @@ void gpu_facts(const Facts& facts, std::vector<Family>& out)
     Family count("gpudoctor_gpus", "GPUs NVML lists on this node.");
     count.add({}, static_cast<double>((*nvml)["gpus"].size()));
     Family ecc("gpudoctor_gpu_ecc_errors", "Aggregate ECC error counts of each GPU, as NVML reports them.");
+    Family since_reset("gpudoctor_gpu_ecc_errors_since_reset",
+        "Volatile ECC error counts of each GPU: since the last driver load or GPU reset.");
     for (const auto& gpu : (*nvml)["gpus"]) {
-        for (auto [key, type] :
-            {std::pair{"ecc_corrected", "corrected"}, std::pair{"ecc_uncorrected", "uncorrected"}}) {
+        for (auto [family, key, type] :
+            {std::tuple{&ecc, "ecc_corrected", "corrected"}, std::tuple{&ecc, "ecc_uncorrected", "uncorrected"},
+                std::tuple{&since_reset, "ecc_corrected_volatile", "corrected"},
+                std::tuple{&since_reset, "ecc_uncorrected_volatile", "uncorrected"}}) {
             if (const auto* n = number_at(gpu, {key})) {
-                ecc.add({{"gpu", text_at(gpu, "index")}, {"bus_id", text_at(gpu, "bus_id")}, {"type", type}},
+                family->add({{"gpu", text_at(gpu, "index")}, {"bus_id", text_at(gpu, "bus_id")}, {"type", type}},
                     n->get<double>());
             }
         }
     }
     out.push_back(std::move(count));
     out.push_back(std::move(ecc));
+    out.push_back(std::move(since_reset));
 }
 
 void measurements(const Facts& facts, std::vector<Family>& out)

@@ -31,10 +31,25 @@ void judge_gpu(const nlohmann::json& g, const Policy& policy, std::vector<Findin
     auto add = [&](const char* code, Severity s, std::string message, std::string remedy) {
         out.push_back({code, s, who, std::move(message), std::move(remedy), g});
     };
-    if (g.value("ecc_uncorrected", 0ULL) > 0) {
+    // NVML keeps two counts: since the last driver load or reset (volatile) and over the GPU's
+    // life (aggregate), which nothing clears. Errors now fail; a history alone warns.
+    const unsigned long long lifetime = g.value("ecc_uncorrected", 0ULL);
+    const bool since_reset_known = g.contains("ecc_uncorrected_volatile") && !g["ecc_uncorrected_volatile"].is_null();
+    const unsigned long long since_reset =
+        since_reset_known ? g["ecc_uncorrected_volatile"].get<unsigned long long>() : 0;
+    if (since_reset > 0) {
         add("gpus.ecc_uncorrected", Severity::fail,
-            fmt::format("{} uncorrected ECC errors (aggregate)", g["ecc_uncorrected"].get<unsigned long long>()),
-            "drain the node and reset the GPU (nvidia-smi -r); if errors come back, have the GPU replaced");
+            fmt::format("{} uncorrected ECC errors since the last reset ({} since manufacture)", since_reset, lifetime),
+            "drain the node; a GPU reset (nvidia-smi -r) or reboot clears this count and retires or remaps the failing "
+            "memory; if errors come back after it, have the GPU replaced");
+    } else if (lifetime > 0) {
+        add("gpus.ecc_uncorrected_history", Severity::warn,
+            since_reset_known
+                ? fmt::format("{} uncorrected ECC errors since manufacture; 0 since the last reset", lifetime)
+                : fmt::format("{} uncorrected ECC errors since manufacture; NVML gives no count since the last reset",
+                      lifetime),
+            "nothing clears the lifetime count (a reset does not); the failing memory was retired or remapped: watch "
+            "retired pages and remapped rows, and have the GPU replaced if errors appear again since a reset");
     }
     if (g.contains("ecc_enabled") && !g["ecc_enabled"].get<bool>()) {
         add("gpus.ecc_disabled", Severity::warn, "ECC is disabled",
@@ -42,7 +57,7 @@ void judge_gpu(const nlohmann::json& g, const Policy& policy, std::vector<Findin
     }
     if (g.value("retired_pages_pending", false)) {
         add("gpus.retired_pages_pending", Severity::fail, "pages are waiting to be retired",
-            "reset the GPU (nvidia-smi -r) or reboot so the retirement takes effect");
+            "reset the GPU (nvidia-smi -r) or reboot: the retirement takes effect and the pending flag clears");
     }
     const unsigned retired = g.value("retired_pages_single", 0U) + g.value("retired_pages_double", 0U);
     if (retired >= max_retired_pages) {
@@ -54,10 +69,10 @@ void judge_gpu(const nlohmann::json& g, const Policy& policy, std::vector<Findin
         const auto& r = g["remapped_rows"];
         if (r.value("failure", false)) {
             add("gpus.row_remap_failure", Severity::fail, "a row remapping failed",
-                "have the GPU replaced (RMA): it has run out of spare rows");
+                "have the GPU replaced (RMA): it has run out of spare rows, and no reset clears this");
         } else if (r.value("pending", false)) {
             add("gpus.row_remap_pending", Severity::fail, "a row remapping is pending",
-                "reset the GPU (nvidia-smi -r) or reboot so the remapping takes effect");
+                "reset the GPU (nvidia-smi -r) or reboot: the remapping takes effect and the pending flag clears");
         }
     }
     const unsigned long long reasons = g.value("clock_event_reasons", 0ULL);
@@ -133,10 +148,15 @@ Probe gpus_probe()
             "fallen off the bus (Xid 79).",
             "check dmesg for Xid 79, reseat or replace the GPU, or set gpus.expected / --expect-gpus"},
         {"gpus.none_expected", "no GPUs, as expected", "The policy expects a CPU node.", ""},
-        {"gpus.ecc_uncorrected", "uncorrected ECC errors",
-            "The GPU memory had errors ECC could not correct; the data "
-            "of a job running then may be wrong.",
-            "reset the GPU; replace it if the errors return"},
+        {"gpus.ecc_uncorrected", "uncorrected ECC errors since the last reset",
+            "The GPU memory had errors ECC could not correct since the driver was loaded or the GPU reset (NVML's "
+            "volatile count); the data of a job running then may be wrong.",
+            "reset the GPU, which clears the count and retires or remaps the memory; replace it if errors return"},
+        {"gpus.ecc_uncorrected_history", "uncorrected ECC errors in the GPU's past",
+            "NVML's lifetime (aggregate) count of uncorrected errors is not zero, while none happened since the last "
+            "reset. No reset clears the lifetime count, so failing on it would drain the node for ever; the memory "
+            "that failed has been retired or remapped.",
+            "watch retired pages and remapped rows; replace the GPU if errors appear again since a reset"},
         {"gpus.ecc_disabled", "ECC is off", "Memory errors go undetected.", "nvidia-smi -e 1, then reset the GPU"},
         {"gpus.retired_pages_pending", "page retirement pending", "Retired pages take effect only after a reset.",
             "reset the GPU or reboot"},

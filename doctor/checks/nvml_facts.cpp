@@ -4,6 +4,7 @@
 #include "probes/sysroot.hpp"
 
 #include <regex>
+#include <tuple>
 
 namespace doctor::checks {
 
@@ -34,14 +35,19 @@ nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
     int current = 0, pending = 0;
     if (api.ecc_mode != nullptr && api.ecc_mode(d, &current, &pending) == success) {
         out["ecc_enabled"] = current != 0;
-        unsigned long long n = 0;
-        if (api.total_ecc_errors != nullptr &&
-            api.total_ecc_errors(d, memory_error_corrected, ecc_counter_aggregate, &n) == success) {
-            out["ecc_corrected"] = n;
-        }
-        if (api.total_ecc_errors != nullptr &&
-            api.total_ecc_errors(d, memory_error_uncorrected, ecc_counter_aggregate, &n) == success) {
-            out["ecc_uncorrected"] = n;
+        // Both counters: the lifetime one (aggregate) never goes down, the volatile one starts
+        // again at every driver load or GPU reset.
+        constexpr std::tuple<int, int, const char*> counters[] = {
+            {memory_error_corrected, ecc_counter_aggregate, "ecc_corrected"},
+            {memory_error_uncorrected, ecc_counter_aggregate, "ecc_uncorrected"},
+            {memory_error_corrected, ecc_counter_volatile, "ecc_corrected_volatile"},
+            {memory_error_uncorrected, ecc_counter_volatile, "ecc_uncorrected_volatile"},
+        };
+        for (const auto& [type, counter, key] : counters) {
+            unsigned long long n = 0;
+            if (api.total_ecc_errors != nullptr && api.total_ecc_errors(d, type, counter, &n) == success) {
+                out[key] = n;
+            }
         }
     }
     if (api.retired_pages != nullptr) {

@@ -263,6 +263,7 @@ protected:
         std::ofstream(m_dir / "persistence_off.json") << node.dump();
         node = test_support::healthy_gpu_node();
         node["gpus"][1]["ecc"]["uncorrected"] = 4;
+        node["gpus"][1]["ecc"]["uncorrected_volatile"] = 4;
         node["gpus"][3]["clock_event_reasons"] = 0x40;
         node["gpus"][5]["pcie"]["width"] = 8;
         node["gpus"][6]["persistence"] = 0;

@@ -32,6 +32,7 @@ protected:
         auto node = test_support::healthy_gpu_node(2);
         std::ofstream(m_dir / "healthy.json") << node.dump();
         node["gpus"][1]["ecc"]["uncorrected"] = 4;
+        node["gpus"][1]["ecc"]["uncorrected_volatile"] = 4;
         node["gpus"][0]["clock_event_reasons"] = 0x40;
         std::ofstream(m_dir / "ecc.json") << node.dump();
     }

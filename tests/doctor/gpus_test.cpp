@@ -73,7 +73,8 @@ TEST_F(GpusProbe, MissingGpuIsNamedFromThePciBus)
 TEST_F(GpusProbe, EccRetiredPagesAndRowRemapping)
 {
     auto fixture = test_support::healthy_gpu_node(4);
-    fixture["gpus"][0]["ecc"]["uncorrected"] = 2;
+    fixture["gpus"][0]["ecc"]["uncorrected"] = 9;
+    fixture["gpus"][0]["ecc"]["uncorrected_volatile"] = 2;
     fixture["gpus"][1]["retired_pages"]["pending"] = 1;
     fixture["gpus"][2]["remapped_rows"]["failure"] = 1;
     fixture["gpus"][3]["retired_pages"] = {{"single", 40}, {"double", 23}, {"pending", 0}};
@@ -82,7 +83,35 @@ TEST_F(GpusProbe, EccRetiredPagesAndRowRemapping)
         (std::vector<std::string>{"gpus.ecc_uncorrected", "gpus.retired_pages_pending", "gpus.row_remap_failure",
             "gpus.retired_pages_limit"}));
     EXPECT_EQ(find_code(findings, "gpus.ecc_uncorrected")->subject, "gpu 0 (0000:07:00.0)");
+    EXPECT_EQ(find_code(findings, "gpus.ecc_uncorrected")->message,
+        "2 uncorrected ECC errors since the last reset (9 since manufacture)");
     EXPECT_EQ(find_code(findings, "gpus.retired_pages_limit")->message, "63 retired pages, at or past the limit of 63");
+}
+
+TEST_F(GpusProbe, LifetimeEccErrorsThatNoResetClearsOnlyWarn)
+{
+    // NVML's aggregate count never goes down: failing on it would drain a node after every reset,
+    // for ever. Errors since the last reset fail; the history alone warns.
+    auto fixture = test_support::healthy_gpu_node(3);
+    fixture["gpus"][0]["ecc"]["uncorrected"] = 5; // 0 since the last reset
+    fixture["gpus"][1]["ecc"]["uncorrected"] = 5;
+    fixture["gpus"][1]["ecc"].erase("uncorrected_volatile"); // this NVML gives only the lifetime count
+    auto findings = gpus(fixture);
+    EXPECT_TRUE(codes_with(findings, Severity::fail).empty());
+    EXPECT_EQ(codes_with(findings, Severity::warn),
+        (std::vector<std::string>{"gpus.ecc_uncorrected_history", "gpus.ecc_uncorrected_history"}));
+    std::vector<const doctor::check::Finding*> history;
+    for (const auto& f : findings) {
+        if (f.code == "gpus.ecc_uncorrected_history") {
+            history.push_back(&f);
+        }
+    }
+    ASSERT_EQ(history.size(), 2U);
+    EXPECT_EQ(history[0]->subject, "gpu 0 (0000:07:00.0)");
+    EXPECT_EQ(history[0]->message, "5 uncorrected ECC errors since manufacture; 0 since the last reset");
+    EXPECT_NE(history[0]->remedy.find("a reset does not"), std::string::npos);
+    EXPECT_EQ(
+        history[1]->message, "5 uncorrected ECC errors since manufacture; NVML gives no count since the last reset");
 }
 
 TEST_F(GpusProbe, ThrottleReasonsIdleIsNotAFault)
@@ -206,6 +235,7 @@ TEST_F(GpusProbe, SnapshotThenCheckFromJudgesTheSameWay)
 {
     auto fixture = test_support::healthy_gpu_node(2);
     fixture["gpus"][1]["ecc"]["uncorrected"] = 1;
+    fixture["gpus"][1]["ecc"]["uncorrected_volatile"] = 1;
     auto path = m_dir / "nvml.json";
     std::ofstream(path) << fixture.dump();
     test_support::EnvChanges env{{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", path.string()}};

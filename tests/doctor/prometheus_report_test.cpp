@@ -99,7 +99,8 @@ doctor::check::Facts facts()
     return {{"nvml",
                 {{"gpus",
                     {{{"index", 0}, {"bus_id", "0000:07:00.0"}, {"ecc_corrected", 2}, {"ecc_uncorrected", 0}},
-                        {{"index", 1}, {"bus_id", "0000:0f:00.0"}, {"ecc_uncorrected", 4}}}}}},
+                        {{"index", 1}, {"bus_id", "0000:0f:00.0"}, {"ecc_uncorrected", 4},
+                            {"ecc_uncorrected_volatile", 1}}}}}},
         {"bandwidth",
             {{"gpus",
                  {{{"index", 0}, {"bus_id", "0000:07:00.0"}, {"h2d", {{"median_gbps", 24.5}}},
@@ -178,6 +179,9 @@ TEST(PrometheusReport, NumericFactsInBaseUnits)
     EXPECT_EQ(value_of(text, "gpudoctor_gpu_ecc_errors{gpu=\"0\",bus_id=\"0000:07:00.0\",type=\"corrected\"}"), "2");
     EXPECT_EQ(value_of(text, "gpudoctor_gpu_ecc_errors{gpu=\"1\",bus_id=\"0000:0f:00.0\",type=\"uncorrected\"}"), "4");
     EXPECT_EQ(value_of(text, "gpudoctor_gpu_ecc_errors{gpu=\"1\",bus_id=\"0000:0f:00.0\",type=\"corrected\"}"), "");
+    EXPECT_EQ(
+        value_of(text, "gpudoctor_gpu_ecc_errors_since_reset{gpu=\"1\",bus_id=\"0000:0f:00.0\",type=\"uncorrected\"}"),
+        "1");
     EXPECT_EQ(value_of(text,
                   "gpudoctor_copy_bandwidth_bytes_per_second{gpu=\"0\",bus_id=\"0000:07:00.0\",direction=\"h2d\"}"),
         "24500000000");

@@ -6,7 +6,8 @@
 // Memory in use per GPU (optional): memory_used (bytes), or memory_used_file, a file holding the
 //   bytes, read again at every nvmlDeviceGetMemoryInfo call.
 // Health fields per GPU (all optional): compute_mode, persistence, processes,
-//   ecc {enabled, corrected, uncorrected}, retired_pages {single, double, pending},
+//   ecc {enabled, corrected, uncorrected (lifetime counts), corrected_volatile,
+//   uncorrected_volatile (since the last reset)}, retired_pages {single, double, pending},
 //   remapped_rows {corrected, uncorrected, pending, failure}, clock_event_reasons,
 //   pcie {gen, max_gen, width, max_width}, utilization, nvlinks ["<remote bus id>", ...].
 // Top level: cuda_driver_version, p2p {"0-1": {"read": status, "write": status}},
@@ -437,8 +438,9 @@ int nvmlDeviceGetEccMode(void* device, int* current, int* pending)
 
 int nvmlDeviceGetTotalEccErrors(void* device, int type, int counter, unsigned long long* count)
 {
-    (void)counter;
-    return field(device, "ecc", type == 1 ? "uncorrected" : "corrected", count);
+    const char* lifetime = type == 1 ? "uncorrected" : "corrected";
+    const char* since_reset = type == 1 ? "uncorrected_volatile" : "corrected_volatile";
+    return field(device, "ecc", counter == 0 ? since_reset : lifetime, count);
 }
 
 int nvmlDeviceGetRetiredPages(void* device, int cause, unsigned int* count, unsigned long long* addresses)

@@ -28,7 +28,7 @@ SH
 chmod +x "$scratch/bin/"*
 
 gpu() { # gpu BUS UNCORRECTED: one GPU of the fake NVML fixture
-    printf '{"bus_id": "00000000:%s:00.0", "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-%s", "memory_total": 85899345920, "compute_mode": 0, "persistence": 1, "processes": 0, "ecc": {"enabled": 1, "corrected": 0, "uncorrected": %s}, "clock_event_reasons": 1, "pcie": {"gen": 4, "max_gen": 4, "width": 16, "max_width": 16}, "utilization": 0}' "$1" "$1" "$2"
+    printf '{"bus_id": "00000000:%s:00.0", "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-%s", "memory_total": 85899345920, "compute_mode": 0, "persistence": 1, "processes": 0, "ecc": {"enabled": 1, "corrected": 0, "uncorrected": %s, "uncorrected_volatile": %s}, "clock_event_reasons": 1, "pcie": {"gen": 4, "max_gen": 4, "width": 16, "max_width": 16}, "utilization": 0}' "$1" "$1" "$2" "$2"
 }
 echo "{\"driver\": \"550.54.15\", \"cuda_driver_version\": 12040, \"gpus\": [$(gpu 07 0), $(gpu 0f 0)]}" >"$scratch/healthy.json"
 echo "{\"driver\": \"550.54.15\", \"cuda_driver_version\": 12040, \"gpus\": [$(gpu 07 0), $(gpu 0f 4)]}" >"$scratch/ecc.json"
@@ -37,7 +37,7 @@ export PATH="$scratch/bin:$PATH" SCONTROL_LOG="$scratch/scontrol.log" GPUKIT_NVM
 export SLURMD_NODENAME=gpu-a01 GPUDOCTOR_SLURM_CONF=$scratch/etc/none.conf
 unset GPUDOCTOR_ARGS GPUDOCTOR_ON_ERROR GPUDOCTOR_TIMEOUT GPUDOCTOR_REASON_MAX GPUDOCTOR_RESUME SCONTROL_SHOW
 node_args="--only driver,gpus --expect-gpus 2 --sysroot $scratch/root"
-ecc_reason="gpudoctor: gpus.ecc_uncorrected: gpu 1 (0000:0f:00.0): 4 uncorrected ECC errors (aggregate)"
+ecc_reason="gpudoctor: gpus.ecc_uncorrected: gpu 1 (0000:0f:00.0): 4 uncorrected ECC errors since the last reset (4 since manufacture)"
 
 # run SCRIPT FIXTURE [-u VAR...] [VAR=VALUE...]: runs the script; sets status, err and calls (scontrol's log).
 run() {
