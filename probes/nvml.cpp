@@ -105,6 +105,8 @@ Nvml Nvml::load(const std::string& file)
     library.bind(api.persistence_mode, "nvmlDeviceGetPersistenceMode");
     bind_process_list(library, api);
     library.bind(api.power_usage, "nvmlDeviceGetPowerUsage");
+    library.bind(api.temperature, "nvmlDeviceGetTemperature");
+    library.bind(api.clock_info, "nvmlDeviceGetClockInfo");
     library.bind(api.ecc_mode, "nvmlDeviceGetEccMode");
     library.bind(api.total_ecc_errors, "nvmlDeviceGetTotalEccErrors");
     library.bind(api.retired_pages, "nvmlDeviceGetRetiredPages");

@@ -79,6 +79,8 @@ struct NvmlApi {
     unsigned process_info_size = 0; ///< 32, 24 or 16 bytes; 0 when running_processes is absent
     const char* running_processes_symbol = ""; ///< the symbol bound, for messages
     nvml_abi::Return (*power_usage)(nvml_abi::Device, unsigned int*) = nullptr; // milliwatts
+    nvml_abi::Return (*temperature)(nvml_abi::Device, int, unsigned int*) = nullptr; // sensor 0: the die, °C
+    nvml_abi::Return (*clock_info)(nvml_abi::Device, int, unsigned int*) = nullptr; // current MHz by clock type
     nvml_abi::Return (*ecc_mode)(nvml_abi::Device, int*, int*) = nullptr;
     nvml_abi::Return (*total_ecc_errors)(nvml_abi::Device, int, int, unsigned long long*) = nullptr;
     nvml_abi::Return (*retired_pages)(nvml_abi::Device, int, unsigned int*, unsigned long long*) = nullptr;

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,13 @@ struct MonitorArgs {
 // exit status 3: gpudoctor could not run.
 constexpr unsigned nvml_deadline_s = 30;
 constexpr const char* nvml_stuck = "gpudoctor: monitor: an NVML call did not return in 30 s; the monitor stops\n";
+
+// The terminal's width in columns (80 when it does not say).
+std::size_t terminal_width(std::FILE* file)
+{
+    winsize size{};
+    return ioctl(fileno(file), TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 80;
+}
 
 // Where the monitor writes: standard output, standard error when a command holds standard output
 // (as perf stat does), or --output FILE.
@@ -91,6 +99,7 @@ public:
         }
     }
     bool tty() const { return m_tty; }
+    std::size_t width() const { return terminal_width(m_file); }
 
 private:
     void clear_status()
@@ -106,18 +115,6 @@ private:
     bool m_tty = false;
     bool m_status = false;
 };
-
-// The running summary on a terminal: each GPU's mean so far, its busy share and dips.
-std::string running_line(const std::vector<probes::monitor::GpuSummary>& summaries)
-{
-    std::vector<std::string> parts;
-    for (const auto& s : summaries) {
-        parts.push_back(s.samples == 0 ? fmt::format("GPU {} -", s.gpu)
-                                       : fmt::format("GPU {} {:.0f}% (>={}% {:.0f}%, dips {})", s.gpu, s.mean,
-                                             probes::monitor::limits::busy, s.busy_share * 100, s.dips));
-    }
-    return fmt::format("so far: {}", fmt::join(parts, " | "));
-}
 
 int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<probes::monitor::MonitoredGpu>& gpus)
 {
@@ -168,7 +165,8 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         }
         out.write(text);
         if (out.tty() && !a.json) {
-            out.status(running_line(summariser.summaries(a.interval)));
+            // Shorter than the terminal: a line that wraps is not cleared by "\r\033[K".
+            out.status(probes::monitor::render_running_line(summariser.summaries(a.interval), out.width() - 1));
         }
     };
     const unsigned samples = probes::monitor::sample_on_schedule(

@@ -103,6 +103,22 @@ std::vector<GpuSample> GpuSampler::sample(double t) const
         if (api.clock_event_reasons != nullptr && api.clock_event_reasons(d, &reasons) == success) {
             s.clock_events = reasons;
         }
+        constexpr int temperature_gpu = 0; // NVML_TEMPERATURE_GPU
+        constexpr int clock_sm = 1; // NVML_CLOCK_SM
+        unsigned int value = 0;
+        if (api.temperature != nullptr && api.temperature(d, temperature_gpu, &value) == success) {
+            s.temperature_c = value;
+        }
+        if (api.clock_info != nullptr && api.clock_info(d, clock_sm, &value) == success) {
+            s.sm_clock_mhz = value;
+        }
+        unsigned int count = 0;
+        if (api.running_processes != nullptr) {
+            const Return rc = api.running_processes(d, &count, nullptr);
+            if (rc == success || rc == error_insufficient_size) {
+                s.processes = count;
+            }
+        }
         out.push_back(s);
     }
     return out;

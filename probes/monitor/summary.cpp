@@ -24,6 +24,9 @@ constexpr std::pair<std::uint64_t, const char*> event_names[] = {
     {0x80, "hw_power_brake_slowdown"},
     {0x100, "display_clock_setting"},
 };
+/// The same reasons as the live table names them, in the order of event_names.
+constexpr const char* event_short_names[] = {"app", "pcap", "hwslow", "sync", "swtherm", "hwtherm", "brake", "disp"};
+static_assert(std::size(event_short_names) == std::size(event_names));
 constexpr std::uint64_t idle_event = 0x1;
 
 std::string percent(double share)
@@ -319,7 +322,7 @@ std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std
         }
         return std::string("?");
     };
-    std::vector<std::vector<std::string>> rows = {{"GPU", "BUS ID", "SAMPLES", "KERNEL-ACTIVE", "P10",
+    std::vector<std::vector<std::string>> rows = {{"GPU", "SAMPLES", "ACTIVE", "P10",
         fmt::format(">={}%", limits::busy), fmt::format("DIPS<{}%", limits::dip), "LONGEST", "PEAK MEMORY", "POWER"}};
     for (const auto& s : summaries) {
         const bool read = s.samples > 0;
@@ -330,10 +333,9 @@ std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std
                 memory += fmt::format(" ({})", percent(double(*s.peak_memory) / double(*s.memory_total)));
             }
         }
-        rows.push_back({std::to_string(s.gpu), bus_of(s.gpu), std::to_string(s.samples),
-            read ? fmt::format("{:.1f}%", s.mean) : "-", read ? fmt::format("{}%", s.p10) : "-",
-            read ? percent(s.busy_share) : "-", read ? std::to_string(s.dips) : "-",
-            s.dips > 0 ? seconds(s.longest_dip_s) : "-", memory,
+        rows.push_back({std::to_string(s.gpu), std::to_string(s.samples), read ? fmt::format("{:.1f}%", s.mean) : "-",
+            read ? fmt::format("{}%", s.p10) : "-", read ? percent(s.busy_share) : "-",
+            read ? std::to_string(s.dips) : "-", s.dips > 0 ? seconds(s.longest_dip_s) : "-", memory,
             s.mean_power_w ? fmt::format("{:.0f} W", *s.mean_power_w) : "-"});
     }
     std::vector<std::size_t> width(rows.front().size(), 0);
@@ -357,35 +359,121 @@ std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std
             findings.push_back(std::move(f));
         }
     }
-    // A remedy said once for the GPUs that share a verdict's message.
-    for (const auto& group : group_findings(findings)) {
-        Finding f = *group.first;
-        f.subject = group.subject();
-        out += render_text(f, false, "");
+    // One remedy for the GPUs that share a finding: their messages under it when they differ.
+    std::vector<std::vector<const Finding*>> groups;
+    for (const auto& f : findings) {
+        auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+            return g.front()->code == f.code && g.front()->severity == f.severity && g.front()->remedy == f.remedy;
+        });
+        if (same == groups.end()) {
+            groups.push_back({&f});
+        } else {
+            same->push_back(&f);
+        }
+    }
+    for (const auto& group : groups) {
+        FindingGroup named{group.front(), {}};
+        for (const Finding* f : group) {
+            named.subjects.push_back(f->subject);
+        }
+        Finding first = *group.front();
+        first.subject = named.subject();
+        const bool one_message = std::all_of(
+            group.begin(), group.end(), [&](const Finding* f) { return f->message == group.front()->message; });
+        if (one_message) {
+            out += render_text(first, false, "");
+            continue;
+        }
+        const auto code = std::find_if(
+            monitor_codes().begin(), monitor_codes().end(), [&](const CodeText& c) { return first.code == c.code; });
+        first.message = code != monitor_codes().end() ? code->title : first.code;
+        first.remedy.clear();
+        out += render_text(first, false, "");
+        for (const Finding* f : group) {
+            out += fmt::format("      {}: {}\n", f->subject.substr(0, f->subject.find(" (")), f->message);
+        }
+        if (group.front()->severity != Severity::pass && !group.front()->remedy.empty()) {
+            out += fmt::format("      fix: {}\n", group.front()->remedy);
+        }
     }
     return out;
 }
 
+namespace {
+
+constexpr const char* row_format = "{:>8} {:>3} {:>6} {:>7} {:>4} {:>4} {:>5} {:>5} {:>4} {}\n";
+constexpr std::size_t events_width = 24;
+
+// "71.2G", "300M": a byte count in at most 7 characters.
+std::string compact_bytes(std::uint64_t bytes)
+{
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    return bytes >= (std::uint64_t{1} << 30) ? fmt::format("{:.1f}G", double(bytes) / gib)
+                                             : fmt::format("{}M", bytes >> 20);
+}
+
+template <typename T> std::string or_dash(const std::optional<T>& value, const char* format)
+{
+    return value ? fmt::format(fmt::runtime(format), *value) : std::string("-");
+}
+
+} // namespace
+
 std::string render_sample_header()
 {
-    return fmt::format("{:>8}  {:>3}  {:>13}  {:>21}  {:>7}  {}\n", "TIME", "GPU", "KERNEL-ACTIVE", "MEMORY USED/TOTAL",
-        "POWER", "CLOCK EVENTS");
+    return fmt::format(
+        row_format, "TIME", "GPU", "ACTIVE", "MEMORY", "MEM%", "TEMP", "SMCLK", "POWER", "PROC", "EVENTS");
 }
 
 std::string render_sample_row(const GpuSample& s)
 {
-    std::string memory = "-";
-    if (s.memory_used) {
-        memory = format_bytes(*s.memory_used);
-        if (s.memory_total) {
-            memory += " / " + format_bytes(*s.memory_total);
+    std::string events;
+    const std::uint64_t bits = s.clock_events.value_or(0);
+    std::uint64_t known = idle_event;
+    for (std::size_t e = 0; e < std::size(event_names); ++e) {
+        known |= event_names[e].first;
+        if ((bits & event_names[e].first) != 0) {
+            events += (events.empty() ? "" : ",") + std::string(event_short_names[e]);
         }
     }
-    const auto events = clock_event_names(s.clock_events.value_or(0));
-    return fmt::format("{:>8}  {:>3}  {:>13}  {:>21}  {:>7}  {}\n", seconds(s.t), s.gpu,
-        s.kernel_active ? fmt::format("{}%", *s.kernel_active) : "-", memory,
-        s.power_w ? fmt::format("{:.0f} W", *s.power_w) : "-",
-        events.empty() ? "-" : fmt::format("{}", fmt::join(events, ",")));
+    if ((bits & ~known) != 0) {
+        events += fmt::format("{}{:#x}", events.empty() ? "" : ",", bits & ~known);
+    }
+    if (events.size() > events_width) {
+        events = events.substr(0, events_width - 1) + "+";
+    }
+    const std::string share = s.memory_used && s.memory_total && *s.memory_total > 0
+        ? percent(double(*s.memory_used) / double(*s.memory_total))
+        : "-";
+    return fmt::format(row_format, seconds(s.t), s.gpu, or_dash(s.kernel_active, "{}%"),
+        s.memory_used ? compact_bytes(*s.memory_used) : "-", share, or_dash(s.temperature_c, "{}C"),
+        or_dash(s.sm_clock_mhz, "{}"), or_dash(s.power_w, "{:.0f}W"), or_dash(s.processes, "{}"),
+        events.empty() ? "-" : events);
+}
+
+std::string render_running_line(const std::vector<GpuSummary>& summaries, std::size_t width)
+{
+    double sum = 0;
+    unsigned read = 0;
+    unsigned dips = 0;
+    const GpuSummary* lowest = nullptr;
+    for (const auto& s : summaries) {
+        if (s.samples == 0) {
+            continue;
+        }
+        sum += s.mean;
+        ++read;
+        dips += s.dips;
+        if (lowest == nullptr || s.mean < lowest->mean) {
+            lowest = &s;
+        }
+    }
+    std::string line = read == 0
+        ? fmt::format("so far: {} GPU{}, no kernel-active reading", summaries.size(), summaries.size() == 1 ? "" : "s")
+        : fmt::format("so far: {} GPU{} kernel-active {:.0f}% on average, lowest gpu {} {:.0f}%, {} dip{}",
+              summaries.size(), summaries.size() == 1 ? "" : "s", sum / read, lowest->gpu, lowest->mean, dips,
+              dips == 1 ? "" : "s");
+    return line.size() > width ? line.substr(0, width) : line;
 }
 
 nlohmann::json to_json(const MonitoredGpu& gpu)
@@ -398,7 +486,9 @@ nlohmann::json to_json(const GpuSample& s)
     auto optional = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     return {{"t", std::round(s.t * 1000) / 1000}, {"gpu", s.gpu}, {"kernel_active", optional(s.kernel_active)},
         {"memory_used", optional(s.memory_used)}, {"memory_total", optional(s.memory_total)},
-        {"power_w", optional(s.power_w)}, {"clock_events", clock_event_names(s.clock_events.value_or(0))}};
+        {"power_w", optional(s.power_w)}, {"clock_events", clock_event_names(s.clock_events.value_or(0))},
+        {"temperature_c", optional(s.temperature_c)}, {"sm_clock_mhz", optional(s.sm_clock_mhz)},
+        {"processes", optional(s.processes)}};
 }
 
 nlohmann::json to_json(const GpuSummary& s)

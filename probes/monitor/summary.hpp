@@ -57,6 +57,9 @@ struct GpuSample {
     std::optional<std::uint64_t> memory_total; ///< bytes
     std::optional<double> power_w;
     std::optional<std::uint64_t> clock_events; ///< nvmlClocksEventReasons bits
+    std::optional<unsigned> temperature_c; ///< the GPU die
+    std::optional<unsigned> sm_clock_mhz;
+    std::optional<unsigned> processes; ///< compute processes on the GPU
 };
 
 enum class MonitorVerdict {
@@ -133,12 +136,20 @@ std::vector<GpuSummary> summarise(const std::vector<GpuSample>& samples, double 
 /// ...), idle left out; unknown bits as hex.
 std::vector<std::string> clock_event_names(std::uint64_t bits);
 
-/// The summary table and one verdict line per GPU (plus its notes), for people.
+/// The summary table (at most 80 columns) and the verdicts and notes grouped by code: GPUs with the
+/// same finding share one remedy, each with its own message when the messages differ.
 std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std::vector<GpuSummary>& summaries);
 
-/// A live table's header and rows, one row a sample, like `nvidia-smi dmon`.
+/// A live table's header and rows, one row a sample, like `nvidia-smi dmon`: narrow fixed columns
+/// (time, GPU, kernel-active, memory used and its share, temperature, SM clock, power, processes,
+/// clock events by short names), at most 79 characters, so that a terminal of 80 columns shows
+/// one line per GPU per interval.
 std::string render_sample_header();
 std::string render_sample_row(const GpuSample& sample);
+
+/// The running summary in one line of at most `width` characters (a terminal's width less one):
+/// how many GPUs, their mean kernel-active time so far, the lowest GPU and the dips.
+std::string render_running_line(const std::vector<GpuSummary>& summaries, std::size_t width);
 
 nlohmann::json to_json(const MonitoredGpu& gpu);
 nlohmann::json to_json(const GpuSample& sample);

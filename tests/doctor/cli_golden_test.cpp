@@ -291,7 +291,7 @@ protected:
         std::ofstream(m_dir / "monitor_nvml.json") << R"({"gpus": [
   {"bus_id": "00000000:07:00.0", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,
    "utilization": [0, 96, 97, 95, 96], "memory_used": [1073741824, 75161927680], "power_mw": 612000,
-   "clock_event_reasons": 4},
+   "clock_event_reasons": 4, "temperature_c": [41, 63, 67], "sm_clock_mhz": [345, 1980], "processes": 1},
   {"bus_id": "00000000:0F:00.0", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,
    "utilization": [80, 10, 80, 10, 80], "memory_used": 21474836480, "power_mw": [350000, 120000]},
   {"bus_id": "00000000:47:00.0", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,

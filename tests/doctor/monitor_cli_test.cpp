@@ -47,7 +47,7 @@ TEST_F(MonitorCli, CommandKeepsStandardOutputAndGivesItsExitStatus)
         m_env);
     EXPECT_EQ(r.exit_code, 3) << r.err;
     EXPECT_EQ(r.out, "from the command\n") << "the monitor writes to standard error when a command runs";
-    EXPECT_NE(r.err.find("    TIME  GPU  KERNEL-ACTIVE"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("    TIME GPU ACTIVE  MEMORY MEM% TEMP SMCLK POWER PROC EVENTS"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(" samples every 0.1s while sh ran (exit status 3); "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("WARN  gpu 1 (0000:0f:00.0): kernel-active time is low (40.0%"), std::string::npos) << r.err;
 

@@ -12,6 +12,8 @@
 //   pcie {gen, max_gen, width, max_width}, utilization, nvlinks ["<remote bus id>", ...].
 // Top level: cuda_driver_version, p2p {"0-1": {"read": status, "write": status}},
 //   ancestor {"0-1": level}, default_ancestor, hang_in / crash_in "<function name>".
+// Monitor readings per GPU (optional): temperature_c (nvmlDeviceGetTemperature, the die),
+//   sm_clock_mhz (nvmlDeviceGetClockInfo, NVML_CLOCK_SM).
 // Sampling sequences (for monitors): utilization, memory_used, power_mw (nvmlDeviceGetPowerUsage)
 //   and clock_event_reasons may each be a list instead of one value. The n-th
 //   nvmlDeviceGetUtilizationRates call on a GPU returns the n-th entry (the last one repeats) and
@@ -427,6 +429,16 @@ int nvmlDeviceGetRunningProcessDetailList(void*, void*)
 int nvmlDeviceGetPowerUsage(void* device, unsigned int* milliwatts)
 {
     return field(device, nullptr, "power_mw", milliwatts);
+}
+
+int nvmlDeviceGetTemperature(void* device, int sensor, unsigned int* celsius)
+{
+    return sensor == 0 ? field(device, nullptr, "temperature_c", celsius) : 2;
+}
+
+int nvmlDeviceGetClockInfo(void* device, int type, unsigned int* mhz)
+{
+    return type == 1 ? field(device, nullptr, "sm_clock_mhz", mhz) : 2;
 }
 
 int nvmlDeviceGetEccMode(void* device, int* current, int* pending)

@@ -8,6 +8,8 @@ using probes::monitor::MonitorVerdict;
 
 namespace {
 
+using namespace std::string_literals;
+
 constexpr std::uint64_t gib = 1ULL << 30;
 
 // One GPU's samples every `interval` seconds: kernel-active values, with memory and power.
@@ -212,8 +214,8 @@ TEST(GpuMonitor, SummaryTextForPeople)
     auto text =
         probes::monitor::render_summary_text(gpus, probes::monitor::summarise(series(0, {95, 95, 10, 95, 95}), 1.0));
     EXPECT_EQ(text,
-        "GPU  BUS ID        SAMPLES  KERNEL-ACTIVE  P10  >=80%  DIPS<25%  LONGEST  PEAK MEMORY   POWER\n"
-        "0    0000:07:00.0  5        78.0%          10%  80%    1         1.0s     70 GiB (88%)  300 W\n"
+        "GPU  SAMPLES  ACTIVE  P10  >=80%  DIPS<25%  LONGEST  PEAK MEMORY   POWER\n"
+        "0    5        78.0%   10%  80%    1         1.0s     70 GiB (88%)  300 W\n"
         "WARN  gpu 0 (0000:07:00.0): kernel-active time is low (78.0%, below 90%): the GPU waits  [monitor.low]\n"
         "      fix: look at the input pipeline (DataLoader workers, pinned memory) or communication: run with gpurun "
         "--profile nsys and --nccl-check\n");
@@ -256,14 +258,64 @@ TEST(GpuMonitor, SampleRowsAndJson)
     s.memory_total = 16 * gib;
     s.power_w = 212.4;
     s.clock_events = 0x4 | 0x1000;
-    EXPECT_EQ(probes::monitor::render_sample_row(s),
-        "    1.5s    1            93%         3 GiB / 16 GiB    212 W  sw_power_cap,0x1000\n");
+    s.temperature_c = 67;
+    s.sm_clock_mhz = 1980;
+    s.processes = 2;
+    EXPECT_EQ(
+        probes::monitor::render_sample_header(), "    TIME GPU ACTIVE  MEMORY MEM% TEMP SMCLK POWER PROC EVENTS\n");
+    EXPECT_EQ(
+        probes::monitor::render_sample_row(s), "    1.5s   1    93%    3.0G  19%  67C  1980  212W    2 pcap,0x1000\n");
     EXPECT_EQ(probes::monitor::to_json(s).dump(),
         R"({"clock_events":["sw_power_cap","0x1000"],"gpu":1,"kernel_active":93,"memory_total":17179869184,)"
-        R"("memory_used":3221225472,"power_w":212.4,"t":1.5})");
+        R"("memory_used":3221225472,"power_w":212.4,"processes":2,"sm_clock_mhz":1980,"t":1.5,"temperature_c":67})");
     GpuSample empty;
-    EXPECT_EQ(
-        probes::monitor::render_sample_row(empty), "    0.0s    0              -                      -        -  -\n");
+    EXPECT_EQ(probes::monitor::render_sample_row(empty), "    0.0s   0      -       -    -    -     -     -    - -\n");
+    // The widest row fits 80 columns: every clock event at once is cut with "+".
+    GpuSample wide = s;
+    wide.t = 86399.9;
+    wide.gpu = 15;
+    wide.kernel_active = 100;
+    wide.memory_used = 141ULL * gib;
+    wide.memory_total = 141ULL * gib;
+    wide.power_w = 1000;
+    wide.clock_events = 0x1ff | 0x10000;
+    const std::string row = probes::monitor::render_sample_row(wide);
+    EXPECT_LE(row.size(), 80U) << row;
+    EXPECT_EQ(row.substr(row.size() - 2), "+\n"s) << row;
+}
+
+TEST(GpuMonitor, TheRunningLineFitsTheTerminal)
+{
+    std::vector<probes::monitor::GpuSummary> summaries;
+    for (unsigned g = 0; g < 8; ++g) {
+        auto one = probes::monitor::summarise(series(g, {95, 95, g == 3 ? 10U : 95U, 95}), 1.0);
+        summaries.insert(summaries.end(), one.begin(), one.end());
+    }
+    const std::string line = probes::monitor::render_running_line(summaries, 79);
+    EXPECT_EQ(line, "so far: 8 GPUs kernel-active 92% on average, lowest gpu 3 74%, 1 dip");
+    EXPECT_EQ(probes::monitor::render_running_line(summaries, 20).size(), 20U) << "cut, never wrapped";
+}
+
+TEST(GpuMonitor, GpusWithOneFindingShareOneFixEachWithItsMessage)
+{
+    auto summaries = probes::monitor::summarise(series(0, {60, 60, 60, 60}), 1.0);
+    auto other = probes::monitor::summarise(series(1, {40, 40, 40, 40}), 1.0);
+    summaries.insert(summaries.end(), other.begin(), other.end());
+    std::vector<probes::monitor::MonitoredGpu> gpus = {{0, *probes::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
+        {1, *probes::PciAddress::parse("0000:0f:00.0"), "A100", "GPU-b"}};
+    const auto text = probes::monitor::render_summary_text(gpus, summaries);
+    EXPECT_NE(text.find("WARN  gpus 0-1: kernel-active time is low  [monitor.low]\n"
+                        "      gpu 0: kernel-active time is low (60.0%, below 90%): the GPU waits\n"
+                        "      gpu 1: kernel-active time is low (40.0%, below 90%): the GPU waits\n"
+                        "      fix: "),
+        std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("fix: "), text.rfind("fix: ")) << text;
+    for (std::size_t at = 0, end = 0; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+        if (text.compare(at, 4, "GPU ") == 0 || (text[at] >= '0' && text[at] <= '9')) {
+            EXPECT_LE(end - at, 80U) << "table rows fit 80 columns: " << text.substr(at, end - at);
+        }
+    }
 }
 
 TEST(GpuMonitor, RanksAsRanges)
