@@ -128,12 +128,12 @@ class Rss:
 
     def sample(self):
         if self.time_path:
-            Cmd(self.name, [self.time_path, "-f", "%M", "-o", self.out] + self.argv).run_once()
+            Cmd(self.name, [self.time_path, "-f", "%M", "-o", self.out] + self.argv, expect_rc=(0, 1)).run_once()
             with open(self.out) as f:
                 self.values.append(int(f.read().split()[-1]))
         else:
             self.floor = max(self.floor, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-            _, _, rss = Cmd(self.name, self.argv).run_once()
+            _, _, rss = Cmd(self.name, self.argv, expect_rc=(0, 1)).run_once()
             self.values.append(rss)
 
     def median(self):
@@ -364,10 +364,12 @@ def bench(args, doctor, grep, tmp):
     # count goes to a file.
     grep_out = os.path.join(tmp, "grep.out")
     grep_c = Cmd("grep", [grep, "-c", "NCCL INFO", log], stdout=grep_out)
-    doc = Cmd("gpudoctor", [doctor, "nccl-log", "--json", log])
-    doc_text = Cmd("gpudoctor nccl-log (text)", [doctor, "nccl-log", "--no-color", log])
+    # Exit 1 is a report too: the generated log's failing runs (watchdog timeouts) are failing findings.
+    judged = (0, 1)
+    doc = Cmd("gpudoctor", [doctor, "nccl-log", "--json", log], expect_rc=judged)
+    doc_text = Cmd("gpudoctor nccl-log (text)", [doctor, "nccl-log", "--no-color", log], expect_rc=judged)
     pyp = Cmd("python parser", [sys.executable, PYTHON_PARSER, log])
-    doc_q = Cmd("gpudoctor, quarter log", [doctor, "nccl-log", "--json", quarter])
+    doc_q = Cmd("gpudoctor, quarter log", [doctor, "nccl-log", "--json", quarter], expect_rc=judged)
     grep_q = Cmd("grep, quarter log", [grep, "-c", "NCCL INFO", quarter], stdout=grep_out)
 
     # One untimed gpudoctor run keeps its JSON (and warms the binary); grep's count for the record.
@@ -423,7 +425,7 @@ def bench(args, doctor, grep, tmp):
         breakdown = []
         for label, path in zip(labels, parts):
             warm(path)
-            d = Cmd(f"gpudoctor, {label}", [doctor, "nccl-log", "--json", path])
+            d = Cmd(f"gpudoctor, {label}", [doctor, "nccl-log", "--json", path], expect_rc=(0, 1))
             g = Cmd(f"grep, {label}", [grep, "-c", "NCCL INFO", path], expect_rc=(0, 1), stdout=grep_out)
             for _ in range(max(3, args.runs // 2)):
                 for c in (g, d):

@@ -375,10 +375,11 @@ int run(int argc, char** argv)
         throw Error(fmt::format("--expect-gpus {}: expected a number of GPUs, 0 or more", c.expect_gpus));
     }
 
-    const check::Facts facts =
-        c.from.empty() ? check::collect(checks::collectors_for(probes), ctx) : load_snapshot(c.from);
-    auto results = check::judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
     check::ReportOptions options;
+    const check::Facts facts = c.from.empty()
+        ? check::collect(checks::collectors_for(probes), ctx, &options.collector_seconds)
+        : load_snapshot(c.from);
+    auto results = check::judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
     options.scope = check::gpu_scope(facts, c.gpus, c.from.empty() ? &ctx.env : nullptr);
     check::keep_in_scope(results, options.scope);
     options.strict = c.strict;

@@ -494,6 +494,7 @@ std::vector<ChildOutcome> wait_for_children(std::vector<Child>& children,
     std::optional<std::chrono::milliseconds> timeout, std::chrono::milliseconds reap_grace)
 {
     std::vector<ChildOutcome> outcomes(children.size());
+    const Clock::time_point start = Clock::now();
     std::optional<Clock::time_point> deadline;
     if (timeout) {
         deadline = Clock::now() + *timeout;
@@ -517,6 +518,7 @@ std::vector<ChildOutcome> wait_for_children(std::vector<Child>& children,
             if (left.count() <= 0) {
                 for (const std::size_t i : owners) {
                     outcomes[i].timed_out = true;
+                    outcomes[i].elapsed = Clock::now() - start;
                     children[i].signal(SIGKILL);
                     children[i].close_output();
                 }
@@ -530,6 +532,9 @@ std::vector<ChildOutcome> wait_for_children(std::vector<Child>& children,
         for (std::size_t k = 0; k < fds.size(); ++k) {
             if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0) {
                 children[owners[k]].read_output();
+                if (children[owners[k]].output_fd() < 0) {
+                    outcomes[owners[k]].elapsed = Clock::now() - start;
+                }
             }
         }
     }

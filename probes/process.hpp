@@ -123,6 +123,9 @@ struct ChildOutcome {
     bool timed_out = false; ///< killed at the deadline
     bool reaped = false; ///< false: killed, but still in the kernel (a wedged driver call)
     int status = 0; ///< the raw wait status, when reaped
+    /// From the start of the wait until the child closed its output (or the deadline): how long
+    /// it worked, for children started just before the wait.
+    std::chrono::duration<double> elapsed{0};
 
     bool exited(int code) const;
     bool signaled() const;

@@ -3,6 +3,8 @@
 #include "doctor/check/probe.hpp"
 #include "probes/error.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <map>
 
@@ -119,6 +121,15 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
             findings.push_back(probes::to_json(f));
         }
         probes.push_back({{"name", r.probe->name}, {"summary", r.probe->summary}, {"findings", findings}});
+        double slowest = -1;
+        for (const auto& c : r.probe->collectors) {
+            if (auto t = options.collector_seconds.find(c); t != options.collector_seconds.end()) {
+                slowest = std::max(slowest, t->second);
+            }
+        }
+        if (slowest >= 0) {
+            probes.back()["seconds"] = std::round(slowest * 1000) / 1000;
+        }
     }
     auto n = count(results);
     const std::string host = checked_host(facts);
@@ -138,6 +149,13 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
     }
     if (!measurements.empty()) {
         out["measurements"] = measurements;
+    }
+    if (!options.collector_seconds.empty()) {
+        nlohmann::json collected = nlohmann::json::object();
+        for (const auto& [name, t] : options.collector_seconds) {
+            collected[name] = std::round(t * 1000) / 1000;
+        }
+        out["collect_seconds"] = collected;
     }
     return out;
 }

@@ -3,6 +3,7 @@
 #include "doctor/check/gpu_scope.hpp"
 #include "doctor/check/runner.hpp"
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@ struct ReportOptions {
     bool strict = false;
     GpuScope scope; ///< the GPUs judged (check --gpus, or the job's), said under the title
     std::vector<std::string> measured; ///< collectors whose facts are measurements (the deep tier)
+    /// How long each collector took (none when the facts came from a snapshot): in JSON, each
+    /// probe's `seconds` is its slowest collector's (they run at once), and `collect_seconds` all.
+    std::map<std::string, double> collector_seconds;
 };
 
 /// The text report for people: one line per finding, grouped by probe, the remedy under each

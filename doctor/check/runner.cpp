@@ -29,7 +29,7 @@ namespace {
 /// Runs `collectors` at once, each in its own child (and process group) with `timeout` as the
 /// deadline, into `facts`.
 void collect_group(const std::vector<const Collector*>& collectors, const CollectContext& ctx,
-    std::chrono::milliseconds timeout, Facts& facts)
+    std::chrono::milliseconds timeout, Facts& facts, std::map<std::string, double>* seconds)
 {
     probes::SpawnOptions options;
     options.own_group = true;
@@ -58,6 +58,9 @@ void collect_group(const std::vector<const Collector*>& collectors, const Collec
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
         const probes::ChildOutcome& outcome = outcomes[i];
         const std::string& name = started[i]->name;
+        if (seconds != nullptr) {
+            (*seconds)[name] = outcome.elapsed.count();
+        }
         if (outcome.timed_out && !outcome.reaped) {
             facts[name] = {{"error",
                 fmt::format("timed out after {}, and stuck in the kernel (uninterruptible): "
@@ -81,7 +84,8 @@ void collect_group(const std::vector<const Collector*>& collectors, const Collec
 
 } // namespace
 
-Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx)
+Facts collect(
+    const std::vector<const Collector*>& collectors, const CollectContext& ctx, std::map<std::string, double>* seconds)
 {
     Facts facts = nlohmann::json::object();
     std::vector<const Collector*> quick;
@@ -89,10 +93,10 @@ Facts collect(const std::vector<const Collector*>& collectors, const CollectCont
     for (const Collector* c : collectors) {
         (c->deep ? deep : quick).push_back(c);
     }
-    collect_group(quick, ctx, ctx.timeout, facts);
+    collect_group(quick, ctx, ctx.timeout, facts, seconds);
     for (const Collector* c : deep) {
         progress_line(ctx, fmt::format("{}: starting", c->name));
-        collect_group({c}, ctx, ctx.deep_timeout, facts);
+        collect_group({c}, ctx, ctx.deep_timeout, facts, seconds);
     }
     if (!deep.empty() && ctx.progress) {
         fmt::print(stderr, "\r\033[K");

@@ -2,6 +2,8 @@
 
 #include "doctor/check/probe.hpp"
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace doctor::check {
@@ -11,7 +13,9 @@ namespace doctor::check {
 /// ctx.deep_timeout. A collector that throws, hangs or crashes yields
 /// {"error": "..."} ("timed out after 10 s", "crashed (Segmentation fault)") for its name; the
 /// others are unaffected.
-Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx);
+/// With `seconds`, how long each collector took goes there, by name.
+Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx,
+    std::map<std::string, double>* seconds = nullptr);
 
 /// One probe's outcome.
 struct ProbeResult {

@@ -140,9 +140,10 @@ void read_nvml(const json& nvml, const FactsReader& r)
         r.bus_id(g, "bus_id", field);
         r.text(g, "name", field);
         r.text(g, "uuid", field);
-        for (const char* key : {"memory_total", "compute_mode", "persistence", "processes", "ecc_corrected",
-                 "ecc_uncorrected", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "retired_pages_single", "retired_pages_double", "clock_event_reasons", "pcie_gen",
-                 "pcie_max_gen", "pcie_width", "pcie_max_width", "utilization"}) {
+        for (const char* key :
+            {"memory_total", "compute_mode", "persistence", "processes", "ecc_corrected", "ecc_uncorrected",
+                "ecc_corrected_volatile", "ecc_uncorrected_volatile", "retired_pages_single", "retired_pages_double",
+                "clock_event_reasons", "pcie_gen", "pcie_max_gen", "pcie_width", "pcie_max_width", "utilization"}) {
             r.count(g, key, field);
         }
         if (g.contains("remapped_rows")) {

@@ -119,6 +119,69 @@ void read_ompi_info(const std::string& output, nlohmann::json& record)
     record["output_bytes"] = output.size();
 }
 
+// Open MPI's component directory (its pkglibdir) for the installation of `mpirun` (its real
+// path): where a build with dynamic components keeps them as files (mca_pml_ucx.so). Tried:
+// PREFIX/lib{,64}/openmpi* (source builds, HPC-X, Fedora's /usr/lib64/openmpi) and
+// PREFIX/lib/*/openmpi/lib/openmpi* (Debian and Ubuntu). nullopt when none holds a component
+// (a build with components linked in): ompi_info tells then.
+std::optional<std::filesystem::path> component_dir(const std::filesystem::path& mpirun)
+{
+    namespace fs = std::filesystem;
+    const fs::path prefix = mpirun.parent_path().parent_path();
+    std::vector<fs::path> libdirs = {prefix / "lib", prefix / "lib64"};
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(prefix / "lib", ec)) {
+        if (fs::is_directory(entry.path() / "openmpi/lib", ec)) {
+            libdirs.push_back(entry.path() / "openmpi/lib");
+        }
+    }
+    for (const auto& libdir : libdirs) {
+        std::vector<fs::path> found;
+        for (const auto& entry : fs::directory_iterator(libdir, ec)) {
+            if (entry.path().filename().string().starts_with("openmpi") &&
+                fs::exists(entry.path() / "mca_pml_ob1.so", ec)) {
+                found.push_back(entry.path());
+            }
+        }
+        if (!found.empty()) {
+            std::sort(found.begin(), found.end());
+            return found.front();
+        }
+    }
+    return std::nullopt;
+}
+
+// The facts ompi_info would give, from the component files themselves: the PML components, and
+// CUDA support from the components only a CUDA build has (accelerator/cuda in 5.x, btl/smcuda
+// and common_cuda in 4.x). No Open MPI process runs: ompi_info opens every component, some
+// 0.2 s even on an idle machine.
+void read_components(const std::filesystem::path& dir, nlohmann::json& record)
+{
+    std::set<std::string> pml;
+    std::string cuda_component;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.starts_with("mca_pml_") && name.ends_with(".so")) {
+            pml.insert(name.substr(8, name.size() - 8 - 3));
+        }
+        for (const char* cuda : {"mca_accelerator_cuda.so", "mca_btl_smcuda.so"}) {
+            cuda_component = name == cuda ? name : cuda_component;
+        }
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(dir.parent_path(), ec)) {
+        if (entry.path().filename().string().starts_with("libmca_common_cuda.so")) {
+            cuda_component = entry.path().filename().string();
+        }
+    }
+    record["source"] = "components";
+    record["pml"] = pml;
+    record["pml_ucx"] = pml.count("ucx") > 0;
+    record["cuda_support"] = !cuda_component.empty();
+    record["cuda_support_from"] = cuda_component.empty() ? fmt::format("no CUDA component in {}", dir.string())
+                                                         : fmt::format("{} in {}", cuda_component, dir.string());
+}
+
 } // namespace
 
 // mpirun in the environment's PATH: its flavour and version; for Open MPI, ompi_info's CUDA support
@@ -147,7 +210,14 @@ Collector mpi_collector()
                         version["version"] = first_version(head(r->output, 4));
                     }
                     out["mpirun_version"] = version;
-                    if (version.value("flavour", std::string()) == "Open MPI") {
+                    const auto components = ec ? std::nullopt : component_dir(real);
+                    if (version.value("flavour", std::string()) == "Open MPI" && components) {
+                        nlohmann::json info;
+                        info["path"] = components->string();
+                        info["version"] = version.value("version", std::string());
+                        read_components(*components, info);
+                        out["ompi_info"] = info;
+                    } else if (version.value("flavour", std::string()) == "Open MPI") {
                         // ompi_info of the same installation first, then PATH.
                         auto dir_ompi_info = std::filesystem::path(*mpirun).parent_path() / "ompi_info";
                         auto ompi_info = probes::find_executable(dir_ompi_info.string(), nullptr);
@@ -202,9 +272,12 @@ Probe mpi_probe()
             "work for jobs that launch themselves.",
             "put Open MPI's bin directory first in PATH for gpurun"},
         {"mpi.cuda_aware", "Open MPI is CUDA-aware",
-            "ompi_info says Open MPI was built with CUDA support: MPI calls can take GPU buffers.", ""},
+            "Open MPI was built with CUDA support (its CUDA components are installed, or ompi_info says so): MPI "
+            "calls can take GPU buffers.",
+            ""},
         {"mpi.no_cuda", "Open MPI without CUDA support",
-            "ompi_info says mpi_built_with_cuda_support is false: passing GPU buffers to MPI calls (mpi4py, "
+            "Open MPI has no CUDA component (accelerator/cuda, btl/smcuda, common_cuda), or ompi_info says "
+            "mpi_built_with_cuda_support is false: passing GPU buffers to MPI calls (mpi4py, "
             "Horovod's MPI ops, CUDA-aware halo exchanges) crashes or copies through the host. NCCL-only jobs are "
             "unaffected.",
             "use an Open MPI built --with-cuda (and UCX with CUDA), e.g. NVIDIA HPC-X or a CUDA-enabled module"},

@@ -431,6 +431,45 @@ TEST_F(FrameworksCollect, GpukitPythonOverridesPathAndTheRealInterpreterPrefersP
     EXPECT_NE(facts.value("python_error", "").find("is not an executable file"), std::string::npos);
 }
 
+TEST_F(FrameworksCollect, APyenvShimIsResolvedAsPyenvWould)
+{
+    // A pyenv shim is a bash script that starts pyenv before the interpreter (0.1 to 0.5 s): the
+    // probe runs the interpreter the shim would, found by pyenv's own rules.
+    const fs::path root = m_dir / "pyenv";
+    const fs::path marker = m_dir / "shim_ran";
+    write(root / "shims/python3", "#!/bin/sh\ntouch '" + marker.string() + "'\nexec '" + m_python + "' -S \"$@\"\n");
+    const auto interpreter = [&](const fs::path& file) {
+        write(file, "#!/bin/sh\nexec '" + m_python + "' -S \"$@\"\n");
+        fs::permissions(file, fs::perms::owner_all);
+    };
+    fs::permissions(root / "shims/python3", fs::perms::owner_all);
+    interpreter(root / "versions/3.10.13/bin/python3");
+    interpreter(root / "versions/3.11.2/bin/python3");
+    interpreter(root / "versions/3.11.7/bin/python3");
+    interpreter(m_dir / "system/python3");
+    write(root / "version", "3.10.13\n");
+    write(m_dir / "project/.python-version", "# the project's\n3.11\n");
+    fs::create_directories(m_dir / "project/src");
+    m_ctx.env["PATH"] = (root / "shims").string() + ":" + (m_dir / "system").string();
+
+    auto facts = collect(); // the global version file
+    EXPECT_EQ(facts["python"], (root / "versions/3.10.13/bin/python3").string());
+    EXPECT_EQ(facts["python_shim"], (root / "shims/python3").string());
+    m_ctx.env["PWD"] = (m_dir / "project/src").string(); // .python-version above: 3.11 is 3.11.7
+    EXPECT_EQ(collect()["python"], (root / "versions/3.11.7/bin/python3").string());
+    m_ctx.env["PYENV_VERSION"] = "system";
+    EXPECT_EQ(collect()["python"], (m_dir / "system/python3").string());
+    m_ctx.env["PYENV_VERSION"] = "3.9.1:3.11.2"; // the first that is installed
+    facts = collect();
+    EXPECT_EQ(facts["python"], (root / "versions/3.11.2/bin/python3").string());
+    EXPECT_TRUE(facts.contains("python_version")) << facts.dump();
+    EXPECT_FALSE(fs::exists(marker)) << "the shim itself ran";
+    m_ctx.env["PYENV_VERSION"] = "2.7.18"; // not installed: the shim runs, and says what it says
+    facts = collect();
+    EXPECT_EQ(facts["python"], (root / "shims/python3").string());
+    EXPECT_FALSE(facts.contains("python_shim"));
+}
+
 TEST_F(FrameworksCollect, NoPythonIsASkip)
 {
     m_ctx.env["PATH"] = (m_dir / "site").string();

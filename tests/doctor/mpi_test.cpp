@@ -151,6 +151,62 @@ TEST_F(MpiCollector, OmpiInfoNextToMpirunComesFirst)
     EXPECT_EQ(facts["ompi_info"]["cuda_support"], true);
 }
 
+TEST_F(MpiCollector, ComponentFilesAnswerWithoutRunningOmpiInfo)
+{
+    // A build with dynamic components keeps them as files: what ompi_info would say (in some
+    // 0.2 s, as it opens every component) is read from their names. Two layouts: a source
+    // build's PREFIX/lib/openmpi, and Debian's PREFIX/lib/<triplet>/openmpi/lib/openmpi3.
+    const auto marker = m_dir / "ompi_info_ran";
+    script("ompi_info",
+        "touch '" + marker.string() + "'\necho 'mca:mpi:base:param:mpi_built_with_cuda_support:value:false'");
+    struct Layout {
+        std::string components;
+        std::vector<std::string> files;
+        std::string cuda_from;
+    };
+    const Layout layouts[] = {
+        {"prefix/lib/openmpi", {"mca_pml_ob1.so", "mca_pml_ucx.so", "mca_btl_smcuda.so", "mca_btl_tcp.so"},
+            "mca_btl_smcuda.so"},
+        {"prefix/lib/x86_64-linux-gnu/openmpi/lib/openmpi3",
+            {"mca_pml_ob1.so", "mca_pml_cm.so", "../libmca_common_cuda.so.40"}, "libmca_common_cuda.so.40"},
+    };
+    for (const Layout& layout : layouts) {
+        test_support::TempDir install;
+        std::filesystem::create_directories(install / "prefix/bin");
+        std::filesystem::create_directories(install / layout.components);
+        for (const auto& file : layout.files) {
+            std::ofstream(install / layout.components / file) << "";
+        }
+        const auto mpirun = install / "prefix/bin/mpirun";
+        std::ofstream(mpirun) << "#!/bin/sh\necho 'mpirun (Open MPI) 4.1.4'\n";
+        std::filesystem::permissions(mpirun, std::filesystem::perms::owner_all);
+        doctor::check::CollectContext ctx;
+        ctx.env = {{"PATH", (install / "prefix/bin").string() + ":" + (m_dir / "bin").string()}};
+        auto facts = test_support::collector_named("mpi").collect(ctx);
+        const auto& info = facts["ompi_info"];
+        EXPECT_EQ(info["source"], "components") << layout.components;
+        EXPECT_EQ(info["path"], std::filesystem::canonical(install / layout.components).string());
+        EXPECT_EQ(info["cuda_support"], true) << layout.components;
+        EXPECT_NE(info["cuda_support_from"].get<std::string>().find(layout.cuda_from), std::string::npos) << info;
+        EXPECT_EQ(info["pml_ucx"], layout.components == "prefix/lib/openmpi");
+        EXPECT_EQ(info["version"], "4.1.4");
+        EXPECT_FALSE(std::filesystem::exists(marker)) << "ompi_info was run";
+        EXPECT_NE(find_code(judge(facts), "mpi.cuda_aware"), nullptr);
+    }
+    // Without a CUDA component: no CUDA support, as Debian's own Open MPI.
+    test_support::TempDir plain;
+    std::filesystem::create_directories(plain / "prefix/bin");
+    std::filesystem::create_directories(plain / "prefix/lib64/openmpi");
+    std::ofstream(plain / "prefix/lib64/openmpi/mca_pml_ob1.so") << "";
+    std::ofstream(plain / "prefix/bin/mpirun") << "#!/bin/sh\necho 'mpirun (Open MPI) 5.0.3'\n";
+    std::filesystem::permissions(plain / "prefix/bin/mpirun", std::filesystem::perms::owner_all);
+    doctor::check::CollectContext ctx;
+    ctx.env = {{"PATH", (plain / "prefix/bin").string()}};
+    auto facts = test_support::collector_named("mpi").collect(ctx);
+    EXPECT_EQ(facts["ompi_info"]["cuda_support"], false);
+    EXPECT_NE(find_code(judge(facts), "mpi.no_cuda"), nullptr);
+}
+
 TEST_F(MpiCollector, NoOmpiInfoIsSkippedNotPassed)
 {
     command("mpirun", openmpi_version);

@@ -67,3 +67,26 @@ TEST(TextReport, ControlCharactersFromTheFactsAreEscaped)
 }
 
 } // namespace
+
+TEST(JsonReport, EachProbeSaysHowLongItsSlowestCollectorTook)
+{
+    doctor::check::Probe two;
+    two.name = "two";
+    two.collectors = {"a", "b"};
+    doctor::check::Probe none;
+    none.name = "none";
+    none.collectors = {"c"};
+    const std::vector<doctor::check::ProbeResult> results = {
+        {&two, {make_finding("two.ok", Severity::pass, "host", "fine")}},
+        {&none, {make_finding("none.ok", Severity::pass, "host", "fine")}}};
+    doctor::check::ReportOptions options;
+    options.collector_seconds = {{"a", 0.0123}, {"b", 0.4567}};
+    const auto j = doctor::check::render_json(results, nlohmann::json::object(), options);
+    EXPECT_EQ(j["probes"][0]["seconds"], 0.457) << "they run at once: the slowest";
+    EXPECT_FALSE(j["probes"][1].contains("seconds")) << "a collector not timed";
+    EXPECT_EQ(j["collect_seconds"], (nlohmann::json{{"a", 0.012}, {"b", 0.457}}));
+    // From a snapshot nothing was timed: no numbers at all.
+    const auto from = doctor::check::render_json(results, nlohmann::json::object(), doctor::check::ReportOptions{});
+    EXPECT_FALSE(from.contains("collect_seconds"));
+    EXPECT_FALSE(from["probes"][0].contains("seconds"));
+}

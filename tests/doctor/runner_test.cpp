@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <gtest/gtest.h>
+#include <map>
 #include <thread>
 #include <unistd.h>
 
@@ -36,8 +37,14 @@ TEST(Runner, CollectorsRunInParallelAndAHangBecomesAnError)
     doctor::check::CollectContext ctx;
     ctx.timeout = std::chrono::milliseconds(1000);
     const auto start = std::chrono::steady_clock::now();
-    auto facts = doctor::check::collect({&fine, &hang, &slow, &crash, &throws}, ctx);
+    std::map<std::string, double> seconds;
+    auto facts = doctor::check::collect({&fine, &hang, &slow, &crash, &throws}, ctx, &seconds);
     const auto took = std::chrono::steady_clock::now() - start;
+    // Each collector's time: the slow one's 0.3 s, the hang's the deadline, the quick one's little.
+    ASSERT_EQ(seconds.size(), 5U);
+    EXPECT_GE(seconds["slow"], 0.3);
+    EXPECT_GE(seconds["hang"], 0.95); // poll wakes within a millisecond of the deadline
+    EXPECT_LT(seconds["fine"], seconds["hang"]);
     EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the deadline holds for all collectors at once";
     EXPECT_EQ(facts["fine"]["x"], 1);
     EXPECT_EQ(facts["slow"]["y"], 2);

@@ -189,8 +189,48 @@ void fuzz_node_plan(const std::string& text)
     }
 }
 
+// Form feeds cut the text into several inputs (up to 8), read as logs that may be of several
+// jobs: every job's numbers add up to the whole, and each communicator is in one job.
+void fuzz_nccl_jobs(const std::string& text)
+{
+    if (text.find('\f') == std::string::npos) {
+        return;
+    }
+    for (const auto kind : {probes::nccl::Inputs::may_be_several_jobs, probes::nccl::Inputs::one_job}) {
+        probes::nccl::Analyzer analyzer(probes::nccl::Limits{}, kind);
+        std::size_t at = 0;
+        for (int input = 0; at <= text.size(); ++input) {
+            const std::size_t end = input == 7 ? text.size() : std::min(text.find('\f', at), text.size());
+            analyzer.read_text(std::string_view(text).substr(at, end - at), "input" + std::to_string(input));
+            at = end + 1;
+        }
+        const auto a = analyzer.analysis();
+        std::uint64_t records = 0;
+        std::uint64_t connections = 0;
+        std::vector<int> owners(a.communicators.size(), 0);
+        for (std::size_t j = 0; j < a.jobs.size(); ++j) {
+            records += a.jobs[j].records;
+            connections += a.jobs[j].connections;
+            for (const std::size_t c : a.jobs[j].communicators) {
+                if (c >= owners.size() || a.communicators[c].job != j) {
+                    std::abort();
+                }
+                ++owners[c];
+            }
+        }
+        if (records != a.records || connections != a.connections ||
+            std::any_of(owners.begin(), owners.end(), [](int n) { return n != 1; }) ||
+            (kind == probes::nccl::Inputs::one_job && a.jobs.size() != 1)) {
+            std::abort();
+        }
+        (void)probes::nccl::render_json(a).dump();
+        (void)probes::nccl::render_text(a, false);
+    }
+}
+
 void fuzz_nccl_log(const std::string& text)
 {
+    fuzz_nccl_jobs(text);
     probes::nccl::Analyzer analyzer;
     analyzer.read_text(text, "fuzz.log");
     const auto analysis = analyzer.analysis();
