@@ -579,7 +579,15 @@ std::optional<std::string_view> find_version(std::string_view text, bool in_reco
     if (number == 0 || !is_digit(v.front()) || !dotted) {
         return std::nullopt;
     }
-    if (in_record || v.find("+cuda") != std::string_view::npos) {
+    // A line that is the banner itself (NCCL 2.3 to 2.8 printed it without a prefix) may lack
+    // "+cuda" too: a build's own suffix ("2.18.3-1", "2.19.3+internal") or none.
+    const auto marker =
+        static_cast<std::size_t>(found->data() - text.data()) - std::string_view("NCCL version ").size();
+    const std::string_view rest = found->substr(v.size());
+    const bool whole_line = std::all_of(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(marker), is_space) &&
+        std::all_of(rest.begin(), rest.end(), is_space) &&
+        (number == v.size() || v[number] == '+' || v[number] == '-' || v[number] == '~');
+    if (in_record || whole_line || v.find("+cuda") != std::string_view::npos) {
         return v;
     }
     return std::nullopt;

@@ -84,7 +84,8 @@ bool parse_ring_order(std::string_view message, NcclRingOrder& out);
 /// `NCCL version 2.18.3+cuda12.2` anywhere in `text`: the version after "NCCL version ", a dotted
 /// number with what follows up to a blank or comma. It must have NCCL's "+cuda" (TensorFlow's
 /// bundled NCCL prints it unexpanded: `2.4.7+cudaCUDA_MAJOR.CUDA_MINOR`), except in the message
-/// of an NCCL record (`in_record`), where a version without it (a build's own suffix) is taken too.
+/// of an NCCL record (`in_record`) or on a line that is the banner alone (NCCL up to 2.8 printed it
+/// without a prefix), where a version without it (a build's own suffix, or none) is taken too.
 std::optional<std::string_view> find_version(std::string_view text, bool in_record = false);
 
 /// `NAME set by environment to VALUE[.]`.

@@ -177,6 +177,14 @@ TEST(NcclRecord, RingOrderVersionEnvironmentAndChannels)
     EXPECT_FALSE(find_version("torch: NCCL version 2.18.5 found"));
     EXPECT_FALSE(find_version("NCCL version mismatch", true));
     EXPECT_FALSE(find_version("NCCL version 2 is required", true)) << "a dotted number";
+    // A line that is the banner alone (NCCL up to 2.8 printed it without a prefix): a build's own
+    // suffix, or none, is the version too; a sentence that starts so is not.
+    EXPECT_EQ(find_version("NCCL version 2.8.4"), "2.8.4");
+    EXPECT_EQ(find_version("  NCCL version 2.18.3-1"), "2.18.3-1");
+    EXPECT_EQ(find_version("NCCL version 2.19.3+internal.2"), "2.19.3+internal.2");
+    EXPECT_FALSE(find_version("NCCL version 2.18.3 is too old for this wheel"));
+    EXPECT_FALSE(find_version("NCCL version 2.18.3, found"));
+    EXPECT_FALSE(find_version("NCCL version 2.18.3a"));
 
     const auto env = parse_env_setting("NCCL_SOCKET_IFNAME set by environment to ib0");
     ASSERT_TRUE(env);
