@@ -108,7 +108,9 @@ int run_nccl_log(const NcclLogOptions& options)
     const check::Verdict verdict = check::findings_verdict("nccl-log", analysis.findings, threshold);
     check::write_verdict_files(options.judging.files, verdict, nullptr);
     if (options.json) {
-        std::cout << nccl::render_json(analysis).dump(2) << '\n';
+        std::string text;
+        nccl::write_json(analysis, text);
+        std::cout << text << '\n';
     } else if (options.judging.quiet) {
         std::cout << check::render_problems(verdict, use_color(options.no_color));
     } else {

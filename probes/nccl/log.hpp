@@ -173,7 +173,11 @@ bool looks_like_log(const std::string& path);
 
 /// The human report.
 std::string render_text(const Analysis& analysis, bool color = false);
-/// The JSON report: nccl_versions, communicators, summary, warnings, findings.
+/// The JSON report: nccl_versions, jobs, communicators, summary, warnings, findings. Written as it
+/// goes (probes::JsonWriter), with 2 spaces of indent, to the end of `out`: no document of the
+/// whole report is built.
+void write_json(const Analysis& analysis, std::string& out);
+/// The same report as a document, for callers that keep or change it.
 nlohmann::json render_json(const Analysis& analysis);
 /// A short verdict for gpurun --nccl-check: one line per finding (or "no problems"), and the
 /// transport summary.

@@ -1,9 +1,13 @@
+#include "probes/json_writer.hpp"
 #include "probes/nccl/log.hpp"
 #include "probes/nccl/model.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <fmt/format.h>
 #include <numeric>
+#include <optional>
 
 namespace probes::nccl {
 
@@ -123,17 +127,6 @@ Finding make_finding(
 
 namespace {
 
-nlohmann::json transport_object(const std::uint64_t (&counts)[transport_count], bool nonzero_only)
-{
-    nlohmann::json out = nlohmann::json::object();
-    for (std::size_t i = 0; i < transport_count; ++i) {
-        if (!nonzero_only || counts[i] != 0) {
-            out[to_string(static_cast<Transport>(i))] = counts[i];
-        }
-    }
-    return out;
-}
-
 std::string transport_text(const std::uint64_t (&counts)[transport_count])
 {
     std::string out;
@@ -155,137 +148,169 @@ std::string joined(const std::vector<std::string>& items)
     return fmt::format("{}", fmt::join(items, ", "));
 }
 
-// Log text is not always UTF-8 (binary junk, Latin-1 hostnames): replace what is not with U+FFFD,
-// so that the JSON can always be written.
-std::string valid_utf8(const std::string& in)
+// The transport classes in the order of their names, as a JSON object keeps its keys.
+const std::array<Transport, transport_count>& transports_by_name()
 {
-    std::string out;
-    out.reserve(in.size());
-    for (std::size_t i = 0; i < in.size();) {
-        const auto c = static_cast<unsigned char>(in[i]);
-        const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        bool ok = n != 0 && i + n <= in.size() && !(n == 2 && c < 0xc2);
-        for (std::size_t k = 1; ok && k < n; ++k) {
-            ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
+    static const std::array<Transport, transport_count> order = [] {
+        std::array<Transport, transport_count> o{};
+        for (std::size_t i = 0; i < transport_count; ++i) {
+            o[i] = static_cast<Transport>(i);
         }
-        if (ok && n == 3) {
-            const auto c1 = static_cast<unsigned char>(in[i + 1]);
-            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0); // overlong, surrogates
-        } else if (ok && n == 4) {
-            const auto c1 = static_cast<unsigned char>(in[i + 1]);
-            ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90) && c <= 0xf4;
-        }
-        if (ok) {
-            out.append(in, i, n);
-            i += n;
-        } else {
-            out += "\xef\xbf\xbd";
-            ++i;
-        }
-    }
-    return out;
+        std::sort(
+            o.begin(), o.end(), [](Transport x, Transport y) { return std::strcmp(to_string(x), to_string(y)) < 0; });
+        return o;
+    }();
+    return order;
 }
 
-bool is_valid_utf8(const std::string& s)
+void write_transports(probes::JsonWriter& w, const std::uint64_t (&counts)[transport_count], bool nonzero_only)
 {
-    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }) ||
-        valid_utf8(s) == s;
-}
-
-// Makes every string and key in `j` valid UTF-8, in place; only what is invalid is rebuilt.
-void make_valid_utf8(nlohmann::json& j)
-{
-    if (j.is_string()) {
-        auto& s = j.get_ref<std::string&>();
-        if (!is_valid_utf8(s)) {
-            s = valid_utf8(s);
-        }
-    } else if (j.is_array()) {
-        for (auto& e : j) {
-            make_valid_utf8(e);
-        }
-    } else if (j.is_object()) {
-        bool keys_valid = true;
-        for (auto& [key, value] : j.items()) {
-            keys_valid = keys_valid && is_valid_utf8(key);
-            make_valid_utf8(value);
-        }
-        if (!keys_valid) {
-            nlohmann::json out = nlohmann::json::object();
-            for (auto& [key, value] : j.items()) {
-                out[valid_utf8(key)] = std::move(value);
-            }
-            j = std::move(out);
+    w.begin_object();
+    for (const Transport t : transports_by_name()) {
+        const std::uint64_t n = counts[static_cast<std::size_t>(t)];
+        if (!nonzero_only || n != 0) {
+            w.member(to_string(t), n);
         }
     }
+    w.end();
+}
+
+// The numbers of a summary, of all jobs or of one (which has no line count of its own).
+struct SummaryNumbers {
+    std::uint64_t communicators;
+    std::uint64_t connections;
+    std::uint64_t hosts;
+    std::optional<std::uint64_t> lines;
+    std::uint64_t processes;
+    std::uint64_t processes_init_complete;
+    std::uint64_t ranks;
+    std::uint64_t records;
+    std::uint64_t warnings;
+};
+
+void write_summary(probes::JsonWriter& w, const SummaryNumbers& n, const std::uint64_t (&counts)[transport_count])
+{
+    w.begin_object().member("communicators", n.communicators).member("connections", n.connections);
+    w.member("hosts", n.hosts);
+    if (n.lines) {
+        w.member("lines", *n.lines);
+    }
+    w.member("processes", n.processes).member("processes_init_complete", n.processes_init_complete);
+    w.member("ranks", n.ranks).member("records", n.records).key("transports");
+    write_transports(w, counts, false);
+    w.member("warnings", n.warnings).end();
+}
+
+void write_findings(probes::JsonWriter& w, const std::vector<Finding>& findings)
+{
+    w.begin_array();
+    for (const auto& f : findings) {
+        w.value(probes::to_json(f));
+    }
+    w.end();
 }
 
 } // namespace
 
-nlohmann::json render_json(const Analysis& a)
+// Keys in the order nlohmann::json keeps them (by name), so that render_json gives the same text.
+void write_json(const Analysis& a, std::string& out)
 {
-    nlohmann::json comms = nlohmann::json::array();
+    probes::JsonWriter w(out, 2);
+    w.begin_object();
+    w.key("communicators").begin_array();
     for (const auto& c : a.communicators) {
-        nlohmann::json ranks = nlohmann::json::array();
-        for (const auto& r : c.ranks) {
-            ranks.push_back(
-                {{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"cuda_dev", r.cuda_dev}, {"nvml_dev", r.nvml_dev},
-                    {"bus_id", r.bus_id}, {"init_complete", r.init_complete}, {"where", r.where.str()}});
-        }
-        nlohmann::json links = nlohmann::json::array();
+        w.begin_object()
+            .member("collnet_channels", c.collnet_channels)
+            .member("connections", c.connections)
+            .key("hosts")
+            .strings(c.hosts)
+            .member("id", c.id)
+            .member("job", c.job + 1)
+            .key("links")
+            .begin_array();
         for (const auto& l : c.links) {
-            links.push_back(
-                {{"from", l.from}, {"to", l.to}, {"transports", transport_object(l.counts, true)}, {"paths", l.paths}});
+            w.begin_object().member("from", l.from).key("paths").begin_object();
+            for (const auto& [path, n] : l.paths) {
+                w.member(path, n);
+            }
+            w.end().member("to", l.to).key("transports");
+            write_transports(w, l.counts, true);
+            w.end();
         }
-        comms.push_back({{"id", c.id}, {"job", c.job + 1}, {"nranks", c.nranks}, {"versions", c.versions},
-            {"hosts", c.hosts}, {"ranks", ranks}, {"connections", c.connections}, {"nvls_channels", c.nvls_channels},
-            {"collnet_channels", c.collnet_channels}, {"links", links}, {"where", c.first.str()}});
+        w.end().member("nranks", c.nranks).member("nvls_channels", c.nvls_channels).key("ranks").begin_array();
+        for (const auto& r : c.ranks) {
+            w.begin_object()
+                .member("bus_id", r.bus_id)
+                .member("cuda_dev", r.cuda_dev)
+                .member("host", r.host)
+                .member("init_complete", r.init_complete)
+                .member("nvml_dev", r.nvml_dev)
+                .member("pid", r.pid)
+                .member("rank", r.rank)
+                .member("where", r.where.str())
+                .end();
+        }
+        w.end().key("versions").strings(c.versions).member("where", c.first.str()).end();
     }
-    std::uint64_t warnings = 0;
-    nlohmann::json warns = nlohmann::json::array();
-    for (const auto& w : a.warnings) {
-        warnings += w.count;
-        warns.push_back({{"kind", w.kind}, {"job", w.job + 1}, {"count", w.count}, {"example", w.example},
-            {"where", w.where.str()}});
-    }
-    nlohmann::json findings = nlohmann::json::array();
-    for (const auto& f : a.findings) {
-        findings.push_back(probes::to_json(f));
-    }
-    nlohmann::json jobs = nlohmann::json::array();
+    w.end();
+    w.key("findings");
+    write_findings(w, a.findings);
+    w.key("inputs").strings(a.inputs);
+    w.key("jobs").begin_array();
     for (std::size_t j = 0; j < a.jobs.size(); ++j) {
         const Job& job = a.jobs[j];
-        nlohmann::json ids = nlohmann::json::array();
-        for (const std::size_t c : job.communicators) {
-            ids.push_back(a.communicators[c].id);
-        }
-        nlohmann::json job_findings = nlohmann::json::array();
-        for (const auto& f : job.findings) {
-            job_findings.push_back(probes::to_json(f));
-        }
         std::uint64_t job_warnings = 0;
-        for (const auto& w : job.warnings) {
-            job_warnings += w.count;
+        for (const auto& warn : job.warnings) {
+            job_warnings += warn.count;
         }
-        jobs.push_back({{"job", j + 1}, {"inputs", job.inputs}, {"nccl_versions", job.nccl_versions},
-            {"hosts", job.hosts}, {"communicators", ids},
-            {"summary",
-                {{"records", job.records}, {"hosts", job.hosts.size()}, {"ranks", job.ranks},
-                    {"processes", job.processes}, {"processes_init_complete", job.processes_init_complete},
-                    {"communicators", job.communicators.size()}, {"warnings", job_warnings},
-                    {"connections", job.connections}, {"transports", transport_object(job.counts, false)}}},
-            {"findings", job_findings}});
+        w.begin_object().key("communicators").begin_array();
+        for (const std::size_t c : job.communicators) {
+            w.value(a.communicators[c].id);
+        }
+        w.end().key("findings");
+        write_findings(w, job.findings);
+        w.key("hosts")
+            .strings(job.hosts)
+            .key("inputs")
+            .strings(job.inputs)
+            .member("job", j + 1)
+            .key("nccl_versions")
+            .strings(job.nccl_versions)
+            .key("summary");
+        write_summary(w,
+            {job.communicators.size(), job.connections, job.hosts.size(), std::nullopt, job.processes,
+                job.processes_init_complete, job.ranks, job.records, job_warnings},
+            job.counts);
+        w.end();
     }
-    nlohmann::json out{{"inputs", a.inputs}, {"skipped", a.skipped}, {"nccl_versions", a.nccl_versions}, {"jobs", jobs},
-        {"communicators", comms},
-        {"summary",
-            {{"lines", a.lines}, {"records", a.records}, {"hosts", a.hosts}, {"ranks", a.ranks},
-                {"processes", a.processes}, {"processes_init_complete", a.processes_init_complete},
-                {"communicators", a.communicators.size()}, {"warnings", warnings}, {"connections", a.connections},
-                {"transports", transport_object(a.counts, false)}}},
-        {"warnings", warns}, {"findings", findings}};
-    make_valid_utf8(out);
-    return out;
+    w.end();
+    std::uint64_t warnings = 0;
+    for (const auto& warn : a.warnings) {
+        warnings += warn.count;
+    }
+    w.key("nccl_versions").strings(a.nccl_versions).key("skipped").strings(a.skipped).key("summary");
+    write_summary(w,
+        {a.communicators.size(), a.connections, a.hosts, a.lines, a.processes, a.processes_init_complete, a.ranks,
+            a.records, warnings},
+        a.counts);
+    w.key("warnings").begin_array();
+    for (const auto& warn : a.warnings) {
+        w.begin_object()
+            .member("count", warn.count)
+            .member("example", warn.example)
+            .member("job", warn.job + 1)
+            .member("kind", warn.kind)
+            .member("where", warn.where.str())
+            .end();
+    }
+    w.end().end();
+}
+
+nlohmann::json render_json(const Analysis& a)
+{
+    std::string text;
+    write_json(a, text);
+    return nlohmann::json::parse(text);
 }
 
 namespace {

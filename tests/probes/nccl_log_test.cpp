@@ -2442,6 +2442,9 @@ TEST(NcclLogJobs, UnrelatedRealLogsKeepTheFindingsEachGivesAlone)
         }
     }
     const nlohmann::json j = nccl::render_json(a);
+    std::string written;
+    nccl::write_json(a, written);
+    EXPECT_EQ(written, j.dump(2)) << "the streamed report is the document's text, byte for byte";
     ASSERT_EQ(j["jobs"].size(), 3U);
     EXPECT_EQ(j["jobs"][2]["hosts"], nlohmann::json::array({"proxmox"}));
     EXPECT_EQ(j["communicators"][1]["job"], 2);
