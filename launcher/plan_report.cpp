@@ -3,6 +3,7 @@
 #include "launcher/global_batch.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/rank_environment.hpp"
+#include "probes/json_writer.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -149,39 +150,44 @@ std::string render_text(const PlanReport& r)
     return out;
 }
 
-nlohmann::json render_json(const PlanReport& r)
+namespace {
+
+template <typename T> nlohmann::json or_null(bool present, const T& value)
 {
-    auto nic_json = [&](const std::string& hca) {
-        nlohmann::json vars = nlohmann::json::object();
-        for (const auto& [name, value] : nic_variables(r.options.nic_binding, hca)) {
-            vars[name] = value;
+    return present ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+// Names and values, written as an object in name order (as nlohmann::json keeps its keys).
+void write_variables(probes::JsonWriter& w, std::vector<std::pair<std::string, std::string>> variables)
+{
+    std::stable_sort(
+        variables.begin(), variables.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    w.begin_object();
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+        // A name given twice keeps its last value, as assigning it in an nlohmann object does.
+        if (i + 1 < variables.size() && variables[i + 1].first == variables[i].first) {
+            continue;
         }
-        return vars;
-    };
+        w.member(variables[i].first, variables[i].second);
+    }
+    w.end();
+}
+
+// Every rank of the plan, written as it goes: at 1024 hosts of 8 GPUs a document of them took
+// longer than planning them.
+void write_ranks(probes::JsonWriter& w, const PlanReport& r)
+{
     std::map<std::string, unsigned> local_sizes;
     for (const auto& jr : r.job.ranks) {
         ++local_sizes[jr.host];
     }
-    nlohmann::json ranks = nlohmann::json::array();
+    const bool isolate = r.options.plan.visibility == GpuVisibility::isolate;
+    w.begin_array();
     for (const auto& jr : r.job.ranks) {
         const auto& b = jr.binding;
-        nlohmann::json gpu = nullptr;
-        if (b.gpu) {
-            gpu = {{"index", b.gpu->physical_index}, {"bus_id", b.gpu->bus_id.to_string()}, {"name", b.gpu->name},
-                {"uuid", b.gpu->uuid.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.gpu->uuid)},
-                {"cuda_device", r.options.plan.visibility == GpuVisibility::isolate ? 0U : b.cuda_index},
-                {"visible_devices",
-                    r.options.plan.visibility == GpuVisibility::isolate ? nlohmann::json(b.gpu->selector)
-                                                                        : nlohmann::json(nullptr)}};
-        }
-        ranks.push_back({{"rank", jr.rank}, {"local_rank", b.local_rank}, {"host", jr.host}, {"gpu", gpu},
-            {"bound_on_host", b.on_host}, {"numa", b.on_host ? nlohmann::json(nullptr) : nlohmann::json(b.numa)},
-            {"cpus", b.on_host ? nlohmann::json(nullptr) : nlohmann::json(b.cpus.to_list())},
-            {"cores", b.on_host ? nlohmann::json(nullptr) : nlohmann::json(b.cores)}, {"shared_cpus", b.shared},
-            {"nic", b.hca.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.hca)},
-            {"nic_variables", nic_json(b.hca)},
-            {"local_batch", r.batch ? nlohmann::json(r.batch->per_gpu.at(jr.rank)) : nlohmann::json(nullptr)},
-            {"loss_weight", r.batch ? nlohmann::json(r.batch->loss_weight.at(jr.rank)) : nlohmann::json(nullptr)}});
+        w.begin_object().member("bound_on_host", b.on_host).key("cores");
+        w.value(or_null(!b.on_host, b.cores));
+        w.key("cpus").value(b.on_host ? nlohmann::json(nullptr) : nlohmann::json(b.cpus.to_list()));
         if (r.helper != nullptr && !b.on_host) {
             // What the rank's helper will set, from the same function: "environment" always,
             // "environment_unless_set" only where the rank's own environment lacks it.
@@ -190,18 +196,51 @@ nlohmann::json render_json(const PlanReport& r)
             context.world_size = static_cast<unsigned>(r.job.ranks.size());
             context.local_rank = b.local_rank;
             context.local_size = local_sizes[jr.host];
-            nlohmann::json always = nlohmann::json::object();
-            nlohmann::json unless_set = nlohmann::json::object();
+            std::vector<std::pair<std::string, std::string>> always;
+            std::vector<std::pair<std::string, std::string>> unless_set;
             for (const auto& v : rank_environment(*r.helper, context, b, r.batch)) {
-                (v.unless_set ? unless_set : always)[v.name] = v.value;
+                (v.unless_set ? unless_set : always).emplace_back(v.name, v.value);
             }
-            ranks.back()["environment"] = always;
-            ranks.back()["environment_unless_set"] = unless_set;
+            w.key("environment");
+            write_variables(w, std::move(always));
+            w.key("environment_unless_set");
+            write_variables(w, std::move(unless_set));
         } else if (r.helper != nullptr) {
-            ranks.back()["environment"] = nullptr; // set by the helper on the host, from its own plan
-            ranks.back()["environment_unless_set"] = nullptr;
+            // Set by the helper on the host, from its own plan.
+            w.member("environment", nullptr).member("environment_unless_set", nullptr);
         }
+        w.key("gpu");
+        if (b.gpu) {
+            w.begin_object()
+                .member("bus_id", b.gpu->bus_id.to_string())
+                .member("cuda_device", isolate ? 0U : b.cuda_index)
+                .member("index", b.gpu->physical_index)
+                .member("name", b.gpu->name)
+                .key("uuid")
+                .value(or_null(!b.gpu->uuid.empty(), b.gpu->uuid))
+                .key("visible_devices")
+                .value(or_null(isolate, b.gpu->selector))
+                .end();
+        } else {
+            w.value(nullptr);
+        }
+        w.member("host", jr.host)
+            .key("local_batch")
+            .value(or_null(r.batch.has_value(), r.batch ? r.batch->per_gpu.at(jr.rank) : 0));
+        w.member("local_rank", b.local_rank)
+            .key("loss_weight")
+            .value(or_null(r.batch.has_value(), r.batch ? r.batch->loss_weight.at(jr.rank) : 0.0));
+        w.key("nic").value(or_null(!b.hca.empty(), b.hca)).key("nic_variables");
+        write_variables(w, nic_variables(r.options.nic_binding, b.hca));
+        w.key("numa").value(or_null(!b.on_host, b.numa)).member("rank", jr.rank).member("shared_cpus", b.shared).end();
     }
+    w.end();
+}
+
+} // namespace
+
+void write_json(const PlanReport& r, std::string& out)
+{
     nlohmann::json hosts = nlohmann::json::array();
     for (const auto& h : r.job.hosts) {
         hosts.push_back({{"host", h.name}, {"ranks", h.slots.value_or(0)}});
@@ -221,30 +260,44 @@ nlohmann::json render_json(const PlanReport& r)
     for (const auto& h : r.left_out) {
         left_out.push_back({{"host", h.name}, {"reason", h.reason}});
     }
-    return {{"ranks", ranks}, {"hosts", hosts}, {"hosts_left_out", left_out}, {"command", r.command},
+    // Everything but the ranks as a document (small), "ranks" written in its place by name.
+    const nlohmann::json rest = {{"ranks", nullptr}, {"hosts", hosts}, {"hosts_left_out", left_out},
+        {"command", r.command},
         {"launcher",
             {{"kind", backends::row(r.launcher.kind).word}, {"path", r.launcher.path},
-                {"flavour", r.launcher.flavour.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.launcher.flavour)},
-                {"reason", r.launcher.reason}}},
+                {"flavour", or_null(!r.launcher.flavour.empty(), r.launcher.flavour)}, {"reason", r.launcher.reason}}},
         {"nic_binding", to_string(r.options.nic_binding)}, {"notes", r.notes},
-        {"gpu_source", p.cpu_only ? nlohmann::json(nullptr) : nlohmann::json(r.gpu_source)},
-        {"bind", to_string(p.bind)}, {"memory", to_string(p.memory)}, {"gpu_visibility", to_string(p.visibility)},
+        {"gpu_source", or_null(!p.cpu_only, r.gpu_source)}, {"bind", to_string(p.bind)},
+        {"memory", to_string(p.memory)}, {"gpu_visibility", to_string(p.visibility)},
         {"ranks_per_gpu", p.ranks_per_gpu}, {"cpu_only", p.cpu_only},
-        {"global_batch", r.batch ? nlohmann::json(r.options.batch.global_batch) : nlohmann::json(nullptr)},
-        {"speeds",
-            r.batch && !r.options.batch.speeds.empty() ? nlohmann::json(r.options.batch.speeds)
-                                                       : nlohmann::json(nullptr)},
-        {"profile", profile}, {"tag_output", r.options.output.tag}, {"passed_variables", r.passed},
-        {"log_dir",
-            r.options.output.log_dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.options.output.log_dir)},
+        {"global_batch", or_null(r.batch.has_value(), r.options.batch.global_batch)},
+        {"speeds", or_null(r.batch && !r.options.batch.speeds.empty(), r.options.batch.speeds)}, {"profile", profile},
+        {"tag_output", r.options.output.tag}, {"passed_variables", r.passed},
+        {"log_dir", or_null(!r.options.output.log_dir.empty(), r.options.output.log_dir)},
         {"monitor",
             r.options.monitor.interval > 0
                 ? nlohmann::json{{"interval", r.options.monitor.interval},
                       {"enforce", to_string(r.options.monitor.enforce)},
-                      {"json_file",
-                          r.options.monitor.json_file.empty() ? nlohmann::json(nullptr)
-                                                              : nlohmann::json(r.options.monitor.json_file)}}
+                      {"json_file", or_null(!r.options.monitor.json_file.empty(), r.options.monitor.json_file)}}
                 : nlohmann::json(nullptr)}};
+    probes::JsonWriter w(out, 2);
+    w.begin_object();
+    for (const auto& [key, value] : rest.items()) {
+        w.key(key);
+        if (key == "ranks") {
+            write_ranks(w, r);
+        } else {
+            w.value(value);
+        }
+    }
+    w.end();
+}
+
+nlohmann::json render_json(const PlanReport& report)
+{
+    std::string text;
+    write_json(report, text);
+    return nlohmann::json::parse(text);
 }
 
 } // namespace launcher

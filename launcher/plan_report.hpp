@@ -31,6 +31,10 @@ struct PlanReport {
 };
 
 std::string render_text(const PlanReport& report);
+/// --dry-run --json: written as it goes (probes::JsonWriter, 2 spaces of indent) to the end of
+/// `out`; the ranks, which grow with the job, are never built as a document.
+void write_json(const PlanReport& report, std::string& out);
+/// The same report as a document.
 nlohmann::json render_json(const PlanReport& report);
 
 /// argv as a person would paste it into a shell (display only: gpurun never runs a shell).

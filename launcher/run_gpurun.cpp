@@ -210,7 +210,9 @@ int run(const std::vector<std::string>& argv)
             plan.left_out, &plan.helper, plan.passed};
         if (o.json) {
             // Arguments are bytes: what is not UTF-8 is shown as U+FFFD rather than refused.
-            std::cout << render_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+            std::string text;
+            write_json(report, text);
+            std::cout << text << '\n';
         } else {
             std::cout << render_text(report);
         }

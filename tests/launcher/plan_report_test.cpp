@@ -97,6 +97,10 @@ TEST_F(PlanReportTest, JsonCarriesTheBatchPerRankAndTheGlobalBatch)
     EXPECT_DOUBLE_EQ(json["ranks"][0]["loss_weight"].get<double>(), 0.59375);
     EXPECT_DOUBLE_EQ(json["ranks"][1]["loss_weight"].get<double>(), 1.21875);
     EXPECT_DOUBLE_EQ(json["ranks"][2]["loss_weight"].get<double>(), 1.1875);
+    // Streamed with its keys in the order a document keeps them: the same text, byte for byte.
+    std::string text;
+    launcher::write_json(report(probes::split_batch(96, {1, 2, 2})), text);
+    EXPECT_EQ(text, nlohmann::json::parse(text).dump(2));
 }
 
 TEST_F(PlanReportTest, JsonWithoutAGlobalBatchHasNulls)
