@@ -40,15 +40,20 @@ std::string closest_match(const std::string& word, const std::vector<std::string
     return best;
 }
 
-std::vector<std::string> split_commas(const std::string& text)
+std::vector<std::string> split(std::string_view text, char separator)
 {
     std::vector<std::string> out;
     for (std::size_t start = 0; start <= text.size();) {
-        const std::size_t end = std::min(text.find(',', start), text.size());
-        out.push_back(text.substr(start, end - start));
+        const std::size_t end = std::min(text.find(separator, start), text.size());
+        out.emplace_back(text.substr(start, end - start));
         start = end + 1;
     }
     return out;
+}
+
+std::vector<std::string> split_commas(const std::string& text)
+{
+    return split(text, ',');
 }
 
 } // namespace probes

@@ -3,6 +3,7 @@
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 #include "probes/process.hpp"
+#include "probes/spelling.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -101,19 +102,6 @@ std::string exit_text(const probes::CommandResult& r)
     return fmt::format("exited with status {}", r.exit_code);
 }
 
-std::vector<std::string> split_on(std::string_view text, char separator)
-{
-    std::vector<std::string> out;
-    for (std::size_t at = 0; at <= text.size();) {
-        const std::size_t end = std::min(text.find(separator, at), text.size());
-        if (end > at) {
-            out.emplace_back(text.substr(at, end - at));
-        }
-        at = end + 1;
-    }
-    return out;
-}
-
 // The words of a pyenv version file (.python-version, PYENV_ROOT/version): one version or more,
 // blank-separated, "#" starting a comment.
 std::vector<std::string> version_words(const std::filesystem::path& file)
@@ -148,7 +136,7 @@ std::optional<std::string> resolve_pyenv_shim(const std::string& file, const Col
     }
     std::vector<std::string> versions;
     if (const char* v = ctx.getenv("PYENV_VERSION"); v != nullptr && *v != '\0') {
-        versions = split_on(v, ':');
+        versions = probes::split(v, ':');
     } else {
         const char* dir = ctx.getenv("PYENV_DIR") != nullptr ? ctx.getenv("PYENV_DIR") : ctx.getenv("PWD");
         for (fs::path d = dir != nullptr ? fs::path(dir) : fs::path(); !d.empty() && versions.empty();
@@ -168,7 +156,7 @@ std::optional<std::string> resolve_pyenv_shim(const std::string& file, const Col
     for (const auto& version : versions) {
         if (version == "system") {
             std::string path;
-            for (const auto& dir : split_on(ctx.getenv("PATH") != nullptr ? ctx.getenv("PATH") : "", ':')) {
+            for (const auto& dir : probes::split(ctx.getenv("PATH") != nullptr ? ctx.getenv("PATH") : "", ':')) {
                 if (fs::path(dir) != shims) {
                     path += (path.empty() ? "" : ":") + dir;
                 }

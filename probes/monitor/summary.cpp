@@ -14,19 +14,22 @@ namespace probes::monitor {
 namespace {
 
 // nvmlClocksEventReasons, by bit (nvml.h); idle (0x1) is left out of every list.
-constexpr std::pair<std::uint64_t, const char*> event_names[] = {
-    {0x2, "applications_clocks_setting"},
-    {0x4, "sw_power_cap"},
-    {0x8, "hw_slowdown"},
-    {0x10, "sync_boost"},
-    {0x20, "sw_thermal_slowdown"},
-    {0x40, "hw_thermal_slowdown"},
-    {0x80, "hw_power_brake_slowdown"},
-    {0x100, "display_clock_setting"},
+// Each with NVML's name and the live table's short one.
+struct EventName {
+    std::uint64_t bit;
+    const char* name; ///< NVML's
+    const char* short_name;
 };
-/// The same reasons as the live table names them, in the order of event_names.
-constexpr const char* event_short_names[] = {"app", "pcap", "hwslow", "sync", "swtherm", "hwtherm", "brake", "disp"};
-static_assert(std::size(event_short_names) == std::size(event_names));
+constexpr EventName event_names[] = {
+    {0x2, "applications_clocks_setting", "app"},
+    {0x4, "sw_power_cap", "pcap"},
+    {0x8, "hw_slowdown", "hwslow"},
+    {0x10, "sync_boost", "sync"},
+    {0x20, "sw_thermal_slowdown", "swtherm"},
+    {0x40, "hw_thermal_slowdown", "hwtherm"},
+    {0x80, "hw_power_brake_slowdown", "brake"},
+    {0x100, "display_clock_setting", "disp"},
+};
 constexpr std::uint64_t idle_event = 0x1;
 
 std::string percent(double share)
@@ -57,7 +60,7 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
     s.memory_total = series.memory_total;
     for (std::size_t e = 0; e < series.events.size(); ++e) {
         if (series.events[e] > 0) {
-            s.clock_events.emplace_back(event_names[e].second, double(series.events[e]) / double(series.samples));
+            s.clock_events.emplace_back(event_names[e].name, double(series.events[e]) / double(series.samples));
         }
     }
     const auto& readings = series.kernel_active;
@@ -179,9 +182,9 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
         }
     }
     for (std::size_t e = 0; e < series.events.size(); ++e) {
-        if (series.events[e] > 0 && (event_names[e].first & limits::slowdown_events) != 0) {
+        if (series.events[e] > 0 && (event_names[e].bit & limits::slowdown_events) != 0) {
             s.notes.push_back(judge(s, "monitor.clocks_slowed",
-                fmt::format("clocks slowed by {} in {} of the samples", event_names[e].second,
+                fmt::format("clocks slowed by {} in {} of the samples", event_names[e].name,
                     percent(double(series.events[e]) / double(series.samples))),
                 ": "));
         }
@@ -250,14 +253,14 @@ const char* to_string(MonitorVerdict verdict)
     return "?";
 }
 
-std::vector<std::string> clock_event_names(std::uint64_t bits)
+std::vector<std::string> clock_event_names(std::uint64_t bits, bool short_names)
 {
     std::vector<std::string> names;
     std::uint64_t known = idle_event;
-    for (const auto& [bit, name] : event_names) {
+    for (const auto& [bit, name, short_name] : event_names) {
         known |= bit;
         if ((bits & bit) != 0) {
-            names.emplace_back(name);
+            names.emplace_back(short_names ? short_name : name);
         }
     }
     if ((bits & ~known) != 0) {
@@ -288,7 +291,7 @@ void GpuSummariser::add(const GpuSample& sample)
         s.memory_total = std::max(s.memory_total.value_or(0), *sample.memory_total);
     }
     for (std::size_t e = 0; e < std::size(event_names); ++e) {
-        if ((sample.clock_events.value_or(0) & event_names[e].first) != 0) {
+        if ((sample.clock_events.value_or(0) & event_names[e].bit) != 0) {
             ++s.events[e];
         }
     }
@@ -427,18 +430,7 @@ std::string render_sample_header()
 
 std::string render_sample_row(const GpuSample& s)
 {
-    std::string events;
-    const std::uint64_t bits = s.clock_events.value_or(0);
-    std::uint64_t known = idle_event;
-    for (std::size_t e = 0; e < std::size(event_names); ++e) {
-        known |= event_names[e].first;
-        if ((bits & event_names[e].first) != 0) {
-            events += (events.empty() ? "" : ",") + std::string(event_short_names[e]);
-        }
-    }
-    if ((bits & ~known) != 0) {
-        events += fmt::format("{}{:#x}", events.empty() ? "" : ",", bits & ~known);
-    }
+    std::string events = fmt::format("{}", fmt::join(clock_event_names(s.clock_events.value_or(0), true), ","));
     if (events.size() > events_width) {
         events = events.substr(0, events_width - 1) + "+";
     }

@@ -134,7 +134,8 @@ std::vector<GpuSummary> summarise(const std::vector<GpuSample>& samples, double 
 
 /// The names of the clock-event reason bits set in `bits` ("sw_power_cap", "hw_thermal_slowdown",
 /// ...), idle left out; unknown bits as hex.
-std::vector<std::string> clock_event_names(std::uint64_t bits);
+/// With `short_names`, as the live table writes them ("pcap", "hwtherm").
+std::vector<std::string> clock_event_names(std::uint64_t bits, bool short_names = false);
 
 /// The summary table (at most 80 columns) and the verdicts and notes grouped by code: GPUs with the
 /// same finding share one remedy, each with its own message when the messages differ.

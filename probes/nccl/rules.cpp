@@ -554,10 +554,7 @@ Analysis Analyzer::analysis() const
     a.inputs = s.inputs;
     a.skipped = s.skipped;
     a.lines = s.lines;
-    a.records = s.records;
-    a.connections = s.connections;
     a.records_left_out = s.left_out.total();
-    std::copy(std::begin(s.counts), std::end(s.counts), std::begin(a.counts));
     a.nccl_versions.assign(s.versions.begin(), s.versions.end());
 
     const JobPlan plan = plan_jobs(s);
@@ -664,6 +661,11 @@ Analysis Analyzer::analysis() const
         job.records = facts.records;
         job.connections = facts.connections;
         std::copy(std::begin(facts.counts), std::end(facts.counts), std::begin(job.counts));
+        a.records += job.records;
+        a.connections += job.connections;
+        for (std::size_t t = 0; t < transport_count; ++t) {
+            a.counts[t] += job.counts[t];
+        }
         judge_job(s, parts[j], j, job, a);
         a.warnings.insert(a.warnings.end(), job.warnings.begin(), job.warnings.end());
     }

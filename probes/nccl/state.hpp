@@ -222,9 +222,8 @@ struct Analyzer::State {
     std::unordered_map<std::uint32_t, Followed> followed; ///< inputs read in pieces, by number
     std::uint64_t lines = 0;
     std::uint64_t lines_before = 0; ///< in the inputs before the current one
-    std::uint64_t records = 0;
-    std::uint64_t connections = 0;
-    std::uint64_t counts[transport_count] = {};
+    // Records, connections and their classes are counted per input (InputFacts) only: the
+    // analysis adds them up by job and for all.
 
     std::deque<std::string> hosts; ///< a deque: its strings never move
     TextMap<int> host_ids;
@@ -524,8 +523,6 @@ struct Analyzer::State {
 
     void count_connection(Transport t)
     {
-        ++connections;
-        ++counts[static_cast<std::size_t>(t)];
         ++current_facts->connections;
         ++current_facts->counts[static_cast<std::size_t>(t)];
     }
@@ -742,7 +739,6 @@ struct Analyzer::State {
 
     void on_record(const NcclRecord& r, Mark where)
     {
-        ++records;
         ++current_facts->records;
         // Threads are looked up in a small cache first: interleaved ranks switch on every line.
         ThreadSlot& slot = thread_cache[KeyHash::mix(static_cast<std::size_t>(r.pid), r.tid) % thread_cache.size()];
