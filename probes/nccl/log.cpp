@@ -1,6 +1,7 @@
 #include "probes/nccl/log.hpp"
 
 #include "probes/error.hpp"
+#include "probes/mapped_file.hpp"
 #include "probes/nccl/state.hpp"
 #include "probes/unique_fd.hpp"
 
@@ -16,12 +17,14 @@
 #include <mutex>
 #include <span>
 #include <stdexcept>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 #include <zlib.h>
 
-// Reading NCCL logs: plain or gzip files and text, in blocks on a reading thread while the
-// analysing thread replays the records into the state machine (state.hpp).
+// Reading NCCL logs: plain or gzip files and text, in blocks. A reading thread maps a regular
+// file's blocks (or reads and inflates other input) and finds the lines that matter; the
+// analysing thread cuts those into records and replays them into the state machine (state.hpp).
 
 namespace probes::nccl {
 
@@ -116,30 +119,22 @@ private:
     bool m_in_member = false;
 };
 
-/// The cleaned text and the NCCL records of the lines a scanner marked. Filled on the reading
-/// thread, replayed into the analyzer's state on the other.
+/// Cuts the lines a scanner marked into NCCL records and replays them into the analyzer's state,
+/// one line at a time (its records stay in the cache).
 class LineRecords {
 public:
-    void extract(std::string_view data, std::vector<LineRef>& lines)
+    void read(std::string_view data, std::vector<LineRef>& lines, Analyzer::State& state, std::uint32_t input)
     {
-        m_records.clear();
-        m_lines.clear();
-        m_cleaned.clear();
         for (std::size_t i = 0; i < lines.size(); ++i) {
             const LineRef ref = lines[i];
-            std::string_view line = clean_line(data.substr(ref.offset, ref.size), m_scratch);
-            if (line.data() == m_scratch.data()) {
-                m_cleaned.push_back(m_scratch); // deque: earlier lines' views stay valid
-                line = m_cleaned.back();
-            }
-            const std::size_t first = m_records.size();
+            const std::string_view line = clean_line(data.substr(ref.offset, ref.size), m_scratch);
+            m_records.clear();
             find_records(line, m_records);
-            m_lines.push_back(Line{line, first, m_records.size() - first});
             // Two NCCL 2.3 processes writing at once ("Xprefix Yprefix Ymessage"): X's message is
             // the next line, which the scanner did not mark (it holds no "NCCL").
-            const bool interleaved = m_records.size() - first > 1 &&
-                std::any_of(m_records.begin() + static_cast<std::ptrdiff_t>(first), m_records.end() - 1,
-                    [](const NcclRecord& r) { return r.message.empty(); });
+            const bool interleaved = m_records.size() > 1 &&
+                std::any_of(
+                    m_records.begin(), m_records.end() - 1, [](const NcclRecord& r) { return r.message.empty(); });
             const std::size_t next = ref.offset + ref.size + 1;
             if (interleaved && next < data.size() && (i + 1 == lines.size() || lines[i + 1].number != ref.number + 1)) {
                 const std::size_t nl = data.find('\n', next);
@@ -147,35 +142,21 @@ public:
                 lines.insert(
                     lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, LineRef{next, end - next, ref.number + 1});
             }
-        }
-    }
-    void replay(Analyzer::State& state, const std::vector<LineRef>& lines, std::uint32_t input)
-    {
-        for (std::size_t i = 0; i < m_lines.size(); ++i) {
-            const Line& l = m_lines[i];
-            state.process_line(
-                l.text, std::span<NcclRecord>(m_records.data() + l.first, l.count), Mark{input, lines[i].number});
+            state.process_line(line, std::span<NcclRecord>(m_records), Mark{input, ref.number});
         }
     }
 
 private:
-    struct Line {
-        std::string_view text;
-        std::size_t first = 0;
-        std::size_t count = 0;
-    };
-    std::vector<NcclRecord> m_records;
-    std::vector<Line> m_lines;
-    std::deque<std::string> m_cleaned;
+    std::vector<NcclRecord> m_records; ///< of the line being read
     std::string m_scratch;
 };
 
 /// A block of input with the lines in it to read.
 struct Block {
-    std::unique_ptr<char[]> buffer = std::make_unique_for_overwrite<char[]>(block_size + read_size);
-    std::string_view data; ///< the part of `buffer` in use
+    std::unique_ptr<char[]> buffer; ///< what was read, where the input is not mapped
+    MappedWindow window; ///< the part of a file mapped
+    std::string_view data; ///< the part of `buffer` or `window` in use
     std::vector<LineRef> lines;
-    LineRecords found;
     std::uint64_t lines_after = 0; ///< lines in the input up to the end of this block
 };
 
@@ -243,6 +224,26 @@ private:
     std::exception_ptr m_error;
 };
 
+// Marks the lines to read in `data`: all of it at the end of the input, else up to its last
+// newline (a line longer than a block is cut). Returns the bytes taken.
+std::size_t take_lines(LineScanner& scanner, Block& b, std::string_view data, bool eof)
+{
+    b.lines.clear();
+    std::size_t whole = data.size();
+    const void* last = eof ? nullptr : memrchr(data.data(), '\n', data.size());
+    if (eof) {
+        scanner.scan(data.data(), data.size(), b.lines);
+    } else if (last == nullptr) {
+        scanner.scan_cut(data.data(), data.size(), b.lines);
+    } else {
+        whole = static_cast<std::size_t>(static_cast<const char*>(last) - data.data()) + 1;
+        scanner.scan(data.data(), whole, b.lines);
+    }
+    b.data = data.substr(0, whole);
+    b.lines_after = scanner.lines();
+    return whole;
+}
+
 // The reading thread: fills blocks with whole lines and marks the lines to read.
 void read_blocks(Source& source, std::string head, BlockQueue& queue)
 {
@@ -253,36 +254,69 @@ void read_blocks(Source& source, std::string head, BlockQueue& queue)
         if (!b) {
             return;
         }
+        if (!b->buffer) {
+            b->buffer = std::make_unique_for_overwrite<char[]>(block_size + read_size);
+        }
         char* buffer = b->buffer.get();
         std::memcpy(buffer, carry.data(), carry.size());
         std::size_t used = carry.size();
-        carry.clear();
-        b->lines.clear();
         bool eof = false;
         while (used < block_size && !eof) {
             const std::size_t n = source.read(buffer + used, read_size);
             used += n;
             eof = n == 0;
         }
-        const void* last = eof ? nullptr : memrchr(buffer, '\n', used);
-        if (eof) {
-            scanner.scan(buffer, used, b->lines);
-        } else if (last == nullptr) {
-            scanner.scan_cut(buffer, used, b->lines);
-        } else {
-            const std::size_t whole = static_cast<std::size_t>(static_cast<const char*>(last) - buffer) + 1;
-            carry.assign(buffer + whole, used - whole);
-            used = whole;
-            scanner.scan(buffer, whole, b->lines);
-        }
-        b->data = std::string_view(buffer, used);
-        b->found.extract(b->data, b->lines);
-        b->lines_after = scanner.lines();
+        const std::size_t whole = take_lines(scanner, *b, std::string_view(buffer, used), eof);
+        carry.assign(buffer + whole, used - whole);
         queue.give_full(std::move(b));
         if (eof) {
             return;
         }
     }
+}
+
+std::uint64_t file_size(int fd)
+{
+    struct stat st { };
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+
+// The reading thread for a regular file: blocks are windows of the file mapped, not copies. A log
+// still being written is read up to its end when the reader gets there.
+void read_mapped(int fd, std::uint64_t start, const std::string& name, BlockQueue& queue)
+{
+    LineScanner scanner;
+    std::uint64_t pos = start;
+    std::uint64_t size = file_size(fd);
+    for (;;) {
+        std::unique_ptr<Block> b = queue.take_free();
+        if (!b) {
+            return;
+        }
+        if (size - pos < block_size) {
+            size = std::max(size, file_size(fd));
+        }
+        const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(size - pos, block_size));
+        if (!b->window.map(fd, pos, len)) {
+            throw Error(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
+        }
+        const bool eof = pos + len == size;
+        pos += take_lines(scanner, *b, b->window.bytes(), eof);
+        queue.give_full(std::move(b));
+        if (eof) {
+            return;
+        }
+    }
+}
+
+// Whether `fd` is a file that can be read through MappedWindow from `start`.
+bool can_map(int fd, std::uint64_t start)
+{
+    if (file_size(fd) <= start) {
+        return false; // pipes, devices, /proc files whose size says nothing, nothing left
+    }
+    MappedWindow first;
+    return first.map(fd, start, 1);
 }
 
 } // namespace
@@ -352,13 +386,20 @@ void Analyzer::read_file(const std::string& path, const std::string& shown)
     const bool gzip =
         got == 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b;
 
-    // One thread reads, decompresses and finds the lines; this one analyses them.
+    // One thread reads (or maps), decompresses and finds the lines; this one analyses them.
     BlockQueue queue;
+    // A regular file is mapped from where its reading started (stdin may be part-read).
+    const off_t at = lseek(fd, 0, SEEK_CUR);
+    const std::uint64_t start = at >= static_cast<off_t>(got) ? static_cast<std::uint64_t>(at) - got : 0;
+    const bool mapped = !gzip && at >= static_cast<off_t>(got) && can_map(fd, start);
+    const std::uint64_t pages_lost = MappedWindow::pages_lost();
     std::thread reader([&] {
         try {
             if (gzip) {
                 GzipSource gz(raw, head, name);
                 read_blocks(gz, {}, queue);
+            } else if (mapped) {
+                read_mapped(fd, start, name, queue);
             } else {
                 read_blocks(raw, head, queue);
             }
@@ -367,9 +408,10 @@ void Analyzer::read_file(const std::string& path, const std::string& shown)
             queue.finish(std::current_exception());
         }
     });
+    LineRecords found;
     try {
         while (std::unique_ptr<Block> b = queue.take_full()) {
-            b->found.replay(*m_state, b->lines, input);
+            found.read(b->data, b->lines, *m_state, input);
             m_state->lines = m_state->lines_before + b->lines_after;
             m_state->facts[input].lines = b->lines_after;
             queue.give_free(std::move(b));
@@ -382,6 +424,10 @@ void Analyzer::read_file(const std::string& path, const std::string& shown)
     reader.join();
     if (auto error = queue.error()) {
         std::rethrow_exception(error);
+    }
+    if (mapped && MappedWindow::pages_lost() != pages_lost) {
+        throw Error(fmt::format(
+            "{} shrank while it was being read (truncated or rotated?); read a copy of it, or read it again", name));
     }
     m_state->finish_input();
 }
@@ -505,9 +551,7 @@ void Analyzer::read_more(std::uint32_t input, std::string_view text, bool last)
         f.scanner.scan(piece.data(), piece.size(), lines);
     }
     f.carry.assign(rest);
-    LineRecords found;
-    found.extract(piece, lines);
-    found.replay(s, lines, input);
+    LineRecords().read(piece, lines, s, input);
     s.lines += f.scanner.lines() - before;
     s.facts[input].lines += f.scanner.lines() - before;
     s.lines_before = s.lines;

@@ -18,6 +18,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <sys/stat.h>
+#include <thread>
 #include <vector>
 #include <zlib.h>
 
@@ -1931,6 +1933,31 @@ TEST(NcclLogInput, LineLongerThanOneMebibyteDoesNotBreakTheLinesAfterIt)
             EXPECT_EQ(b.warnings[0].where.str(), file.string() + ":17");
         }
     }
+}
+
+TEST(NcclLogInput, AMappedFileReadsLikeAPipe)
+{
+    // Several blocks, with a line longer than a block (cut) and lines across block ends: a
+    // regular file is read through mapped windows, a FIFO with read(); the analyses are the same.
+    std::string text;
+    while (text.size() < (std::size_t{9} << 20)) {
+        text += text.size() == 0 ? with_long_line(std::size_t{5} << 20, true) : std::string(plain_log);
+        text += "epoch done " + std::to_string(text.size()) + "\n";
+    }
+    TempDir dir;
+    write_binary(dir / "nccl.log", text);
+    const auto fifo = dir / "fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] { write_binary(fifo, text); });
+    nccl::Analyzer piped;
+    piped.read_file(fifo.string(), "nccl.log");
+    writer.join();
+    nccl::Analyzer mapped;
+    mapped.read_file((dir / "nccl.log").string(), "nccl.log");
+    const Analysis a = mapped.analysis();
+    EXPECT_EQ(a.lines, static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n')));
+    EXPECT_GT(a.records, 100U);
+    EXPECT_EQ(nccl::render_json(a), nccl::render_json(piped.analysis()));
 }
 
 TEST(NcclLogInput, WhereNamesTheInputAndItsLine)
