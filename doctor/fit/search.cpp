@@ -7,11 +7,14 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <fmt/format.h>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -269,7 +272,10 @@ private:
             probes::nvml_abi::Memory memory{};
             if (m_nvml->api().memory(device, &memory) == probes::nvml_abi::success) {
                 std::lock_guard lock(m_peak_mutex);
-                m_peak = std::max(m_peak.value_or(0), static_cast<std::uint64_t>(memory.used));
+                if (!m_peak || memory.used > *m_peak) {
+                    m_peak = memory.used;
+                    m_total = memory.total;
+                }
             }
         }
     }
@@ -282,6 +288,12 @@ private:
     bool m_stop = false;
     std::mutex m_peak_mutex;
     std::optional<std::uint64_t> m_peak;
+    std::uint64_t m_total = 0; ///< of the GPU at the peak
+
+public:
+    /// After stop(): the peak in bytes and the total memory of that GPU.
+    std::optional<std::uint64_t> peak_bytes() const { return m_peak; }
+    std::uint64_t total_bytes() const { return m_total; }
 };
 
 // --- the search's stories ---------------------------------------------------------------------
@@ -320,6 +332,51 @@ unsigned ceil_log2(std::uint64_t value)
         ++k;
     }
     return k;
+}
+
+// --- what trials tell of their memory ---------------------------------------------------------
+
+constexpr std::string_view peak_key = "GPUKIT_PEAK_BYTES=";
+constexpr std::string_view total_key = "GPUKIT_TOTAL_BYTES=";
+
+// Every value of `key` in `output`, passed to `seen`. A key glued to a longer name
+// (MY_GPUKIT_PEAK_BYTES=) is not it.
+template <typename Seen> void each_value(std::string_view output, std::string_view key, Seen seen)
+{
+    each_occurrence(output, key, [&](std::size_t pos) {
+        if (pos > 0 && (std::isalnum(static_cast<unsigned char>(output[pos - 1])) != 0 || output[pos - 1] == '_')) {
+            return;
+        }
+        const std::size_t begin = pos + key.size();
+        std::size_t end = begin;
+        while (end < output.size() && !is_line_break(output[end]) && output[end] != ' ' && output[end] != '\t') {
+            ++end;
+        }
+        const std::string_view value = output.substr(begin, end - begin);
+        std::uint64_t n = 0;
+        const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        // "=4 GiB": a unit after a blank would make a number of bytes of it.
+        std::size_t word = end;
+        while (word < output.size() && (output[word] == ' ' || output[word] == '\t')) {
+            ++word;
+        }
+        std::size_t word_end = word;
+        while (word_end < output.size() && std::isalpha(static_cast<unsigned char>(output[word_end])) != 0) {
+            ++word_end;
+        }
+        static constexpr std::array<std::string_view, 10> units = {
+            "B", "bytes", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"};
+        const std::string_view after = output.substr(word, word_end - word);
+        const bool unit = std::find(units.begin(), units.end(), after) != units.end();
+        if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || (key == total_key && n == 0) ||
+            unit) {
+            throw probes::Error(fmt::format("'{}' is not a number of bytes; print {}<n> with n a whole number "
+                                            "of bytes{} and no unit, e.g. {}",
+                clip(line_at(output, pos)), key, key == total_key ? " above 0" : "",
+                key == total_key ? "from torch.cuda.mem_get_info()[1]" : "from torch.cuda.max_memory_reserved()"));
+        }
+        seen(n);
+    });
 }
 
 } // namespace
@@ -376,6 +433,62 @@ TrialVerdict classify_trial(int exit_code, bool timed_out, std::string_view outp
     std::string tail = last_lines(output, failure_lines);
     say(exit_text(exit_code) + (tail.empty() ? ", no output" : "\n" + tail));
     return TrialVerdict::failed;
+}
+
+MemoryReport read_memory_report(std::string_view output)
+{
+    MemoryReport report;
+    each_value(
+        output, peak_key, [&](std::uint64_t n) { report.peak_bytes = std::max(report.peak_bytes.value_or(0), n); });
+    each_value(output, total_key,
+        [&](std::uint64_t n) { report.total_bytes = report.total_bytes ? std::min(*report.total_bytes, n) : n; });
+    return report;
+}
+
+std::optional<MemoryLine> fit_memory_line(const std::vector<Trial>& trials)
+{
+    std::map<unsigned, double> peaks; // batch -> the largest peak it showed
+    std::optional<std::uint64_t> capacity;
+    for (const Trial& t : trials) {
+        if (t.total_bytes && *t.total_bytes > 0) {
+            capacity = std::min(capacity.value_or(*t.total_bytes), *t.total_bytes);
+        }
+        if (t.verdict == TrialVerdict::fits && t.peak_bytes) {
+            double& peak = peaks[t.batch];
+            peak = std::max(peak, static_cast<double>(*t.peak_bytes));
+        }
+    }
+    if (!capacity || peaks.size() < 2) {
+        return std::nullopt;
+    }
+    const auto n = static_cast<double>(peaks.size());
+    double sx = 0;
+    double sy = 0;
+    double sxx = 0;
+    double sxy = 0;
+    for (const auto& [batch, peak] : peaks) {
+        const auto x = static_cast<double>(batch);
+        sx += x;
+        sy += peak;
+        sxx += x * x;
+        sxy += x * peak;
+    }
+    MemoryLine line;
+    line.capacity = *capacity;
+    line.points = static_cast<unsigned>(peaks.size());
+    line.lowest = peaks.begin()->first;
+    line.highest = peaks.rbegin()->first;
+    line.bytes_per_sample = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    line.intercept = (sy - line.bytes_per_sample * sx) / n;
+    for (const auto& [batch, peak] : peaks) {
+        const double residual = std::abs(peak - (line.intercept + line.bytes_per_sample * static_cast<double>(batch)));
+        line.worst_residual = std::max(line.worst_residual, residual / std::max(peak, 1.0));
+    }
+    if (line.bytes_per_sample > 0) {
+        const double limit = std::floor((static_cast<double>(*capacity) - line.intercept) / line.bytes_per_sample);
+        line.limit = static_cast<unsigned>(std::clamp(limit, 0.0, static_cast<double>(UINT_MAX)));
+    }
+    return line;
 }
 
 unsigned search_trial_bound(unsigned min, unsigned max)
@@ -436,25 +549,14 @@ SearchResult search_batch(unsigned min, unsigned max, double margin, const std::
     result.exact = exact;
     result.trial_bound = exact ? search_trial_bound(min, max) : search_trial_budget(min, max);
     result.trials.reserve(search_trial_bound(min, max));
-    // The next bisection trial, unless the budget is spent.
-    auto bisect = [&](unsigned fit, unsigned oom) -> std::optional<unsigned> {
-        if (oom - fit <= 1) {
-            result.stopped = "bisected";
-            return std::nullopt;
-        }
-        if (!exact && result.trials.size() >= result.trial_bound) {
-            result.budget_spent = true;
-            result.first_oom = oom;
-            result.stopped = fmt::format(
-                "trial budget spent ({} trials): the limit lies between {} and {}", result.trial_bound, fit, oom - 1);
-            return std::nullopt;
-        }
-        return fit + (oom - fit) / 2;
-    };
-
+    result.tolerance = exact ? 0.0 : 0.03;
+    const double tolerance = result.tolerance;
     std::optional<unsigned> low; // the largest batch that fitted
     std::optional<unsigned> high; // the smallest batch that ran out of GPU memory
     unsigned batch = min;
+    bool predicted = false; // this trial's batch came from the memory line
+    unsigned misses = 0; // predicted trials that ran out of memory
+    bool line_dropped = false;
     while (true) {
         const Trial& trial = result.trials.emplace_back(run(batch));
         result.trials.back().batch = batch;
@@ -463,33 +565,84 @@ SearchResult search_batch(unsigned min, unsigned max, double margin, const std::
         }
         if (trial.verdict == TrialVerdict::fits) {
             low = batch;
-            if (high) {
-                auto next = bisect(*low, *high);
-                if (!next) {
-                    break;
-                }
-                batch = *next;
-            } else {
-                if (batch == max) {
-                    result.stopped = "max reached";
-                    break;
-                }
-                batch = static_cast<unsigned>(std::min<std::uint64_t>(std::uint64_t{batch} * 2, max));
-            }
         } else if (trial.verdict == TrialVerdict::oom && low) {
             high = batch;
-            auto next = bisect(*low, *high);
-            if (!next) {
-                break;
-            }
-            batch = *next;
+            misses += predicted ? 1 : 0;
         } else {
             result.stopped = story(trial, min);
             break;
         }
+        if (!high && *low == max) {
+            result.stopped = "max reached";
+            break;
+        }
+        if (high && *high - *low <= 1) {
+            result.stopped = "bisected";
+            break;
+        }
+        result.line = fit_memory_line(result.trials);
+        if (result.line && !result.line->usable() && result.line->points >= 3) {
+            line_dropped = true; // the points disagree with any line
+        }
+        const bool use_line = !line_dropped && result.line && result.line->usable();
+        if (use_line && high && static_cast<double>(*low) >= static_cast<double>(*high - 1) * (1 - tolerance)) {
+            result.stopped = "within tolerance";
+            break;
+        }
+        if (!exact && result.trials.size() >= result.trial_bound) {
+            result.budget_spent = true;
+            result.first_oom = high;
+            result.stopped = high
+                ? fmt::format("trial budget spent ({} trials): the limit lies between {} and {}", result.trial_bound,
+                      *low, *high - 1)
+                : fmt::format("trial budget spent ({} trials): {} fits, larger batches were not tried",
+                      result.trial_bound, *low);
+            break;
+        }
+        // The next batch: the line's, else doubling or bisection.
+        std::uint64_t next = 0;
+        predicted = false;
+        if (use_line) {
+            const MemoryLine& line = *result.line;
+            const std::uint64_t limit = std::min<std::uint64_t>(*line.limit, max);
+            // Two small batches measure the slope poorly: a prediction far beyond the points is
+            // approached halfway first, and an out-of-memory there says little about the line.
+            auto reliable = [&](std::uint64_t at) {
+                return at <= line.highest || at - line.highest <= 3 * std::uint64_t{line.highest - line.lowest};
+            };
+            std::uint64_t candidate = 0;
+            bool counts = true; // an out-of-memory at the candidate is the line's miss
+            if (high && limit >= *high) {
+                // The line predicts past a batch that ran out of memory: a tolerance below it, once
+                // more; bisection when the line is far from its points or missed twice.
+                if (reliable(*high)) {
+                    line_dropped = misses >= 2;
+                    candidate = static_cast<std::uint64_t>(std::ceil(static_cast<double>(*high - 1) * (1 - tolerance)));
+                }
+            } else if (static_cast<double>(limit) > static_cast<double>(*low) / (1 - tolerance)) {
+                counts = reliable(limit);
+                candidate = counts ? limit : line.highest + (limit - line.highest) / 2;
+            } else {
+                // The line puts the limit within the tolerance of what fits: the batch whose
+                // out-of-memory brackets it.
+                candidate = static_cast<std::uint64_t>(std::floor(static_cast<double>(*low) / (1 - tolerance))) + 1;
+            }
+            candidate = std::min<std::uint64_t>(candidate, high ? *high - 1 : max);
+            if (!line_dropped && candidate > *low) {
+                next = candidate;
+                predicted = counts;
+                ++result.predicted_trials;
+            }
+        }
+        if (next == 0) {
+            next = high ? *low + (*high - *low) / 2 : std::min<std::uint64_t>(std::uint64_t{*low} * 2, max);
+        }
+        batch = static_cast<unsigned>(next);
     }
     result.largest_fit = low;
-    const bool complete = result.stopped == "bisected" || result.stopped == "max reached" || result.budget_spent;
+    result.smallest_oom = high;
+    const bool complete = result.stopped == "bisected" || result.stopped == "max reached" ||
+        result.stopped == "within tolerance" || result.budget_spent;
     if (low && complete) {
         auto kept = static_cast<unsigned>(std::floor(static_cast<double>(*low) * (1.0 - margin) + 1e-9));
         result.best = std::max(min, kept);
@@ -529,6 +682,21 @@ Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chron
     trial.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     trial.peak_gpu_mib = peak.stop();
     trial.verdict = classify_trial(ran.exit_code, ran.timed_out, ran.output, &trial.evidence);
+    MemoryReport told;
+    try {
+        told = read_memory_report(ran.output);
+    } catch (const probes::Error& e) {
+        throw probes::Error(fmt::format("batch {}: {}", batch, e.what()));
+    }
+    if (told.peak_bytes) {
+        trial.peak_bytes = told.peak_bytes;
+        trial.total_bytes = told.total_bytes;
+        trial.memory_from = "trial";
+    } else if (peak.peak_bytes()) {
+        trial.peak_bytes = peak.peak_bytes();
+        trial.total_bytes = told.total_bytes ? told.total_bytes : std::optional<std::uint64_t>(peak.total_bytes());
+        trial.memory_from = "nvml";
+    }
     return trial;
 }
 
@@ -541,7 +709,23 @@ nlohmann::json render_search_json(const SearchResult& result)
             j["peak_gpu_mib"] = *t.peak_gpu_mib;
         }
         j["evidence"] = t.evidence;
+        if (t.peak_bytes) {
+            j["peak_bytes"] = *t.peak_bytes;
+        }
+        if (t.total_bytes) {
+            j["total_bytes"] = *t.total_bytes;
+        }
+        if (!t.memory_from.empty()) {
+            j["memory_from"] = t.memory_from;
+        }
         trials.push_back(std::move(j));
+    }
+    nlohmann::json line = nullptr;
+    if (result.line) {
+        const MemoryLine& l = *result.line;
+        line = {{"intercept_bytes", l.intercept}, {"bytes_per_sample", l.bytes_per_sample},
+            {"capacity_bytes", l.capacity}, {"points", l.points}, {"worst_residual", l.worst_residual},
+            {"predicted_limit", l.limit ? nlohmann::json(*l.limit) : nlohmann::json(nullptr)}, {"usable", l.usable()}};
     }
     return {
         {"best_batch", result.best ? nlohmann::json(*result.best) : nlohmann::json(nullptr)},
@@ -555,6 +739,10 @@ nlohmann::json render_search_json(const SearchResult& result)
         {"budget_spent", result.budget_spent},
         {"stopped", result.stopped},
         {"trial_bound", result.trial_bound},
+        {"smallest_oom", result.smallest_oom ? nlohmann::json(*result.smallest_oom) : nlohmann::json(nullptr)},
+        {"tolerance", result.tolerance},
+        {"predicted_trials", result.predicted_trials},
+        {"line", std::move(line)},
     };
 }
 
@@ -562,7 +750,9 @@ std::string render_trial_text(const Trial& trial)
 {
     std::string line =
         fmt::format("batch {:>6}  {:<8}  {:>7.1f} s", trial.batch, to_string(trial.verdict), trial.seconds);
-    if (trial.peak_gpu_mib) {
+    if (trial.memory_from == "trial" && trial.peak_bytes) {
+        line += fmt::format("  peak {:>7.0f} MiB", static_cast<double>(*trial.peak_bytes) / (1024.0 * 1024.0));
+    } else if (trial.peak_gpu_mib) {
         line += fmt::format("  peak {:>7.0f} MiB", *trial.peak_gpu_mib);
     }
     if (!trial.evidence.empty()) {
@@ -573,6 +763,8 @@ std::string render_trial_text(const Trial& trial)
 
 std::string render_search_text(const SearchResult& result)
 {
+    constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+    constexpr double mib = 1024.0 * 1024.0;
     std::string out;
     for (const auto& t : result.trials) {
         out += render_trial_text(t) + "\n";
@@ -594,9 +786,21 @@ std::string render_search_text(const SearchResult& result)
                                "(the budget of ceil(log2(max/min)) + 2 trials is spent); {}; --exact bisects to "
                                "the end, or run again with --min {} --max {}\n",
                 *result.largest_fit, *result.first_oom, trials, *result.largest_fit, *result.first_oom - 1);
+        } else if (result.stopped == "within tolerance") {
+            out += fmt::format("stopped: {} fits, {} runs out of GPU memory: the limit lies in {}..{}, within {:g} % "
+                               "of {} (--exact bisects to the end); {}\n",
+                *result.largest_fit, *result.smallest_oom, *result.largest_fit, *result.smallest_oom - 1,
+                result.tolerance * 100, *result.largest_fit, trials);
         } else {
             out += fmt::format("stopped: {} fits, {} runs out of GPU memory; {}\n", *result.largest_fit,
                 *result.largest_fit + 1, trials);
+        }
+        if (result.line && result.line->usable()) {
+            const MemoryLine& l = *result.line;
+            out += fmt::format("memory line: {:.2f} GiB + {:.1f} MiB x batch over {} trials, GPU {:.2f} GiB: predicts "
+                               "{} ({} of the trials were its predictions)\n",
+                l.intercept / gib, l.bytes_per_sample / mib, l.points, static_cast<double>(l.capacity) / gib, *l.limit,
+                result.predicted_trials);
         }
         return out;
     }

@@ -2,8 +2,12 @@
 
 // gpudoctor fit --search: the largest batch that trains, found by running the user's command, one
 // fresh process per trial, doubling from --min until the first out-of-memory, then bisecting.
+// When trials tell their peak memory (a GPUKIT_PEAK_BYTES=<n> line, or NVML) and the GPU's, the
+// search fits memory = a + b·batch to the trials that fitted and tries the batch the line
+// predicts instead, then confirms it.
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -40,13 +44,46 @@ struct Trial {
     double seconds = 0;
     std::optional<double> peak_gpu_mib; ///< from NVML, when it answers
     std::string evidence;
+    /// The trial's peak GPU memory: what it printed (GPUKIT_PEAK_BYTES), else NVML's peak.
+    std::optional<std::uint64_t> peak_bytes;
+    /// The GPU's memory: what the trial printed (GPUKIT_TOTAL_BYTES), else NVML's total.
+    std::optional<std::uint64_t> total_bytes;
+    std::string memory_from; ///< "trial", "nvml", or empty
 };
+
+/// What a trial printed about its memory: the largest GPUKIT_PEAK_BYTES=<n> (of every rank that
+/// printed one) and the smallest GPUKIT_TOTAL_BYTES=<n>. A line may carry a prefix ("[rank0]: ",
+/// a logger's); the value is decimal digits up to the end of the line or a blank. Throws
+/// probes::Error, naming the line, for a value that is not such a number.
+struct MemoryReport {
+    std::optional<std::uint64_t> peak_bytes;
+    std::optional<std::uint64_t> total_bytes;
+};
+MemoryReport read_memory_report(std::string_view output);
+
+/// memory = intercept + bytes_per_sample × batch, least squares over the trials that fitted and
+/// told their peak, against the smallest GPU memory any trial told.
+struct MemoryLine {
+    double intercept = 0;
+    double bytes_per_sample = 0;
+    std::uint64_t capacity = 0;
+    unsigned points = 0; ///< trials (distinct batches) it was fitted to
+    unsigned lowest = 0; ///< the smallest batch among them
+    unsigned highest = 0; ///< the largest
+    double worst_residual = 0; ///< the largest |residual| / peak over the points
+    /// The largest batch whose line stays within capacity; nullopt when memory does not grow.
+    std::optional<unsigned> limit;
+    /// Two or more points, memory growing, every point within 5 % of the line.
+    bool usable() const { return points >= 2 && bytes_per_sample > 0 && worst_residual <= 0.05 && limit.has_value(); }
+};
+std::optional<MemoryLine> fit_memory_line(const std::vector<Trial>& trials);
 
 struct SearchResult {
     /// The largest batch that fitted, after --margin; nullopt: none, or the search was cut short
     /// by a trial that was neither fits nor oom (then `largest_fit` still says what fitted).
     std::optional<unsigned> best;
     std::optional<unsigned> largest_fit; ///< before the margin
+    std::optional<unsigned> smallest_oom; ///< the smallest batch that ran out of GPU memory
     std::vector<Trial> trials;
     std::string stopped; ///< why the search ended: "bisected", "max reached", or the failing trial's story
     unsigned min = 0;
@@ -58,6 +95,11 @@ struct SearchResult {
     /// [largest_fit, first_oom - 1].
     std::optional<unsigned> first_oom;
     bool budget_spent = false;
+    /// The search may stop when the limit is known to lie in [largest_fit, largest_fit /
+    /// (1 - tolerance)]: 0.03 by default, 0 with `exact`.
+    double tolerance = 0;
+    std::optional<MemoryLine> line; ///< the last line fitted, when trials told their memory
+    unsigned predicted_trials = 0; ///< trials whose batch came from the line
 };
 
 /// The search itself, pure: `run` performs one trial. Tries `min`, doubles (capped at `max`,
@@ -72,6 +114,15 @@ struct SearchResult {
 /// `first_oom` bounds the unresolved range. With `exact` the bisection goes on until the two are 1
 /// apart, as Lightning's scale_batch_size(mode="binsearch") with init_val = min, max_val = max
 /// does, in at most search_trial_bound(min, max) trials.
+///
+/// Extrapolation: once two fitted trials told their peak memory and a trial told the GPU's, the
+/// next batch is the one the line predicts as the limit (within the bracket of what fitted and
+/// what did not), or halfway to it when the prediction lies more than three times the points'
+/// spread beyond them (two small batches measure the slope poorly); when the limit fits, the next tries the smallest
+/// batch whose out-of-memory would bracket the limit within the tolerance (3 %; 1 batch with `exact`); when it does
+/// not, the next tries that much below it. The search ends "within tolerance" once the limit lies in [largest fit,
+/// largest fit / 0.97]. A line that disagrees with its points (a residual over 5 %), or predicts past two trials that
+/// ran out of memory, is dropped: doubling and bisection go on. Every batch reported was run.
 ///
 /// `margin` in [0, 1) takes that share off the result (rounded down, at least `min`). Throws
 /// probes::Error for min == 0, max < min, or a margin out of range.
@@ -101,13 +152,19 @@ std::vector<std::string> expand_batch(const std::vector<std::string>& argv, unsi
 /// Runs `argv` with every "{batch}" replaced by the batch (argv, never a shell), with a deadline;
 /// times it and classifies it. While it runs, the memory used on the busiest GPU (all processes,
 /// as NVML reports it; NVML from GPUKIT_NVML_LIBRARY or libnvidia-ml.so.1) is sampled every 100 ms
-/// and its peak goes to `peak_gpu_mib`; without NVML that stays empty. Throws probes::Error when no
-/// argument holds "{batch}".
+/// and its peak goes to `peak_gpu_mib`; without NVML that stays empty. `peak_bytes` and
+/// `total_bytes` are what the trial printed (read_memory_report), else NVML's peak and that GPU's
+/// total. Throws probes::Error when no argument holds "{batch}", or for a memory line that is not
+/// a number.
 Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chrono::milliseconds timeout);
 
-/// `best_batch` (null when none), `largest_fit` (null when none), `first_oom` (null unless the
+/// `best_batch` (null when none), `largest_fit` (null when none), `smallest_oom` (null when
+/// none), `first_oom` (null unless the
 /// budget ran out first), `exact`, `budget_spent`, `min`, `max`, `margin`, `trials` [{batch,
-/// verdict, seconds, peak_gpu_mib (only when known), evidence}], `stopped`, `trial_bound`.
+/// verdict, seconds, peak_gpu_mib (only when known), evidence, peak_bytes, total_bytes and
+/// memory_from (when known)}], `stopped`, `trial_bound`, `tolerance`, `predicted_trials`, `line`
+/// ({intercept_bytes, bytes_per_sample, capacity_bytes, points, worst_residual, predicted_limit}
+/// or null).
 nlohmann::json render_search_json(const SearchResult& result);
 /// One line per trial (render_trial_text), then the result and why the search stopped.
 std::string render_search_text(const SearchResult& result);

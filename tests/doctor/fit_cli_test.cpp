@@ -102,6 +102,16 @@ TEST_F(FitCli, SearchStoppedByAFailureExitsOne)
     EXPECT_NE(r.out.find("best batch: none"), std::string::npos) << r.out;
 }
 
+TEST_F(FitCli, SearchWhoseTrialPrintsABadMemoryLineIsAnInputError)
+{
+    const std::string script = (m_dir / "unit.sh").string();
+    std::ofstream(script) << "#!/bin/sh\necho \"GPUKIT_PEAK_BYTES=$1.5GB\"\n";
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    const auto r = fit({"--search", "--", script, "{batch}"});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("batch 1: 'GPUKIT_PEAK_BYTES=1.5GB' is not a number of bytes"), std::string::npos) << r.err;
+}
+
 TEST_F(FitCli, SearchUsageErrors)
 {
     struct Bad {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <gtest/gtest.h>
 #include <limits>
 #include <optional>
@@ -629,7 +630,12 @@ TEST(FitSearch, OtherVerdictsStopTheSearchWithTheirStory)
     EXPECT_EQ(result.stopped.rfind("batch 1 ran out of host memory", 0), 0U) << result.stopped;
     // A failure without output names the exit status once.
     auto silent = doctor::fit::search_batch(1, 8, 0, [](unsigned b) {
-        return Trial{b, TrialVerdict::failed, 0.1, std::nullopt, "killed by SIGSEGV (exit status 139), no output"};
+        Trial t;
+        t.batch = b;
+        t.verdict = TrialVerdict::failed;
+        t.seconds = 0.1;
+        t.evidence = "killed by SIGSEGV (exit status 139), no output";
+        return t;
     });
     EXPECT_EQ(silent.stopped,
         "batch 1 failed for a reason other than memory (killed by SIGSEGV (exit status 139), no "
@@ -706,8 +712,9 @@ doctor::fit::SearchResult sample_result()
     r.largest_fit = 100;
     r.margin = 0.05;
     r.stopped = "bisected";
-    r.trials.push_back({64, TrialVerdict::fits, 2.25, 10240.0, ""});
-    r.trials.push_back({128, TrialVerdict::oom, 1.5, std::nullopt, "torch.OutOfMemoryError: CUDA out of memory."});
+    r.trials.push_back({64, TrialVerdict::fits, 2.25, 10240.0, "", {}, {}, ""});
+    r.trials.push_back(
+        {128, TrialVerdict::oom, 1.5, std::nullopt, "torch.OutOfMemoryError: CUDA out of memory.", {}, {}, ""});
     return r;
 }
 
@@ -759,6 +766,234 @@ TEST(FitSearchRender, JsonCarriesTheResultAndEveryTrial)
     auto none = doctor::fit::render_search_json(search(1, 8, gpu));
     EXPECT_TRUE(none["best_batch"].is_null());
     EXPECT_TRUE(none["largest_fit"].is_null());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extrapolation: trials that tell their peak memory (GPUKIT_PEAK_BYTES) and the GPU's.
+
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+// A GPU of `capacity` bytes and a training step whose true peak is memory(batch): a batch fits
+// while that stays within capacity. A fitting trial reports the peak times 1 + noise(batch).
+struct MemoryGpu {
+    std::function<double(unsigned)> memory;
+    std::function<double(unsigned)> noise = [](unsigned) { return 0.0; };
+    std::uint64_t capacity = static_cast<std::uint64_t>(80 * gib);
+    std::vector<unsigned> tried;
+
+    Trial operator()(unsigned batch)
+    {
+        tried.push_back(batch);
+        Trial t;
+        t.batch = batch;
+        t.seconds = 1;
+        const double m = memory(batch);
+        if (m <= static_cast<double>(capacity)) {
+            t.verdict = TrialVerdict::fits;
+            t.peak_bytes = static_cast<std::uint64_t>(m * (1 + noise(batch)));
+            t.total_bytes = capacity;
+            t.memory_from = "trial";
+        } else {
+            t.verdict = TrialVerdict::oom;
+            t.evidence = "CUDA out of memory";
+        }
+        return t;
+    }
+    // The largest batch up to `max` below which everything fits.
+    unsigned limit(unsigned max) const
+    {
+        unsigned b = 0;
+        while (b < max && memory(b + 1) <= static_cast<double>(capacity)) {
+            ++b;
+        }
+        return b;
+    }
+};
+
+// Deterministic noise in [-amplitude, +amplitude], different for every batch.
+std::function<double(unsigned)> noise_of(double amplitude, unsigned seed)
+{
+    return [=](unsigned batch) {
+        std::uint32_t x = batch * 2654435761U + seed * 40503U;
+        x ^= x >> 13;
+        x *= 0x5bd1e995U;
+        x ^= x >> 15;
+        return amplitude * (static_cast<double>(x % 20001) / 10000.0 - 1.0);
+    };
+}
+
+// What every extrapolating search must give: a batch it ran that fits, within 3 % under the true
+// limit, within the trial budget; `most` trials at most.
+void expect_within_tolerance(MemoryGpu& gpu, unsigned min, unsigned max, std::size_t most, const std::string& what)
+{
+    SCOPED_TRACE(what);
+    gpu.tried.clear();
+    const auto result = doctor::fit::search_batch(min, max, 0, [&](unsigned b) { return gpu(b); });
+    const unsigned limit = gpu.limit(max);
+    ASSERT_TRUE(result.best) << result.stopped;
+    EXPECT_LE(*result.best, limit);
+    EXPECT_GE(static_cast<double>(*result.best), 0.97 * limit) << "limit " << limit;
+    EXPECT_NE(std::find(gpu.tried.begin(), gpu.tried.end(), *result.best), gpu.tried.end()) << "never run";
+    EXPECT_LE(result.trials.size(), most)
+        << "limit " << limit << ", " << result.stopped << ", tried " << fmt::format("{}", fmt::join(gpu.tried, " "));
+    EXPECT_LE(result.trials.size(), result.trial_bound);
+}
+
+TEST(FitSearchExtrapolates, LinearMemoryIsFoundWithinThreePercentInSixTrials)
+{
+    // Intercepts from 0.5 to 20 GiB (CUDA context, weights, optimizer states), per-sample memory
+    // from 1 MiB to 20 GiB: limits from 2 to ~80,000, searched in 1..131072 (a budget of 19), each
+    // exactly, in 5 trials.
+    unsigned cases = 0;
+    for (const double intercept : {0.5, 3.0, 12.0, 20.0}) {
+        for (const double per_sample_mib : {1.0, 7.3, 45.0, 310.0, 2048.0, 20480.0}) {
+            MemoryGpu gpu;
+            gpu.memory = [=](unsigned b) { return intercept * gib + per_sample_mib * 1024 * 1024 * b; };
+            expect_within_tolerance(
+                gpu, 1, 131072, 5, fmt::format("{} GiB + {} MiB x batch", intercept, per_sample_mib));
+            ++cases;
+        }
+    }
+    EXPECT_EQ(cases, 24U);
+    // The two limits the bisection budget cut short (173 and 300): now exact, in 5 trials (1 and
+    // 2, halfway to the prediction, the prediction, the batch 3 % above it).
+    for (const unsigned target : {173U, 300U}) {
+        MemoryGpu gpu;
+        const double per_sample = (80 * gib - 2 * gib) / (target + 0.5);
+        gpu.memory = [=](unsigned b) { return 2 * gib + per_sample * b; };
+        const auto result = doctor::fit::search_batch(1, 4096, 0, [&](unsigned b) { return gpu(b); });
+        EXPECT_EQ(result.best, target);
+        EXPECT_EQ(result.trials.size(), 5U) << fmt::format("{}", fmt::join(gpu.tried, " "));
+        EXPECT_EQ(result.stopped, "within tolerance");
+        EXPECT_EQ(result.predicted_trials, 3U);
+        ASSERT_TRUE(result.line);
+        EXPECT_TRUE(result.line->usable());
+        EXPECT_EQ(result.line->limit, target);
+    }
+}
+
+TEST(FitSearchExtrapolates, NoisyPeaksStillLandWithinThreePercent)
+{
+    // Peaks measured 0.5-2 % off: 58 of these 60 searches take 5 trials, one 6 and one 7 (the
+    // line from batches 1 and 2 overshoots by twice, so two bisections come first).
+    for (const double amplitude : {0.005, 0.01, 0.02}) {
+        for (unsigned seed = 1; seed <= 20; ++seed) {
+            MemoryGpu gpu;
+            const double per_sample = (seed * 37 % 400 + 5) * 1024.0 * 1024.0;
+            gpu.memory = [=](unsigned b) { return 4 * gib + per_sample * b; };
+            gpu.noise = noise_of(amplitude, seed);
+            expect_within_tolerance(gpu, 1, 65536, 7, fmt::format("noise {} seed {}", amplitude, seed));
+        }
+    }
+}
+
+TEST(FitSearchExtrapolates, MemoryThatIsNotALineFallsBackAndIsNeverOverstated)
+{
+    // Quadratic (attention scores over a batch-long sequence), a step (another cuDNN algorithm, a
+    // second buffer) and a line under a different memory than the trials say.
+    MemoryGpu quadratic;
+    quadratic.memory = [](unsigned b) { return 2 * gib + 50e6 * b + 2e5 * double(b) * b; };
+    MemoryGpu step;
+    step.memory = [](unsigned b) { return 3 * gib + 200e6 * b + (b >= 150 ? 60 * gib : 0.0); };
+    MemoryGpu early_step;
+    early_step.memory = [](unsigned b) { return 3 * gib + 200e6 * b + (b >= 3 ? 10 * gib : 0.0); };
+    for (MemoryGpu* gpu : {&quadratic, &step, &early_step}) {
+        gpu->tried.clear();
+        const auto result = doctor::fit::search_batch(1, 8192, 0, [&](unsigned b) { return (*gpu)(b); });
+        const unsigned limit = gpu->limit(8192);
+        ASSERT_TRUE(result.best) << result.stopped;
+        EXPECT_LE(*result.best, limit);
+        EXPECT_GE(static_cast<double>(*result.best), 0.97 * limit)
+            << limit << ": " << fmt::format("{}", fmt::join(gpu->tried, " "));
+        EXPECT_LE(result.trials.size(), result.trial_bound);
+    }
+    // The step: the line from 1, 2 predicts past it, two predicted batches run out of memory,
+    // and bisection finds the step's limit.
+    EXPECT_EQ(step.limit(8192), 149U);
+}
+
+TEST(FitSearchExtrapolates, ExactGoesOnToTheLastBatch)
+{
+    MemoryGpu gpu;
+    gpu.memory = [](unsigned b) { return 6 * gib + 123e6 * b; };
+    const auto result = doctor::fit::search_batch(
+        1, 4096, 0, [&](unsigned b) { return gpu(b); }, {}, true);
+    EXPECT_EQ(result.best, gpu.limit(4096));
+    EXPECT_EQ(result.stopped, "bisected");
+    EXPECT_EQ(result.smallest_oom, *result.best + 1);
+    EXPECT_LE(result.trials.size(), 5U);
+    EXPECT_EQ(result.tolerance, 0.0);
+}
+
+TEST(FitSearchExtrapolates, WithoutTheGpusMemoryTheSearchDoublesAndBisects)
+{
+    MemoryGpu gpu;
+    gpu.memory = [](unsigned b) { return 6 * gib + 123e6 * b; };
+    const auto result = doctor::fit::search_batch(1, 4096, 0, [&](unsigned b) {
+        Trial t = gpu(b);
+        t.total_bytes.reset();
+        return t;
+    });
+    EXPECT_FALSE(result.line);
+    EXPECT_EQ(result.predicted_trials, 0U);
+    EXPECT_EQ(std::vector<unsigned>(gpu.tried.begin(), gpu.tried.begin() + 4), (std::vector<unsigned>{1, 2, 4, 8}));
+}
+
+TEST(FitSearchExtrapolates, TheLineIsReportedInJsonAndText)
+{
+    MemoryGpu gpu;
+    gpu.memory = [](unsigned b) { return 2 * gib + 512.0 * 1024 * 1024 * b; };
+    const auto result = doctor::fit::search_batch(1, 1024, 0, [&](unsigned b) { return gpu(b); });
+    ASSERT_EQ(result.best, 156U);
+    const auto json = doctor::fit::render_search_json(result);
+    EXPECT_EQ(json["stopped"], "within tolerance");
+    EXPECT_EQ(json["smallest_oom"], 161);
+    EXPECT_EQ(json["tolerance"], 0.03);
+    EXPECT_EQ(json["line"]["predicted_limit"], 156);
+    EXPECT_EQ(json["line"]["capacity_bytes"], gpu.capacity);
+    EXPECT_NEAR(json["line"]["bytes_per_sample"].get<double>(), 512.0 * 1024 * 1024, 1);
+    EXPECT_NEAR(json["line"]["intercept_bytes"].get<double>(), 2 * gib, 1);
+    EXPECT_EQ(json["trials"][0]["peak_bytes"], static_cast<std::uint64_t>(2 * gib + 512.0 * 1024 * 1024));
+    EXPECT_EQ(json["trials"][0]["memory_from"], "trial");
+    const std::string text = doctor::fit::render_search_text(result);
+    EXPECT_NE(text.find("stopped: 156 fits, 161 runs out of GPU memory: the limit lies in 156..160, within 3 % of 156"),
+        std::string::npos)
+        << text;
+    EXPECT_NE(
+        text.find(
+            "memory line: 2.00 GiB + 512.0 MiB x batch over 4 trials, GPU 80.00 GiB: predicts 156 (3 of the trials"),
+        std::string::npos)
+        << text;
+}
+
+TEST(FitSearchMemoryReport, ReadsEveryRanksLineAndTakesTheBusiest)
+{
+    const auto r = doctor::fit::read_memory_report("epoch 1\n[rank0]: GPUKIT_PEAK_BYTES=1000\r\n"
+                                                   "[rank1]: GPUKIT_PEAK_BYTES=3000 GPUKIT_TOTAL_BYTES=80000\n"
+                                                   "INFO:train:GPUKIT_PEAK_BYTES=2000\nGPUKIT_TOTAL_BYTES=70000\n"
+                                                   "MY_GPUKIT_PEAK_BYTES=9999\n");
+    EXPECT_EQ(r.peak_bytes, 3000U);
+    EXPECT_EQ(r.total_bytes, 70000U);
+    const auto none = doctor::fit::read_memory_report("loss 0.1\nGPUKIT_PEAK_BYTES_NOTE=x\n");
+    EXPECT_FALSE(none.peak_bytes);
+    EXPECT_FALSE(none.total_bytes);
+}
+
+TEST(FitSearchMemoryReport, AValueThatIsNotANumberIsAnErrorNamingTheLine)
+{
+    for (const char* output :
+        {"GPUKIT_PEAK_BYTES=12.5GiB\n", "GPUKIT_PEAK_BYTES=\n", "GPUKIT_PEAK_BYTES=-4\n", "GPUKIT_PEAK_BYTES=16 GiB\n",
+            "GPUKIT_PEAK_BYTES=99999999999999999999999\n", "x GPUKIT_TOTAL_BYTES=0\n", "GPUKIT_TOTAL_BYTES=abc"}) {
+        SCOPED_TRACE(output);
+        try {
+            doctor::fit::read_memory_report(output);
+            ADD_FAILURE() << "accepted";
+        } catch (const probes::Error& e) {
+            const std::string message = e.what();
+            EXPECT_NE(message.find("is not a number of bytes"), std::string::npos) << message;
+            EXPECT_NE(message.find(std::string_view(output).substr(0, 10)), std::string::npos) << message;
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1005,6 +1240,46 @@ TEST_F(FitSearchRun, EndToEndSearchStopsAtAHostOom)
     EXPECT_FALSE(result.best);
     EXPECT_EQ(result.largest_fit, 16U);
     EXPECT_EQ(result.stopped.rfind("batch 32 ran out of host memory", 0), 0U) << result.stopped;
+}
+
+TEST_F(FitSearchRun, EndToEndAScriptThatPrintsItsPeakIsSearchedInFiveTrials)
+{
+    // 2 GiB + 300 MiB per sample on an 80 GiB GPU: the limit is 266.
+    std::string path = (m_dir / "peak.sh").string();
+    std::ofstream(path) << fmt::format(
+        "#!/bin/sh\npeak=$(( 2147483648 + $1 * 314572800 ))\n"
+        "if [ $peak -gt 85899345920 ]; then\ncat >&2 <<'EOF'\n{}EOF\nexit 1\nfi\n"
+        "echo \"[rank0]: GPUKIT_PEAK_BYTES=$peak\"\necho GPUKIT_TOTAL_BYTES=85899345920\n",
+        pytorch_oom);
+    auto result = doctor::fit::search_batch(1, 4096, 0.0, [&](unsigned b) {
+        return doctor::fit::run_trial({"/bin/sh", path, "{batch}"}, b, std::chrono::seconds(20));
+    });
+    std::vector<unsigned> tried;
+    for (const auto& t : result.trials) {
+        tried.push_back(t.batch);
+    }
+    EXPECT_EQ(tried, (std::vector<unsigned>{1, 2, 134, 266, 275}));
+    EXPECT_EQ(result.best, 266U);
+    EXPECT_EQ(result.trials[3].peak_bytes, 2147483648ULL + 266ULL * 314572800ULL);
+    EXPECT_EQ(result.trials[3].total_bytes, 85899345920ULL);
+    EXPECT_EQ(result.trials[3].memory_from, "trial");
+    EXPECT_EQ(result.trials[4].verdict, TrialVerdict::oom);
+}
+
+TEST_F(FitSearchRun, AMemoryLineThatIsNotANumberStopsTheSearchWithTheBatchAndTheLine)
+{
+    std::string path = (m_dir / "bad.sh").string();
+    std::ofstream(path) << "#!/bin/sh\necho \"GPUKIT_PEAK_BYTES=$1 GiB\"\n";
+    std::ofstream(m_dir / "worse.sh") << "#!/bin/sh\necho \"GPUKIT_PEAK_BYTES=${1}GiB\"\n";
+    try {
+        trial((m_dir / "worse.sh").string(), 4);
+        ADD_FAILURE() << "accepted";
+    } catch (const probes::Error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("batch 4: 'GPUKIT_PEAK_BYTES=4GiB' is not a number of bytes", 0), 0U)
+            << e.what();
+    }
+    // "=4 GiB" is not 4 bytes.
+    EXPECT_THROW(trial(path, 4), probes::Error);
 }
 
 } // namespace
