@@ -28,6 +28,12 @@ answers, --exact's and Lightning's worst and mean, the DESIGN bound and --exact'
 (`trial_bound`), and PASS when the default search's worst stays within the DESIGN bound. One more
 run per pair with T < M checks "nothing fits" (1 trial).
 
+Then the default search again for every T >= M, with memory.sh, a step that tells its memory
+(GPUKIT_PEAK_BYTES = 3 GiB + K x batch, K such that batches up to T fit on an 80 GiB GPU, and
+GPUKIT_TOTAL_BYTES), once exact and once with 1 % noise on the peak: each answer must be a batch
+that ran, at most T (or X), and at least 0.97 of it. It prints the trial counts against the
+search without memory lines.
+
 Usage: bench/fit_bench.py [BUILD_DIR] [--gpudoctor PATH] [--samples N] [--seed S] [--strict]
 
 BUILD_DIR (default: build in the repository) holds doctor/gpudoctor. Needs python3 >= 3.9
@@ -67,6 +73,24 @@ if [ "$1" -gt "$FIT_BENCH_LIMIT" ]; then
 fi
 echo "step 3/3 loss 0.41"
 """
+
+
+# The same step telling its memory: peak = A + K * batch (times 1 + noise), on a GPU of C bytes, K
+# chosen so that batches up to FIT_BENCH_LIMIT fit. The noise is a per-batch hash in
+# [-FIT_BENCH_NOISE, +FIT_BENCH_NOISE] per mille.
+MEMORY_SCRIPT = """#!/bin/sh
+peak=$(( FIT_BENCH_A + FIT_BENCH_K * $1 ))
+if [ "$peak" -gt "$FIT_BENCH_C" ]; then
+  echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB." >&2
+  exit 1
+fi
+n=$(( ($1 * 2654435761 + 12345) % 2001 - 1000 ))
+echo "GPUKIT_PEAK_BYTES=$(( peak + peak / 1000000 * n * FIT_BENCH_NOISE ))"
+echo "GPUKIT_TOTAL_BYTES=$FIT_BENCH_C"
+echo "step 3/3 loss 0.41"
+"""
+CAPACITY = 80 << 30
+INTERCEPT = 3 << 30
 
 
 class Fail(Exception):
@@ -145,10 +169,15 @@ def thresholds(lo, hi, samples, rng):
 # Running gpudoctor
 
 
-def run_search(doctor, script, lo, hi, limit, exact=False):
+def run_search(doctor, script, lo, hi, limit, exact=False, noise=None):
     argv = [doctor, "fit", "--search", "--min", str(lo), "--max", str(hi), "--json"] + (["--exact"] if exact else []) + [
         "--", "/bin/sh", script, "{batch}"]
     env = dict(os.environ, FIT_BENCH_LIMIT=str(limit), GPUKIT_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")
+    if noise is not None:
+        # Batches up to `limit` fit: K per sample puts the limit halfway between limit and limit + 1.
+        per_sample = max(1, int((CAPACITY - INTERCEPT) / (max(limit, 0) + 0.5)))
+        env.update(FIT_BENCH_A=str(INTERCEPT), FIT_BENCH_K=str(per_sample), FIT_BENCH_C=str(CAPACITY),
+                   FIT_BENCH_NOISE=str(noise))
     t0 = time.perf_counter()
     r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=600)
     wall = time.perf_counter() - t0
@@ -176,6 +205,15 @@ def check_answer(doc, lo, hi, limit):
         if t["verdict"] != want_verdict:
             raise Fail(f"--min {lo} --max {hi}, fits up to {limit}: batch {t['batch']} is {t['verdict']}, "
                        f"expected {want_verdict} (evidence {t.get('evidence')!r})")
+
+
+def check_extrapolated(doc, lo, hi, limit):
+    """Within 3 % under the limit (or max), a batch that ran, never above it."""
+    best = doc.get("best_batch")
+    want = min(limit, hi)
+    tried = [t["batch"] for t in doc["trials"]]
+    if best is None or best > want or best < 0.97 * want or best not in tried:
+        raise Fail(f"with memory lines, --min {lo} --max {hi}, fits up to {limit}: best_batch {best}, tried {tried}")
 
 
 def main():
@@ -209,7 +247,10 @@ def main():
         script = os.path.join(tmp, "fake.sh")
         with open(script, "w") as f:
             f.write(FAKE_SCRIPT)
-        return bench(args, doctor, script)
+        memory_script = os.path.join(tmp, "memory.sh")
+        with open(memory_script, "w") as f:
+            f.write(MEMORY_SCRIPT)
+        return bench(args, doctor, script, memory_script)
     except Fail as e:
         print(f"fit_bench: {e}", file=sys.stderr)
         return 2
@@ -217,7 +258,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def bench(args, doctor, script):
+def bench(args, doctor, script, memory_script):
     rng = random.Random(args.seed)
     started = time.monotonic()
     rows = []
@@ -225,8 +266,10 @@ def bench(args, doctor, script):
     walls = []
     trials_total = 0
     capped = 0
+    extrapolated_rows = []
     for lo, hi in RANGES:
         ours, exact_runs, theirs, bisect = [], [], [], []
+        lines = {0: [], 10: []}  # trials with memory lines: exact, and 1 % noise
         resolved = 0
         exact_bound = None
         for limit in thresholds(lo, hi, args.samples, rng):
@@ -254,6 +297,19 @@ def bench(args, doctor, script):
             bisect.append(bisection_trials(lo, hi, limit))
             walls.append(wall)
             trials_total += len(batches)
+            # The default search again, the trials telling their memory.
+            if limit >= lo:
+                for noise, counts in lines.items():
+                    doc, wall = run_search(doctor, memory_script, lo, hi, limit, noise=noise)
+                    check_extrapolated(doc, lo, hi, limit)
+                    counts.append(len(doc["trials"]))
+                    walls.append(wall)
+                    trials_total += len(doc["trials"])
+        extrapolated_rows.append((f"{lo}..{hi}", str(len(lines[0])), f"{max(ours)} / {statistics.mean(ours):.1f}",
+                                  f"{max(lines[0])} / {statistics.mean(lines[0]):.1f}",
+                                  f"{sum(c <= 6 for c in lines[0]) * 100 / len(lines[0]):.0f} %",
+                                  f"{max(lines[10])} / {statistics.mean(lines[10]):.1f}",
+                                  f"{sum(c <= 6 for c in lines[10]) * 100 / len(lines[10]):.0f} %"))
         doc, wall = run_search(doctor, script, lo, hi, lo - 1)
         check_answer(doc, lo, hi, lo - 1)
         if len(doc["trials"]) != 1:
@@ -274,6 +330,14 @@ def bench(args, doctor, script):
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
     print()
     for x in [head] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
+    print()
+    print("With the trials printing GPUKIT_PEAK_BYTES (3 GiB + K x batch on an 80 GiB GPU) and GPUKIT_TOTAL_BYTES,")
+    print("the default search; every answer within 3 % under the limit (or --max), a batch that ran:")
+    head = ("range", "limits", "no memory lines worst / mean", "lines worst / mean", "<= 6 trials",
+            "1 % noise worst / mean", "<= 6 trials")
+    widths = [max(len(x[i]) for x in extrapolated_rows + [head]) for i in range(len(head))]
+    for x in [head] + extrapolated_rows:
         print("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
     print()
     print(f"{len(walls) + len(RANGES)} gpudoctor runs in {time.monotonic() - started:.0f} s; every --exact trace "

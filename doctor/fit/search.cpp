@@ -581,7 +581,7 @@ SearchResult search_batch(unsigned min, unsigned max, double margin, const std::
             break;
         }
         result.line = fit_memory_line(result.trials);
-        if (result.line && !result.line->usable() && result.line->points >= 3) {
+        if (result.line && result.line->points >= 3 && result.line->worst_residual > 0.05) {
             line_dropped = true; // the points disagree with any line
         }
         const bool use_line = !line_dropped && result.line && result.line->usable();
