@@ -17,15 +17,21 @@ protected:
     void SetUp() override
     {
         // A training script that runs out of GPU memory above batch 37, as PyTorch says it.
-        m_script = (m_dir / "train.sh").string();
-        std::ofstream(m_script) << "#!/bin/sh\n"
-                                   "if [ \"$1\" -gt 37 ]; then\n"
-                                   "  echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.' "
-                                   ">&2\n"
-                                   "  exit 1\n"
-                                   "fi\n"
-                                   "echo \"step 0 batch $1 loss 6.9\"\n";
-        std::filesystem::permissions(m_script, std::filesystem::perms::owner_all);
+        m_script = script("train.sh",
+            "if [ \"$1\" -gt 37 ]; then\n"
+            "  echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.' >&2\n"
+            "  exit 1\n"
+            "fi\n"
+            "echo \"step 0 batch $1 loss 6.9\"\n");
+    }
+
+    // An executable /bin/sh script of `body` in the test's directory; returns its path.
+    std::string script(const std::string& name, const std::string& body) const
+    {
+        const std::string path = (m_dir / name).string();
+        std::ofstream(path) << "#!/bin/sh\n" << body;
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+        return path;
     }
 
     test_support::Finished fit(std::vector<std::string> args) const
@@ -94,9 +100,7 @@ TEST_F(FitCli, SearchWithTheModelPrintsTheAnalyticAnswerFirst)
 
 TEST_F(FitCli, SearchStoppedByAFailureExitsOne)
 {
-    const std::string failing = (m_dir / "fail.sh").string();
-    std::ofstream(failing) << "#!/bin/sh\necho 'ImportError: No module named torch' >&2\nexit 1\n";
-    std::filesystem::permissions(failing, std::filesystem::perms::owner_all);
+    const std::string failing = script("fail.sh", "echo 'ImportError: No module named torch' >&2\nexit 1\n");
     const auto r = fit({"--search", "--", failing, "{batch}"});
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("best batch: none"), std::string::npos) << r.out;
@@ -104,10 +108,7 @@ TEST_F(FitCli, SearchStoppedByAFailureExitsOne)
 
 TEST_F(FitCli, SearchWhoseTrialPrintsABadMemoryLineIsAnInputError)
 {
-    const std::string script = (m_dir / "unit.sh").string();
-    std::ofstream(script) << "#!/bin/sh\necho \"GPUKIT_PEAK_BYTES=$1.5GB\"\n";
-    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
-    const auto r = fit({"--search", "--", script, "{batch}"});
+    const auto r = fit({"--search", "--", script("unit.sh", "echo \"GPUKIT_PEAK_BYTES=$1.5GB\"\n"), "{batch}"});
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_NE(r.err.find("batch 1: 'GPUKIT_PEAK_BYTES=1.5GB' is not a number of bytes"), std::string::npos) << r.err;
 }
