@@ -102,6 +102,18 @@ public:
         return static_cast<unsigned>(*v);
     }
 
+    std::optional<bool> flag(const char* key) const
+    {
+        const auto* node = m_table.get(key);
+        if (node == nullptr) {
+            return std::nullopt;
+        }
+        if (!node->is_boolean()) {
+            throw wrong(key, "true or false");
+        }
+        return *node->value<bool>();
+    }
+
     std::optional<double> positive(const char* key) const
     {
         const auto* node = m_table.get(key);
@@ -187,7 +199,8 @@ std::uint64_t mib_to_bytes(double mib)
 }
 
 const std::vector<std::string> model_keys = {"description", "params", "layers", "hidden", "heads", "seq", "vocab",
-    "image_size", "activation_mib_fp32", "activation_mib_16bit", "activation_bytes_per_sample"};
+    "kv_heads", "intermediate", "gated_mlp", "dropout", "image_size", "activation_mib_fp32", "activation_mib_16bit",
+    "activation_bytes_per_sample"};
 
 ModelSpec read_model(const Entry& e)
 {
@@ -209,9 +222,21 @@ ModelSpec read_model(const Entry& e)
             throw Error(fmt::format(
                 "{}: [{}]: a transformer needs layers, hidden, heads and seq together", e.origin(), e.name()));
         }
-        m.transformer = TransformerShape{*hidden, *heads, *seq, e.count("vocab").value_or(0)};
-    } else if (e.has("vocab")) {
-        throw e.wrong("vocab", "given with a transformer shape (layers, hidden, heads, seq)");
+        TransformerShape& t = m.transformer.emplace();
+        t.hidden = *hidden;
+        t.heads = *heads;
+        t.seq = *seq;
+        t.vocab = e.count("vocab").value_or(0);
+        t.kv_heads = e.count("kv_heads").value_or(0);
+        t.intermediate = e.count("intermediate").value_or(0);
+        t.gated_mlp = e.flag("gated_mlp").value_or(false);
+        t.dropout = e.flag("dropout").value_or(true);
+    } else {
+        for (const char* key : {"vocab", "kv_heads", "intermediate", "gated_mlp", "dropout"}) {
+            if (e.has(key)) {
+                throw e.wrong(key, "given with a transformer shape (layers, hidden, heads, seq)");
+            }
+        }
     }
     if (auto mib = e.positive("activation_mib_fp32")) {
         m.measured_fp32 = mib_to_bytes(*mib);

@@ -3,6 +3,7 @@
 
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/codes.hpp"
+#include "doctor/fit/hf_config.hpp"
 #include "doctor/fit/model.hpp"
 #include "doctor/fit/report.hpp"
 #include "doctor/fit/search.hpp"
@@ -19,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -28,6 +30,7 @@
 #include <iostream>
 #include <sstream>
 #include <unistd.h>
+#include <utility>
 
 namespace doctor::fit {
 
@@ -43,6 +46,13 @@ struct FitOptions {
     unsigned heads = 0;
     unsigned seq = 0;
     unsigned vocab = 0;
+    unsigned kv_heads = 0;
+    unsigned intermediate = 0;
+    std::string mlp;
+    std::string config;
+    unsigned image = 0;
+    unsigned batch = 0;
+    std::string attention = "sdpa";
     std::string activation_bytes;
     std::string precision;
     std::string optimizer;
@@ -237,16 +247,24 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
 ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCatalog& catalog)
 {
     auto given = [&](const char* option) { return app.count(option) > 0; };
-    for (const char* option : {"--layers", "--hidden", "--heads", "--seq", "--vocab"}) {
+    for (const char* option :
+        {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--kv-heads", "--intermediate", "--image"}) {
         if (given(option) && app.get_option(option)->as<unsigned>() == 0) {
             throw Error(fmt::format("{} 0: expected 1 or more", option));
         }
+    }
+    if (!o.model.empty() && !o.config.empty()) {
+        throw Error("--model and --config each name the model: give one of them");
     }
     ModelSpec m;
     m.description = "from the command line";
     if (!o.model.empty()) {
         m = catalog.find(o.model);
     }
+    if (!o.config.empty()) {
+        m = model_from_config(probes::read_input_file(o.config, "--config"), o.config, given("--seq") ? o.seq : 0);
+    }
+    const bool named = !o.model.empty() || !o.config.empty();
     if (!o.params.empty()) {
         m.params = parse_param_count(o.params, "--params");
     }
@@ -255,9 +273,9 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
     }
     // A custom model's --layers starts a transformer shape too, unless its activations are given.
     const bool shape = given("--hidden") || given("--heads") || given("--seq") ||
-        (o.model.empty() && given("--layers") && o.activation_bytes.empty());
+        (!named && given("--layers") && o.activation_bytes.empty());
     if (shape && !m.transformer) {
-        if (!o.model.empty()) {
+        if (named) {
             throw Error(fmt::format("--model {} is not a transformer: --hidden, --heads and --seq do not apply; give "
                                     "--activation-bytes-per-sample to override its activations",
                 m.name));
@@ -275,25 +293,50 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
         m.transformer = TransformerShape{};
     }
     if (m.transformer) {
-        if (given("--hidden")) {
-            m.transformer->hidden = o.hidden;
+        TransformerShape& t = *m.transformer;
+        const std::array<std::pair<const char*, unsigned TransformerShape::*>, 6> overrides{
+            {{"--hidden", &TransformerShape::hidden}, {"--heads", &TransformerShape::heads},
+                {"--seq", &TransformerShape::seq}, {"--vocab", &TransformerShape::vocab},
+                {"--kv-heads", &TransformerShape::kv_heads}, {"--intermediate", &TransformerShape::intermediate}}};
+        for (const auto& [option, member] : overrides) {
+            if (given(option)) {
+                t.*member = app.get_option(option)->as<unsigned>();
+            }
         }
-        if (given("--heads")) {
-            m.transformer->heads = o.heads;
+        if (!o.mlp.empty()) {
+            if (o.mlp != "plain" && o.mlp != "gated") {
+                throw Error(
+                    fmt::format("--mlp {}: expected plain (GPT, BERT) or gated (SwiGLU: Llama, Mistral)", o.mlp));
+            }
+            t.gated_mlp = o.mlp == "gated";
         }
-        if (given("--seq")) {
-            m.transformer->seq = o.seq;
+    } else {
+        for (const char* option : {"--vocab", "--kv-heads", "--intermediate", "--mlp"}) {
+            if (given(option)) {
+                throw Error(fmt::format("{} needs a transformer shape (--layers, --hidden, --heads, --seq, a "
+                                        "transformer --model or --config)",
+                    option));
+            }
         }
-        if (given("--vocab")) {
-            m.transformer->vocab = o.vocab;
+    }
+    if (given("--image")) {
+        if (!m.measured_fp32 && !m.measured_16bit) {
+            throw Error("--image scales a CNN preset's measured activations: give a CNN --model (see --list)");
         }
-    } else if (given("--vocab")) {
-        throw Error("--vocab needs a transformer shape (--layers, --hidden, --heads, --seq, or a transformer --model)");
+        // Convolutional feature maps, and so the activations, grow with the image's area.
+        const double area = std::pow(static_cast<double>(o.image) / m.image_size, 2);
+        for (auto* measured : {&m.measured_fp32, &m.measured_16bit}) {
+            if (*measured) {
+                **measured = static_cast<std::uint64_t>(std::llround(static_cast<double>(**measured) * area));
+            }
+        }
+        m.description += fmt::format(" (activations scaled from {0}×{0} to {1}×{1})", m.image_size, o.image);
+        m.image_size = o.image;
     }
     if (!o.activation_bytes.empty()) {
         m.activation_bytes = probes::parse_byte_size(o.activation_bytes, "--activation-bytes-per-sample");
     }
-    if (o.model.empty() && !m.transformer && !m.activation_bytes) {
+    if (!named && !m.transformer && !m.activation_bytes) {
         throw Error("--params alone says nothing of the activations: give the transformer shape (--layers, --hidden, "
                     "--heads, --seq) or --activation-bytes-per-sample");
     }
@@ -421,10 +464,22 @@ int run_fit(int argc, char** argv)
     probes::add_number(app, "--heads", o.heads, "Attention heads", "A");
     probes::add_number(app, "--seq", o.seq, "Tokens per sample", "S");
     probes::add_number(app, "--vocab", o.vocab, "Vocabulary size (counts the output layer and loss)", "V");
+    probes::add_number(
+        app, "--kv-heads", o.kv_heads, "Key/value heads (grouped-query attention; default: --heads)", "N");
+    probes::add_number(app, "--intermediate", o.intermediate, "The MLP's inner size (default 4 × hidden)", "N");
+    app.add_option("--mlp", o.mlp, "plain (GPT, BERT) or gated (SwiGLU: Llama, Mistral)")->type_name("KIND");
+    app.add_option("--config", o.config, "The model from its Hugging Face config.json")->type_name("FILE");
+    probes::add_number(app, "--image", o.image, "Image side for a CNN preset (default its own, e.g. 224)", "N");
+    app.add_option("--attention", o.attention,
+           "eager (stores the s×s scores), sdpa (default: PyTorch ≥ 2.0) or flash (FlashAttention)")
+        ->type_name("A");
+    probes::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
     app.add_option("--activation-bytes-per-sample", o.activation_bytes,
            "Peak activation memory per sample as measured (e.g. 950MiB); used as given")
         ->type_name("B");
-    app.add_option("--precision", o.precision, "fp32, fp16, bf16 (16-bit weights) or amp (autocast)")->type_name("P");
+    app.add_option("--precision", o.precision,
+           "fp32, fp16 or bf16 (16-bit with fp32 masters), amp (autocast), fp16-pure or bf16-pure (no fp32 copies)")
+        ->type_name("P");
     app.add_option("--optimizer", o.optimizer, "sgd, momentum, adam or adamw")->type_name("O");
     probes::add_number(app, "--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3", "N");
     probes::add_number(app, "--dp", o.dp, "Data-parallel GPUs ZeRO shards over (default: the number of GPUs)", "N");
@@ -459,8 +514,8 @@ int run_fit(int argc, char** argv)
     probes::add_number(app, "--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)", "F");
     app.add_flag("--exact", o.exact,
         "Search: bisect to the last batch that fits, beyond the ceil(log2(max/min)) + 2 trial budget");
-    app.footer("Usage: gpudoctor fit --model NAME --precision P --optimizer O [--gpu-mem SIZE] [--gpus "
-               "LIST|--gpu-model LIST|--gpu-count N]\n"
+    app.footer("Usage: gpudoctor fit --model NAME|--config config.json --precision P --optimizer O [--batch N] "
+               "[--gpu-mem SIZE] [--gpus LIST|--gpu-model LIST|--gpu-count N]\n"
                "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
                "Exit status: 0 an answer, 1 nothing fits (a finding at the --fail-on level) or the search stopped on "
                "a failed trial, 2 usage or input error. See gpudoctor(1).");
@@ -482,7 +537,7 @@ int run_fit(int argc, char** argv)
         return 0;
     }
 
-    const bool analytic = !o.model.empty() || !o.params.empty();
+    const bool analytic = !o.model.empty() || !o.params.empty() || !o.config.empty();
     if (after && !o.search) {
         throw Error("fit: a command after -- is run only with --search; add --search");
     }
@@ -515,19 +570,24 @@ int run_fit(int argc, char** argv)
         if (o.precision.empty() || o.optimizer.empty()) {
             throw Error(fmt::format("fit: give {}; the memory per parameter depends on them",
                 o.precision.empty() && o.optimizer.empty()
-                    ? "--precision (fp32, fp16, bf16, amp) and --optimizer (sgd, momentum, adam, adamw)"
-                    : o.precision.empty() ? "--precision (fp32, fp16, bf16 or amp)"
-                                          : "--optimizer (sgd, momentum, adam or adamw)"));
+                    ? fmt::format("--precision ({}) and --optimizer ({})", fmt::join(precision_names(), ", "),
+                          fmt::join(optimizer_names(), ", "))
+                    : o.precision.empty() ? fmt::format("--precision ({})", fmt::join(precision_names(), ", "))
+                                          : fmt::format("--optimizer ({})", fmt::join(optimizer_names(), ", "))));
         }
         FitRequest q;
         q.model = resolve_model(o, app, catalog);
         q.layers_given = app.count("--layers") > 0;
-        q.setup.precision =
-            named<Precision>("--precision", o.precision, precision_named, {"fp32", "fp16", "bf16", "amp"});
-        q.setup.optimizer =
-            named<Optimizer>("--optimizer", o.optimizer, optimizer_named, {"sgd", "momentum", "adam", "adamw"});
-        q.setup.recompute =
-            named<Recompute>("--recompute", o.recompute, recompute_named, {"none", "selective", "full"});
+        q.setup.precision = named<Precision>("--precision", o.precision, precision_named, precision_names());
+        q.setup.optimizer = named<Optimizer>("--optimizer", o.optimizer, optimizer_named, optimizer_names());
+        q.setup.recompute = named<Recompute>("--recompute", o.recompute, recompute_named, recompute_names());
+        q.setup.attention = named<Attention>("--attention", o.attention, attention_named, attention_names());
+        if (app.count("--batch") > 0) {
+            if (o.batch == 0) {
+                throw Error("--batch 0: expected a per-GPU batch of 1 or more samples");
+            }
+            q.batch = o.batch;
+        }
         if (o.zero > 3) {
             throw Error(fmt::format("--zero {}: expected a ZeRO stage, 0 to 3", o.zero));
         }
@@ -564,7 +624,8 @@ int run_fit(int argc, char** argv)
         for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--gpu-model", "--gpu-count",
                  "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
-                 "--activation-bytes-per-sample"}) {
+                 "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
+                 "--batch"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

@@ -59,77 +59,113 @@ std::string change_text(const TrainingSetup& from, const TrainingSetup& to)
 
 } // namespace
 
-const char* to_string(Precision precision)
+namespace {
+
+template <typename E> struct Named {
+    E value;
+    const char* name;
+};
+
+constexpr std::array<Named<Precision>, 6> precisions{
+    {{Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::amp, "amp"},
+        {Precision::fp16_pure, "fp16-pure"}, {Precision::bf16_pure, "bf16-pure"}}};
+constexpr std::array<Named<Optimizer>, 4> optimizers{{{Optimizer::sgd, "sgd"}, {Optimizer::momentum, "momentum"},
+    {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"}}};
+constexpr std::array<Named<Recompute>, 3> recomputes{
+    {{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
+constexpr std::array<Named<Attention>, 3> attentions{
+    {{Attention::eager, "eager"}, {Attention::sdpa, "sdpa"}, {Attention::flash, "flash"}}};
+
+template <typename E, std::size_t N> const char* name_of(const std::array<Named<E>, N>& table, E value)
 {
-    switch (precision) {
-    case Precision::fp32:
-        return "fp32";
-    case Precision::fp16:
-        return "fp16";
-    case Precision::bf16:
-        return "bf16";
-    case Precision::amp:
-        return "amp";
+    for (const auto& entry : table) {
+        if (entry.value == value) {
+            return entry.name;
+        }
     }
     return "?";
+}
+
+template <typename E, std::size_t N>
+std::optional<E> value_named(const std::array<Named<E>, N>& table, std::string_view name)
+{
+    for (const auto& entry : table) {
+        if (name == entry.name) {
+            return entry.value;
+        }
+    }
+    return std::nullopt;
+}
+
+template <typename E, std::size_t N> std::vector<std::string> names_of(const std::array<Named<E>, N>& table)
+{
+    std::vector<std::string> out;
+    for (const auto& entry : table) {
+        out.emplace_back(entry.name);
+    }
+    return out;
+}
+
+} // namespace
+
+const char* to_string(Precision precision)
+{
+    return name_of(precisions, precision);
 }
 
 const char* to_string(Optimizer optimizer)
 {
-    switch (optimizer) {
-    case Optimizer::sgd:
-        return "sgd";
-    case Optimizer::momentum:
-        return "momentum";
-    case Optimizer::adam:
-        return "adam";
-    case Optimizer::adamw:
-        return "adamw";
-    }
-    return "?";
+    return name_of(optimizers, optimizer);
 }
 
 const char* to_string(Recompute recompute)
 {
-    switch (recompute) {
-    case Recompute::none:
-        return "none";
-    case Recompute::selective:
-        return "selective";
-    case Recompute::full:
-        return "full";
-    }
-    return "?";
+    return name_of(recomputes, recompute);
+}
+
+const char* to_string(Attention attention)
+{
+    return name_of(attentions, attention);
 }
 
 std::optional<Precision> precision_named(std::string_view name)
 {
-    for (auto p : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::amp}) {
-        if (name == to_string(p)) {
-            return p;
-        }
-    }
-    return std::nullopt;
+    return value_named(precisions, name);
 }
 
 std::optional<Optimizer> optimizer_named(std::string_view name)
 {
-    for (auto o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw}) {
-        if (name == to_string(o)) {
-            return o;
-        }
-    }
-    return std::nullopt;
+    return value_named(optimizers, name);
 }
 
 std::optional<Recompute> recompute_named(std::string_view name)
 {
-    for (auto r : {Recompute::none, Recompute::selective, Recompute::full}) {
-        if (name == to_string(r)) {
-            return r;
-        }
-    }
-    return std::nullopt;
+    return value_named(recomputes, name);
+}
+
+std::optional<Attention> attention_named(std::string_view name)
+{
+    return value_named(attentions, name);
+}
+
+std::vector<std::string> precision_names()
+{
+    return names_of(precisions);
+}
+
+std::vector<std::string> optimizer_names()
+{
+    return names_of(optimizers);
+}
+
+std::vector<std::string> recompute_names()
+{
+    return names_of(recomputes);
+}
+
+std::vector<std::string> attention_names()
+{
+    return names_of(attentions);
 }
 
 StateBytes state_bytes(Precision precision, Optimizer optimizer)
@@ -151,27 +187,46 @@ StateBytes state_bytes(Precision precision, Optimizer optimizer)
     case Precision::amp:
         // fp32 weights plus autocast's 16-bit copy, fp32 gradients.
         return {6, 4, states};
+    case Precision::fp16_pure:
+    case Precision::bf16_pure:
+        // Everything in the weights' 16-bit type, the optimizer's states too.
+        return {2, 2, states / 2};
     }
     return {};
 }
 
-std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute)
+std::uint64_t transformer_layer_bytes(
+    const TransformerShape& shape, Precision precision, Recompute recompute, Attention attention)
 {
     const std::uint64_t s = shape.seq;
     const std::uint64_t h = shape.hidden;
     const std::uint64_t a = shape.heads;
-    const bool half = sixteen_bit(precision);
-    switch (recompute) {
-    case Recompute::none:
-        // 16-bit: attention 11·s·h + 5·a·s², MLP 19·s·h, two LayerNorms 4·s·h. In fp32 every 2-byte
-        // tensor doubles; the three dropout masks (s·h, s·h and a·s²) stay 1 byte.
-        return half ? 34 * s * h + 5 * a * s * s : 66 * s * h + 9 * a * s * s;
-    case Recompute::selective:
-        return half ? 34 * s * h : 66 * s * h;
-    case Recompute::full:
-        return half ? 2 * s * h : 4 * s * h;
+    const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
+    const std::uint64_t inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
+    const std::uint64_t e = sixteen_bit(precision) ? 2 : 4; // a matmul's saved input or output
+    const bool amp = precision == Precision::amp;
+    const std::uint64_t mask = shape.dropout ? 1 : 0;
+    // The residual stream: fp32 under autocast (normalisation runs in fp32).
+    const std::uint64_t residual = amp ? 4 : e;
+    if (recompute == Recompute::full) {
+        return s * h * residual;
     }
-    return 0;
+    // K and V are kv/a of Q's size; in bytes s·h·e·kv/a each (h/a divides h exactly).
+    const std::uint64_t kv_bytes = s * (h / a) * kv * e;
+    const std::uint64_t attention_block = s * h * e * 3 + 2 * kv_bytes + s * h * mask;
+    const std::uint64_t mlp = shape.gated_mlp ? s * e * (h + 4 * inner) : s * e * (h + 2 * inner) + s * h * mask;
+    const std::uint64_t norms = 2 * s * h * residual;
+    std::uint64_t scores = 0;
+    if (attention == Attention::eager) {
+        // softmax output, then its dropout mask and output; amp: both fp32, then a 16-bit copy for
+        // the product with V.
+        const std::uint64_t per_score = amp ? 4 + (shape.dropout ? 1 + 4 : 0) + 2 : e + (shape.dropout ? 1 + e : 0);
+        scores = a * s * s * per_score;
+    } else {
+        scores = 4 * a * s; // the softmax's log-sum-exp per row, fp32
+    }
+    const std::uint64_t kept_scores = recompute == Recompute::selective && attention == Attention::eager ? 0 : scores;
+    return attention_block + mlp + norms + kept_scores;
 }
 
 MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads)
@@ -229,32 +284,57 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                                     "more",
                 model.name));
         }
-        const bool half = sixteen_bit(setup.precision);
-        act.per_layer = transformer_layer_bytes(shape, setup.precision, setup.recompute);
-        act.layers_total = act.per_layer * model.layers;
-        if (setup.recompute != Recompute::none) {
-            act.rebuilt_layer = transformer_layer_bytes(shape, setup.precision, Recompute::none) - act.per_layer;
+        if (shape.hidden % shape.heads != 0) {
+            throw Error(fmt::format("model {}: hidden {} is not a multiple of its {} attention heads", model.name,
+                shape.hidden, shape.heads));
         }
+        if (shape.kv_heads > shape.heads || (shape.kv_heads > 0 && shape.heads % shape.kv_heads != 0)) {
+            throw Error(fmt::format("model {}: {} key/value heads for {} attention heads; expected a divisor of the "
+                                    "heads",
+                model.name, shape.kv_heads, shape.heads));
+        }
+        act.per_layer = transformer_layer_bytes(shape, setup.precision, setup.recompute, setup.attention);
+        act.layers_total = act.per_layer * model.layers;
+        const std::uint64_t whole = transformer_layer_bytes(shape, setup.precision, Recompute::none, setup.attention);
+        act.rebuilt_layer = whole - act.per_layer;
+        const std::uint64_t s = shape.seq;
+        const std::uint64_t sh = s * shape.hidden;
         if (shape.vocab > 0) {
-            const std::uint64_t s = shape.seq;
-            act.output_layer = (half ? 4 : 8) * s * (std::uint64_t{shape.hidden} + shape.vocab);
+            // The head's input and the logits; the loss keeps its softmax: 16-bit 4·s·h + 4·s·V, fp32
+            // twice that; amp 16-bit logits and an fp32 softmax, 4·s·h + 6·s·V.
+            const std::uint64_t sv = s * shape.vocab;
+            switch (setup.precision) {
+            case Precision::fp32:
+                act.output_layer = 8 * (sh + sv);
+                break;
+            case Precision::amp:
+                act.output_layer = 4 * sh + 6 * sv;
+                break;
+            default:
+                act.output_layer = 4 * (sh + sv);
+                break;
+            }
         }
         act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer;
         act.source = "transformer formula";
-        switch (setup.recompute) {
-        case Recompute::none:
-            act.formula = half ? "s·h·(34 + 5·a·s/h)" : "s·h·(66 + 9·a·s/h)";
-            break;
-        case Recompute::selective:
-            act.formula = half ? "34·s·h" : "66·s·h";
-            break;
-        case Recompute::full:
-            act.formula = half ? "2·s·h" : "4·s·h";
-            break;
+        const std::uint64_t scores = setup.attention == Attention::eager
+            ? whole - transformer_layer_bytes(shape, setup.precision, Recompute::selective, Attention::eager)
+            : 4 * std::uint64_t{shape.heads} * s;
+        const double per_sh = static_cast<double>(whole - scores) / static_cast<double>(sh);
+        if (setup.recompute == Recompute::full) {
+            act.formula = fmt::format("{:g}·s·h (the layer's input)", static_cast<double>(act.per_layer) / sh);
+        } else if (setup.attention != Attention::eager) {
+            act.formula = fmt::format(
+                "{:.4g}·s·h + 4·a·s ({} attention keeps no s×s scores)", per_sh, to_string(setup.attention));
+        } else if (setup.recompute == Recompute::selective) {
+            act.formula = fmt::format("{:.4g}·s·h (scores recomputed)", per_sh);
+        } else {
+            act.formula = fmt::format("{:.4g}·s·h + {:.4g}·a·s² (eager attention)", per_sh,
+                static_cast<double>(scores) / (static_cast<double>(shape.heads) * s * s));
         }
-        if (!half) {
+        if (setup.precision == Precision::fp32) {
             plan.findings.push_back(fit_finding("fit.fp32_activations", "model",
-                "fp32 activations: the 16-bit formula with every 2-byte tensor doubled (dropout masks stay 1 byte)"));
+                "fp32 activations: the 16-bit formula's tensors at 4 bytes (dropout masks stay 1 byte)"));
         }
     } else if (model.measured_fp32 || model.measured_16bit) {
         if (setup.precision == Precision::fp32) {
@@ -303,6 +383,12 @@ GpuFit fit_gpu(const MemoryPlan& plan, std::uint64_t memory, const Overheads& ov
     return fit;
 }
 
+PeakMemory peak_at(const MemoryPlan& plan, unsigned batch, const Overheads& overheads)
+{
+    return {batch, plan.states.total(), std::uint64_t{batch} * plan.activations.per_sample, overheads.cuda_context,
+        overheads.workspace};
+}
+
 std::vector<Suggestion> suggest_changes(
     const ModelSpec& model, const TrainingSetup& setup, std::uint64_t memory, const Overheads& overheads)
 {
@@ -311,7 +397,8 @@ std::vector<Suggestion> suggest_changes(
 
     // Each change alone.
     std::vector<TrainingSetup> singles;
-    if (formula && setup.recompute == Recompute::none) {
+    // Selective recompute drops the s×s scores, which only eager attention keeps.
+    if (formula && setup.recompute == Recompute::none && setup.attention == Attention::eager) {
         singles.push_back(setup);
         singles.back().recompute = Recompute::selective;
     }

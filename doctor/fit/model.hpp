@@ -22,8 +22,19 @@ namespace doctor::fit {
 /// - fp16, bf16: 16-bit weights, gradients and activations, with the fp32 master weights inside
 ///   the optimizer (ZeRO's mixed-precision accounting; DeepSpeed fp16/bf16, Megatron, apex O2).
 /// - amp: 32-bit weights and gradients with 16-bit compute (torch.autocast, the Hugging Face
-///   Trainer's --fp16/--bf16): autocast keeps a 16-bit copy of the weights for the backward pass.
-enum class Precision { fp32, fp16, bf16, amp };
+///   Trainer's --fp16/--bf16): autocast keeps a 16-bit copy of the weights for the backward pass,
+///   and runs normalisation, softmax and the loss in fp32 (their saved tensors are fp32).
+/// - fp16-pure, bf16-pure: the model itself in 16-bit, no fp32 master weights; the optimizer's
+///   states take the weights' type (Lightning's bf16-true, from_pretrained(torch_dtype=bfloat16)
+///   with torch.optim.AdamW).
+enum class Precision { fp32, fp16, bf16, amp, fp16_pure, bf16_pure };
+/// How attention keeps what its backward needs.
+/// - eager: the s×s scores, their softmax and dropout are stored (Hugging Face "eager",
+///   TensorFlow, Megatron without fused kernels): the 5·a·s² term.
+/// - sdpa, flash: torch's scaled_dot_product_attention (the default of PyTorch ≥ 2.0 models and
+///   of Hugging Face Transformers since 4.36) and FlashAttention recompute the scores in the
+///   backward pass and keep only the softmax statistics, 4·a·s bytes (Dao et al. 2022, §3.1).
+enum class Attention { eager, sdpa, flash };
 /// sgd: plain SGD (no state); momentum: SGD with momentum (one state); adam, adamw: two states.
 enum class Optimizer { sgd, momentum, adam, adamw };
 /// Activation recomputation (checkpointing): selective recomputes the attention scores only
@@ -33,23 +44,32 @@ enum class Recompute { none, selective, full };
 const char* to_string(Precision precision);
 const char* to_string(Optimizer optimizer);
 const char* to_string(Recompute recompute);
+const char* to_string(Attention attention);
 /// The value for a name ("bf16", "adamw", "full"); nullopt for an unknown name.
 std::optional<Precision> precision_named(std::string_view name);
 std::optional<Optimizer> optimizer_named(std::string_view name);
 std::optional<Recompute> recompute_named(std::string_view name);
+std::optional<Attention> attention_named(std::string_view name);
+/// Every name of each, in order, for help texts and errors.
+std::vector<std::string> precision_names();
+std::vector<std::string> optimizer_names();
+std::vector<std::string> recompute_names();
+std::vector<std::string> attention_names();
 
 /// Bytes each parameter costs, before ZeRO divides anything.
 ///
-/// | precision  | weights | gradients | optimizer: sgd / momentum / adam, adamw | total        |
-/// |------------|---------|-----------|-----------------------------------------|--------------|
-/// | fp32       | 4       | 4         | 0 / 4 / 8                               | 8 / 12 / 16  |
-/// | fp16, bf16 | 2       | 2         | 4 / 8 / 12 (fp32 master + states)       | 8 / 12 / 16  |
-/// | amp        | 6       | 4         | 0 / 4 / 8                               | 10 / 14 / 18 |
+/// | precision            | weights | gradients | optimizer: sgd / momentum / adam, adamw | total        |
+/// |----------------------|---------|-----------|-----------------------------------------|--------------|
+/// | fp32                 | 4       | 4         | 0 / 4 / 8                               | 8 / 12 / 16  |
+/// | fp16, bf16           | 2       | 2         | 4 / 8 / 12 (fp32 master + states)       | 8 / 12 / 16  |
+/// | amp                  | 6       | 4         | 0 / 4 / 8                               | 10 / 14 / 18 |
+/// | fp16-pure, bf16-pure | 2       | 2         | 0 / 2 / 4 (states in 16-bit)            | 4 / 6 / 8    |
 ///
 /// Mixed-precision Adam is 16 bytes (2 + 2 + 12, the ZeRO paper's K = 12) where the weights and
 /// gradients are 16-bit; it is 18 where the framework keeps fp32 gradients and weights beside a
-/// 16-bit copy (amp: 6 + 4 + 8, the Hugging Face accounting). Adam and AdamW keep the same state,
-/// so they cost the same; the 16-or-18 difference comes from the precision recipe.
+/// 16-bit copy (amp: 6 + 4 + 8, the Hugging Face accounting); 8 where there are no fp32 copies at
+/// all (torch.optim.AdamW keeps exp_avg and exp_avg_sq in the parameters' dtype). Adam and AdamW
+/// keep the same state, so they cost the same.
 struct StateBytes {
     unsigned weights = 0;
     unsigned gradients = 0;
@@ -64,6 +84,10 @@ struct TransformerShape {
     unsigned heads = 0; ///< a
     unsigned seq = 0; ///< s, tokens per sample
     unsigned vocab = 0; ///< V; 0 when unknown (then the output layer is not counted)
+    unsigned kv_heads = 0; ///< grouped-query attention's key/value heads; 0: as many as heads
+    unsigned intermediate = 0; ///< the MLP's inner size; 0: 4·h
+    bool gated_mlp = false; ///< SwiGLU/GeGLU: gate and up projections, then down (Llama, Mistral)
+    bool dropout = true; ///< dropout after the attention probabilities, attention and MLP (BERT, GPT-2)
 };
 
 /// A model as the fit sees it: a preset, a user's entry, or the command line.
@@ -88,6 +112,7 @@ struct TrainingSetup {
     unsigned zero = 0; ///< ZeRO stage 0..3
     unsigned dp = 1; ///< data-parallel GPUs the ZeRO stages shard over
     Recompute recompute = Recompute::none;
+    Attention attention = Attention::sdpa;
 };
 
 /// The fixed costs of a training process on one GPU.
@@ -143,12 +168,20 @@ struct MemoryPlan {
 /// or when the setup is out of range (ZeRO stage > 3, dp 0).
 MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads = {});
 
-/// Transformer activations of one layer for one sample, in bytes:
-///   16-bit, no recompute  s·h·(34 + 5·a·s/h) = 34·s·h + 5·a·s²
-///   fp32, no recompute    s·h·(66 + 9·a·s/h)  (the 2-byte tensors double; dropout masks stay 1 byte)
-///   selective recompute   34·s·h (fp32 66·s·h): the attention scores are recomputed
-///   full recompute        2·s·h (fp32 4·s·h): only the layer's input is kept
-std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute);
+/// Transformer activations of one layer for one sample, in bytes: what each operation keeps for
+/// its backward pass (Korthikanti et al. 2022, §4.1), with e = 2 bytes per element in 16-bit and
+/// amp, 4 in fp32; g = kv_heads / heads; I = the MLP's inner size; masks 1 byte (when dropout).
+///   attention   s·h·e·(3 + 2·g) + s·h (output dropout mask)   QKV input, Q, K, V, output input
+///   scores      eager: a·s²·(e + 1 + e) (softmax, its dropout mask and output; without dropout
+///               a·s²·e); amp keeps softmax and dropout in fp32 and a 16-bit copy: a·s²·(4+1+4+2)
+///               sdpa, flash: 4·a·s (the softmax statistics)
+///   MLP         s·e·(h + 2·I) + s·h (mask); gated: s·e·(h + 4·I) (gate, up, activation, product)
+///   norms       2·s·h·e (amp: fp32 inputs, 4 bytes)
+/// GPT with h = 4·I, g = 1 and dropout gives Korthikanti's 34·s·h + 5·a·s² in 16-bit.
+/// Selective recompute drops the scores; full recompute keeps only the layer's input, s·h·e
+/// (amp: the fp32 residual stream, 4 bytes).
+std::uint64_t transformer_layer_bytes(
+    const TransformerShape& shape, Precision precision, Recompute recompute, Attention attention = Attention::eager);
 
 /// One GPU's share of the sum.
 struct GpuFit {
@@ -162,6 +195,18 @@ struct GpuFit {
     unsigned max_batch = 0; ///< floor(available / activations per sample); 0 when nothing fits
 };
 GpuFit fit_gpu(const MemoryPlan& plan, std::uint64_t memory, const Overheads& overheads = {});
+
+/// What one GPU holds at a per-GPU batch: about what nvidia-smi shows for the training process
+/// (torch.cuda.max_memory_allocated() shows states + activations).
+struct PeakMemory {
+    unsigned batch = 0;
+    std::uint64_t states = 0;
+    std::uint64_t activations = 0; ///< batch × activations per sample
+    std::uint64_t cuda_context = 0;
+    std::uint64_t workspace = 0;
+    std::uint64_t total() const { return states + activations + cuda_context + workspace; }
+};
+PeakMemory peak_at(const MemoryPlan& plan, unsigned batch, const Overheads& overheads = {});
 
 /// One change to the setup and what it gives on the GPU the fit failed on.
 struct Suggestion {

@@ -60,18 +60,22 @@ std::string why_nothing_fits(const MemoryPlan& plan, const GpuFit& f)
         format_bytes(plan.activations.per_sample), format_bytes(static_cast<std::uint64_t>(f.available)));
 }
 
+bool sixteen_bit_states(Precision p)
+{
+    return p != Precision::fp32 && p != Precision::amp;
+}
+
+bool master_weights(Precision p)
+{
+    return p == Precision::fp16 || p == Precision::bf16;
+}
+
 const char* weight_words(Precision p)
 {
-    switch (p) {
-    case Precision::fp32:
-        return "fp32";
-    case Precision::fp16:
-    case Precision::bf16:
-        return "16-bit";
-    case Precision::amp:
+    if (p == Precision::amp) {
         return "fp32 and autocast's 16-bit copy";
     }
-    return "";
+    return sixteen_bit_states(p) ? "16-bit" : "fp32";
 }
 
 std::string optimizer_words(Precision p, Optimizer o)
@@ -82,10 +86,10 @@ std::string optimizer_words(Precision p, Optimizer o)
     } else if (o == Optimizer::adam || o == Optimizer::adamw) {
         states = "m and v";
     }
-    if (p == Precision::fp16 || p == Precision::bf16) {
+    if (master_weights(p)) {
         return states.empty() ? "fp32 master weights" : "fp32 master weights, " + states;
     }
-    return states.empty() ? "no state" : states + ", fp32";
+    return states.empty() ? "no state" : states + (sixteen_bit_states(p) ? ", 16-bit" : ", fp32");
 }
 
 std::string left_text(const GpuFit& fit)
@@ -100,8 +104,14 @@ std::string shape_text(const ModelSpec& m)
 {
     std::vector<std::string> parts{fmt::format("{} parameters", format_param_count(m.params))};
     if (m.transformer) {
-        parts.push_back(fmt::format("{} layers, hidden {}, {} heads, sequence {}", m.layers, m.transformer->hidden,
-            m.transformer->heads, m.transformer->seq));
+        const TransformerShape& t = *m.transformer;
+        parts.push_back(fmt::format("{} layers, hidden {}, {} heads{}, sequence {}", m.layers, t.hidden, t.heads,
+            t.kv_heads > 0 && t.kv_heads != t.heads ? fmt::format(" ({} key/value)", t.kv_heads) : "", t.seq));
+        parts.push_back(fmt::format(
+            "{} MLP {}", t.gated_mlp ? "gated" : "plain", t.intermediate > 0 ? t.intermediate : 4 * t.hidden));
+        if (!t.dropout) {
+            parts.push_back("no dropout");
+        }
         if (m.transformer->vocab > 0) {
             parts.push_back(fmt::format("vocabulary {}", m.transformer->vocab));
         }
@@ -172,6 +182,9 @@ FitReport analyse_fit(const FitRequest& request)
     FitReport r;
     r.request = request;
     r.plan = plan_memory(request.model, request.setup, request.overheads);
+    if (request.batch) {
+        r.at_batch = peak_at(r.plan, *request.batch, request.overheads);
+    }
     r.findings = r.plan.findings;
     r.findings.insert(r.findings.end(), request.findings.begin(), request.findings.end());
 
@@ -250,8 +263,9 @@ std::string render_fit_text(const FitReport& r, bool color)
 
     out += fmt::format("{}{}\n", m.name, m.description.empty() ? "" : ": " + m.description);
     out += fmt::format("  {}\n", shape_text(m));
-    out += fmt::format("  {}, {}, {}, recompute {}\n\n", to_string(s.precision), to_string(s.optimizer), zero_text(s),
-        to_string(s.recompute));
+    out += fmt::format("  {}, {}, {}, recompute {}{}\n\n", to_string(s.precision), to_string(s.optimizer), zero_text(s),
+        to_string(s.recompute),
+        m.transformer && !m.activation_bytes ? fmt::format(", {} attention", to_string(s.attention)) : "");
 
     // The breakdown, in the order memory is spent.
     auto row = [&](const std::string& label, std::uint64_t bytes, const std::string& detail) {
@@ -265,8 +279,8 @@ std::string render_fit_text(const FitReport& r, bool color)
     row("weights", st.weights,
         fmt::format("{} B/parameter, {}{}", st.per_param.weights, weight_words(s.precision), sharded(3)));
     row("gradients", st.gradients,
-        fmt::format("{} B/parameter, {}{}", st.per_param.gradients,
-            s.precision == Precision::fp16 || s.precision == Precision::bf16 ? "16-bit" : "fp32", sharded(2)));
+        fmt::format("{} B/parameter, {}{}", st.per_param.gradients, sixteen_bit_states(s.precision) ? "16-bit" : "fp32",
+            sharded(2)));
     row("optimizer", st.optimizer,
         fmt::format(
             "{} B/parameter, {}{}", st.per_param.optimizer, optimizer_words(s.precision, s.optimizer), sharded(1)));
@@ -282,7 +296,7 @@ std::string render_fit_text(const FitReport& r, bool color)
         row("recomputed", act.rebuilt_layer, "the rest of one layer, rebuilt during its backward");
     }
     if (act.output_layer > 0) {
-        row("output layer", act.output_layer, "logits and loss, 4·s·h + 4·s·V");
+        row("output layer", act.output_layer, "its input, the logits and the loss's softmax");
     }
     if (act.measured > 0) {
         row("measured", act.measured,
@@ -297,6 +311,23 @@ std::string render_fit_text(const FitReport& r, bool color)
     out += fmt::format("Overhead per GPU: CUDA context {}, workspaces {} (cuBLAS, cuDNN, NCCL); margin {:g} % of its "
                        "memory, for fragmentation\n\n",
         format_bytes(q.overheads.cuda_context), format_bytes(q.overheads.workspace), q.overheads.margin_fraction * 100);
+    if (r.at_batch) {
+        const PeakMemory& p = *r.at_batch;
+        out +=
+            fmt::format("At batch {}: about {} per GPU (states {} + activations {} + context and workspaces {}), what "
+                        "nvidia-smi would show; torch.cuda.max_memory_allocated() shows about {} (no context)\n",
+                p.batch, format_bytes(p.total()), format_bytes(p.states), format_bytes(p.activations),
+                format_bytes(p.cuda_context + p.workspace), format_bytes(p.states + p.activations));
+        for (std::size_t i = 0; i < q.gpus.size(); ++i) {
+            const auto spare =
+                static_cast<std::int64_t>(q.gpus[i].memory - r.fits[i].margin) - static_cast<std::int64_t>(p.total());
+            out += fmt::format("  {}: {}\n", gpu_label(r, i),
+                spare >= 0 ? fmt::format("fits, {} to spare after the margin", format_bytes(spare))
+                           : fmt::format("does not fit: {} over its memory less the margin",
+                                 format_bytes(static_cast<std::uint64_t>(-spare))));
+        }
+        out += '\n';
+    }
 
     // One row per GPU.
     const bool several = q.gpus.size() > 1;
@@ -452,6 +483,11 @@ nlohmann::json render_fit_json(const FitReport& r)
         model["heads"] = m.transformer->heads;
         model["seq"] = m.transformer->seq;
         model["vocab"] = m.transformer->vocab > 0 ? json(m.transformer->vocab) : json(nullptr);
+        model["kv_heads"] = m.transformer->kv_heads > 0 ? m.transformer->kv_heads : m.transformer->heads;
+        model["intermediate"] =
+            m.transformer->intermediate > 0 ? m.transformer->intermediate : 4 * m.transformer->hidden;
+        model["gated_mlp"] = m.transformer->gated_mlp;
+        model["dropout"] = m.transformer->dropout;
     }
     if (m.image_size > 0) {
         model["image_size"] = m.image_size;
@@ -460,7 +496,8 @@ nlohmann::json render_fit_json(const FitReport& r)
     json doc;
     doc["model"] = model;
     doc["training"] = {{"precision", to_string(q.setup.precision)}, {"optimizer", to_string(q.setup.optimizer)},
-        {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)}};
+        {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)},
+        {"attention", to_string(q.setup.attention)}};
     doc["breakdown"] = {{"states",
                             {{"bytes", st.total()},
                                 {"bytes_per_param",
@@ -484,6 +521,18 @@ nlohmann::json render_fit_json(const FitReport& r)
             {"available_bytes", f.available}, {"max_batch", f.max_batch}});
     }
     doc["gpus"] = gpus;
+    if (r.at_batch) {
+        const PeakMemory& p = *r.at_batch;
+        json fits = json::array();
+        for (std::size_t i = 0; i < q.gpus.size(); ++i) {
+            const auto spare =
+                static_cast<std::int64_t>(q.gpus[i].memory - r.fits[i].margin) - static_cast<std::int64_t>(p.total());
+            fits.push_back({{"index", i}, {"fits", spare >= 0}, {"spare_bytes", spare}});
+        }
+        doc["at_batch"] = {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.states + p.activations},
+            {"states_bytes", p.states}, {"activations_bytes", p.activations}, {"cuda_context_bytes", p.cuda_context},
+            {"workspace_bytes", p.workspace}, {"gpus", fits}};
+    }
     doc["max_batch_per_gpu"] = r.max_batch_per_gpu;
     doc["fits"] = r.max_batch_per_gpu > 0;
     doc["global_batch"] = r.global_batch > 0 ? json(r.global_batch) : json(nullptr);

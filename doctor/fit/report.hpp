@@ -28,6 +28,7 @@ struct FitRequest {
     Overheads overheads;
     std::vector<FitGpu> gpus;
     std::optional<unsigned> global_batch; ///< --global-batch
+    std::optional<unsigned> batch; ///< --batch: the memory at this per-GPU batch
     std::optional<double> base_lr;
     std::optional<unsigned> base_batch;
     bool layers_given = false; ///< --layers on the command line: show the pipeline split
@@ -38,6 +39,7 @@ struct FitReport {
     FitRequest request;
     MemoryPlan plan;
     std::vector<GpuFit> fits; ///< one per request.gpus
+    std::optional<PeakMemory> at_batch; ///< with request.batch
     unsigned max_batch_per_gpu = 0; ///< the smallest over the GPUs; 0 when nothing fits on one
     unsigned global_batch = 0; ///< 0 when nothing fits and none was given
     std::string global_batch_from; ///< "--global-batch", "max batch", "balanced by speed"

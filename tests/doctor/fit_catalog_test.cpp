@@ -47,6 +47,14 @@ TEST(ModelCatalog, BuiltinValuesAreTheReferenceOnes)
     EXPECT_EQ(bert.transformer->heads, 16u);
     EXPECT_EQ(bert.transformer->seq, 512u);
     EXPECT_EQ(bert.transformer->vocab, 30522u);
+    // Llama 2 70B: grouped-query attention with 8 key/value heads, SwiGLU of 28,672, no dropout.
+    const ModelSpec& llama = catalog.find("llama-70b");
+    ASSERT_TRUE(llama.transformer);
+    EXPECT_EQ(llama.transformer->kv_heads, 8u);
+    EXPECT_EQ(llama.transformer->intermediate, 28672u);
+    EXPECT_TRUE(llama.transformer->gated_mlp);
+    EXPECT_FALSE(llama.transformer->dropout);
+    EXPECT_TRUE(bert.transformer->dropout); // the default
     // ResNet-50 ≈ 82 MiB per image fp32 (81.9 MiB = 85,878,374 B), DenseNet-121 ≈ 124 MiB.
     EXPECT_EQ(*catalog.find("resnet50").measured_fp32, 85878374u);
     EXPECT_EQ(*catalog.find("densenet121").measured_fp32, 130337997u); // 124.3 · 2^20 = 130,337,996.8
@@ -112,6 +120,15 @@ TEST(ModelCatalog, UserFileErrorsSayWhere)
     EXPECT_NE(error_of([&] {
         catalog.merge_toml("[a]\nparams = 5\nlayers = -1\n", "m.toml");
     }).find("m.toml:3: [a]: layers must be a whole number, 1 or more"),
+        std::string::npos);
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml(
+            "[a]\nparams = 5\nlayers = 2\nhidden = 8\nheads = 2\nseq = 4\ngated_mlp = \"yes\"\n", "m.toml");
+    }).find("m.toml:7: [a]: gated_mlp must be true or false"),
+        std::string::npos);
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml("[a]\nparams = 5\nactivation_mib_fp32 = 3.0\nkv_heads = 2\n", "m.toml");
+    }).find("kv_heads must be given with a transformer shape"),
         std::string::npos);
     EXPECT_NE(error_of([&] { catalog.merge_toml("a = 1\n", "m.toml"); }).find("'a' must be a [model] table"),
         std::string::npos);

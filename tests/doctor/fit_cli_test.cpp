@@ -174,3 +174,88 @@ TEST_F(FitCli, WorksFromAnyDirectory)
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("densenet121: DenseNet-121 as in CheXNet"), std::string::npos) << r.out;
 }
+
+TEST_F(FitCli, ConfigFileAndMemoryAtABatch)
+{
+    // TinyLlama 1.1B's config.json (published, cut to the keys that matter): 1,100,048,384 parameters.
+    const std::string config = (m_dir / "config.json").string();
+    std::ofstream(config) << R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+        "intermediate_size": 5632, "max_position_embeddings": 2048, "num_attention_heads": 32,
+        "num_hidden_layers": 22, "num_key_value_heads": 4, "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": false, "vocab_size": 32000})";
+    const auto r = fit({"--config", config, "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
+        "--gpu-mem", "24GB", "--batch", "4", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["model"]["params"], 1100048384u);
+    EXPECT_EQ(doc["model"]["kv_heads"], 4);
+    EXPECT_EQ(doc["model"]["seq"], 512);
+    EXPECT_EQ(doc["model"]["gated_mlp"], true);
+    EXPECT_EQ(doc["training"]["attention"], "sdpa");
+    // bf16-pure AdamW: 8 bytes per parameter.
+    EXPECT_EQ(doc["breakdown"]["states"]["bytes"], 8 * 1100048384ULL);
+    // Per layer (s = 512, h = 2048, a = 32, 4 key/value heads, I = 5632, sdpa, no dropout):
+    // 3·2·s·h = 6,291,456; K and V 2 · 512 · 64 · 4 · 2 = 524,288; MLP 2 · 512 · (2048 + 22,528) =
+    // 25,165,824; norms 4·s·h = 4,194,304; statistics 4 · 32 · 512 = 65,536: 36,241,408. × 22 =
+    // 797,310,976; output layer 4 · 512 · (2048 + 32,000) = 69,730,304: 867,041,280 per sample.
+    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["bytes"], 867041280u);
+    const auto& at = doc["at_batch"];
+    EXPECT_EQ(at["batch"], 4);
+    EXPECT_EQ(at["activations_bytes"], 4 * 867041280ULL);
+    EXPECT_EQ(at["allocated_bytes"], 8 * 1100048384ULL + 4 * 867041280ULL);
+    EXPECT_EQ(at["peak_bytes"], 8 * 1100048384ULL + 4 * 867041280ULL + (768ULL << 20));
+    EXPECT_EQ(at["gpus"][0]["fits"], true);
+    // The text says the same, with what nvidia-smi and torch would show.
+    const auto text = fit({"--config", config, "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
+        "--gpu-mem", "24GB", "--batch", "4"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("At batch 4: about 12.18 GiB per GPU"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("fits, "), std::string::npos) << text.out;
+}
+
+TEST_F(FitCli, ImageSizeScalesACnnPreset)
+{
+    // resnet50's 81.9 MiB fp32 at 224² (85,878,374 B) grows with the area: × (448/224)² = 4.
+    const auto r = fit({"--model", "resnet50", "--image", "448", "--precision", "fp32", "--optimizer", "momentum",
+        "--gpu-mem", "16GiB", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["model"]["image_size"], 448);
+    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["measured_bytes"], 343513496u); // 4 × 85,878,374
+}
+
+TEST_F(FitCli, BadModelInputsAreUsageErrors)
+{
+    const std::string not_json = (m_dir / "not.json").string();
+    std::ofstream(not_json) << "hidden_size = 4096\n";
+    const std::string no_sizes = (m_dir / "no_sizes.json").string();
+    std::ofstream(no_sizes) << R"({"model_type": "llama", "hidden_size": 4096})";
+    const std::vector<std::string> setup = {"--precision", "bf16", "--optimizer", "adamw", "--gpu-mem", "80GB"};
+    struct Case {
+        std::vector<std::string> args;
+        std::string message;
+    };
+    const std::vector<Case> cases = {
+        {{"--config", not_json}, "not.json: not JSON"},
+        {{"--config", no_sizes}, "no layer count (num_hidden_layers, n_layer, num_layers)"},
+        {{"--config", (m_dir / "absent.json").string()}, "absent.json"},
+        {{"--config", not_json, "--model", "gpt2"}, "--model and --config each name the model"},
+        {{"--model", "gpt2", "--batch", "0"}, "--batch 0: expected a per-GPU batch of 1 or more"},
+        {{"--model", "gpt2", "--batch", "-3"}, "--batch"},
+        {{"--model", "resnet50", "--image", "-1"}, "--image"},
+        {{"--model", "resnet50", "--image", "0"}, "--image 0: expected 1 or more"},
+        {{"--model", "gpt2", "--image", "384"}, "--image scales a CNN preset's measured activations"},
+        {{"--model", "gpt2", "--attention", "flash2"}, "--attention flash2: expected eager, sdpa, flash"},
+        {{"--model", "gpt2", "--mlp", "swiglu"}, "--mlp swiglu: expected plain"},
+        {{"--model", "resnet50", "--kv-heads", "8"}, "--kv-heads needs a transformer shape"},
+        {{"--model", "gpt2", "--kv-heads", "5"}, "5 key/value heads for 12 attention heads"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> args = c.args;
+        args.insert(args.end(), setup.begin(), setup.end());
+        const auto r = fit(args);
+        EXPECT_EQ(r.exit_code, 2) << c.args.front() << " " << c.args.at(1) << ": " << r.err;
+        EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args.front() << ": " << r.err;
+        EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+}

@@ -45,9 +45,10 @@ ModelSpec resnet50()
     return m;
 }
 
+// Eager attention: the hand-computed cases below follow Korthikanti et al.'s count with its s² term.
 TrainingSetup setup(Precision p, Optimizer o, unsigned zero = 0, unsigned dp = 1, Recompute r = Recompute::none)
 {
-    return TrainingSetup{p, o, zero, dp, r};
+    return TrainingSetup{p, o, zero, dp, r, Attention::eager};
 }
 
 } // namespace
@@ -75,6 +76,11 @@ TEST(FitModel, StateBytesPerParameter)
         {Precision::amp, Optimizer::momentum, 6, 4, 4, 14},
         {Precision::amp, Optimizer::adam, 6, 4, 8, 18},
         {Precision::amp, Optimizer::adamw, 6, 4, 8, 18},
+        // Pure 16-bit: no fp32 copies; torch.optim.AdamW keeps its states in the weights' dtype.
+        {Precision::bf16_pure, Optimizer::sgd, 2, 2, 0, 4},
+        {Precision::bf16_pure, Optimizer::momentum, 2, 2, 2, 6},
+        {Precision::fp16_pure, Optimizer::adam, 2, 2, 4, 8},
+        {Precision::bf16_pure, Optimizer::adamw, 2, 2, 4, 8},
     };
     for (const auto& r : rows) {
         const StateBytes b = state_bytes(r.p, r.o);
@@ -87,9 +93,15 @@ TEST(FitModel, StateBytesPerParameter)
 
 TEST(FitModel, NamesRoundTrip)
 {
-    for (auto p : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::amp}) {
+    for (auto p : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::amp, Precision::fp16_pure,
+             Precision::bf16_pure}) {
         EXPECT_EQ(precision_named(to_string(p)), p);
     }
+    EXPECT_EQ(precision_named("bf16-pure"), Precision::bf16_pure);
+    for (auto a : {Attention::eager, Attention::sdpa, Attention::flash}) {
+        EXPECT_EQ(attention_named(to_string(a)), a);
+    }
+    EXPECT_EQ(attention_names(), (std::vector<std::string>{"eager", "sdpa", "flash"}));
     for (auto o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw}) {
         EXPECT_EQ(optimizer_named(to_string(o)), o);
     }
@@ -108,7 +120,11 @@ TEST(FitModel, TransformerLayerBytes)
     // 16-bit: 34 · 524,288 + 5 · 4,194,304 = 17,825,792 + 20,971,520 = 38,797,312
     // (s·h·(34 + 5·a·s/h) = 524,288 · (34 + 40)).
     EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::none), 38797312u);
-    EXPECT_EQ(transformer_layer_bytes(shape, Precision::amp, Recompute::none), 38797312u);
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16_pure, Recompute::none), 38797312u);
+    // amp: the norms' inputs in fp32 (8·s·h instead of 4·s·h), softmax and its dropout in fp32 with
+    // a 16-bit copy for the product with V: (4 + 1 + 4 + 2)·a·s². 38 · 524,288 + 11 · 4,194,304 =
+    // 19,922,944 + 46,137,344 = 66,060,288 (×1.70 the 16-bit count).
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::amp, Recompute::none), 66060288u);
     // fp32: 66 · 524,288 + 9 · 4,194,304 = 34,603,008 + 37,748,736 = 72,351,744.
     EXPECT_EQ(transformer_layer_bytes(shape, Precision::fp32, Recompute::none), 72351744u);
     // Selective: 34 · s·h = 17,825,792; fp32 66 · s·h = 34,603,008.
@@ -117,6 +133,73 @@ TEST(FitModel, TransformerLayerBytes)
     // Full: 2 · s·h = 1,048,576; fp32 4 · s·h = 2,097,152.
     EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::full), 1048576u);
     EXPECT_EQ(transformer_layer_bytes(shape, Precision::fp32, Recompute::full), 2097152u);
+    // amp keeps the fp32 residual stream: 4 · s·h.
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::amp, Recompute::full), 2097152u);
+}
+
+TEST(FitModel, SdpaAndFlashKeepNoScores)
+{
+    const TransformerShape shape{1024, 16, 512, 0};
+    // 34 · s·h = 17,825,792, plus the softmax statistics 4·a·s = 4 · 16 · 512 = 32,768.
+    for (auto a : {Attention::sdpa, Attention::flash}) {
+        EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::none, a), 17858560u);
+        // Selective recompute has nothing more to drop.
+        EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::selective, a), 17858560u);
+    }
+    // The plan says which attention it counted.
+    ModelSpec m = bert_large();
+    TrainingSetup s = setup(Precision::bf16, Optimizer::adam);
+    s.attention = Attention::flash;
+    const MemoryPlan plan = plan_memory(m, s);
+    EXPECT_EQ(plan.activations.per_layer, 17858560u);
+    EXPECT_EQ(plan.activations.rebuilt_layer, 0u);
+    EXPECT_NE(plan.activations.formula.find("flash attention keeps no s×s scores"), std::string::npos)
+        << plan.activations.formula;
+}
+
+TEST(FitModel, GatedMlpAndGroupedQueryAttention)
+{
+    // A Llama-2-7B layer in bf16 with sdpa: s = h = 4096 (s·h = 16,777,216), a = 32, I = 11008, no
+    // dropout. Attention: Q, its input and the output's input 3 · 2 · s·h = 100,663,296; K and V
+    // 2 · s · 128 · 32 · 2 = 67,108,864. MLP: 2 · s · (h + 4·I) = 8,192 · 48,128 = 394,264,576.
+    // Norms 2 · 2 · s·h = 67,108,864. Statistics 4 · 32 · 4096 = 524,288. Sum 629,669,888.
+    TransformerShape llama{4096, 32, 4096, 32000};
+    llama.intermediate = 11008;
+    llama.gated_mlp = true;
+    llama.dropout = false;
+    EXPECT_EQ(transformer_layer_bytes(llama, Precision::bf16, Recompute::none, Attention::sdpa), 629669888u);
+    // Mistral's 8 key/value heads: K and V 2 · s · 128 · 8 · 2 = 16,777,216 (a quarter), and
+    // I = 14336: MLP 8,192 · (4096 + 57,344) = 503,316,480.
+    TransformerShape mistral = llama;
+    mistral.kv_heads = 8;
+    mistral.intermediate = 14336;
+    EXPECT_EQ(transformer_layer_bytes(mistral, Precision::bf16, Recompute::none, Attention::sdpa),
+        100663296u + 16777216u + 503316480u + 67108864u + 524288u);
+    // Heads that do not divide the hidden size, or key/value heads that do not divide the heads,
+    // are refused.
+    ModelSpec m;
+    m.name = "odd";
+    m.params = 1000;
+    m.layers = 2;
+    m.transformer = mistral;
+    m.transformer->kv_heads = 5;
+    EXPECT_THROW(plan_memory(m, setup(Precision::bf16, Optimizer::adam)), probes::Error);
+    m.transformer->kv_heads = 8;
+    m.transformer->heads = 30;
+    EXPECT_THROW(plan_memory(m, setup(Precision::bf16, Optimizer::adam)), probes::Error);
+}
+
+TEST(FitModel, PeakAtABatch)
+{
+    // bert-large, amp Adam, eager: states 6,032,553,984; per sample 1,681,307,648 (see below).
+    const MemoryPlan plan = plan_memory(bert_large(), setup(Precision::amp, Optimizer::adam));
+    const PeakMemory p = peak_at(plan, 3);
+    EXPECT_EQ(p.batch, 3u);
+    EXPECT_EQ(p.states, 6032553984u);
+    EXPECT_EQ(p.activations, std::uint64_t{3} * 1681307648u);
+    EXPECT_EQ(p.cuda_context, 512 * MiB);
+    EXPECT_EQ(p.workspace, 256 * MiB);
+    EXPECT_EQ(p.total(), 6032553984u + std::uint64_t{3} * 1681307648u + 768 * MiB);
 }
 
 TEST(FitModel, BertLargeAmpAdamOn16GiB)
@@ -127,23 +210,24 @@ TEST(FitModel, BertLargeAmpAdamOn16GiB)
     EXPECT_EQ(plan.states.gradients, 1340567552u);
     EXPECT_EQ(plan.states.optimizer, 2681135104u);
     EXPECT_EQ(plan.states.total(), 6032553984u);
-    // Activations: 24 layers × 38,797,312 = 931,135,488; output layer 4·s·(h + V) = 2,048 · 31,546
-    // = 64,606,208; per sample 995,741,696.
-    EXPECT_EQ(plan.activations.per_layer, 38797312u);
-    EXPECT_EQ(plan.activations.layers_total, 931135488u);
+    // Activations: 24 layers × 66,060,288 = 1,585,446,912; output layer under autocast: its input
+    // 4·s·h = 2,097,152, 16-bit logits and the fp32 softmax 6·s·V = 93,763,584: 95,860,736; per
+    // sample 1,681,307,648.
+    EXPECT_EQ(plan.activations.per_layer, 66060288u);
+    EXPECT_EQ(plan.activations.layers_total, 1585446912u);
     EXPECT_EQ(plan.activations.rebuilt_layer, 0u);
-    EXPECT_EQ(plan.activations.output_layer, 64606208u);
-    EXPECT_EQ(plan.activations.per_sample, 995741696u);
+    EXPECT_EQ(plan.activations.output_layer, 95860736u);
+    EXPECT_EQ(plan.activations.per_sample, 1681307648u);
 
     const GpuFit fit = fit_gpu(plan, 16 * GiB);
     // 16 GiB = 17,179,869,184; margin floor(10 %) = 1,717,986,918; context 536,870,912;
     // workspace 268,435,456. Left: 17,179,869,184 − 536,870,912 − 268,435,456 − 1,717,986,918
-    // − 6,032,553,984 = 8,624,021,914; / 995,741,696 = 8.66 → 8.
+    // − 6,032,553,984 = 8,624,021,914; / 1,681,307,648 = 5.13 → 5.
     EXPECT_EQ(fit.margin, 1717986918u);
     EXPECT_EQ(fit.cuda_context, 512 * MiB);
     EXPECT_EQ(fit.workspace, 256 * MiB);
     EXPECT_EQ(fit.available, 8624021914);
-    EXPECT_EQ(fit.max_batch, 8u);
+    EXPECT_EQ(fit.max_batch, 5u);
 }
 
 TEST(FitModel, Fp32ActivationsAndNoVocabulary)
