@@ -52,7 +52,8 @@ struct FitOptions {
     std::string config;
     unsigned image = 0;
     unsigned batch = 0;
-    std::string attention = "sdpa";
+    std::string attention;
+    std::string framework = "pytorch";
     std::string activation_bytes;
     std::string precision;
     std::string optimizer;
@@ -474,13 +475,17 @@ int run_fit(int argc, char** argv)
            "eager (stores the s×s scores), sdpa (default: PyTorch ≥ 2.0) or flash (FlashAttention)")
         ->type_name("A");
     probes::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
+    app.add_option("--framework", o.framework,
+           "pytorch (default) or tensorflow (float dropout masks, composite GELU, a clipped gradient copy)")
+        ->type_name("F");
     app.add_option("--activation-bytes-per-sample", o.activation_bytes,
            "Peak activation memory per sample as measured (e.g. 950MiB); used as given")
         ->type_name("B");
     app.add_option("--precision", o.precision,
            "fp32, fp16 or bf16 (16-bit with fp32 masters), amp (autocast), fp16-pure or bf16-pure (no fp32 copies)")
         ->type_name("P");
-    app.add_option("--optimizer", o.optimizer, "sgd, momentum, adam or adamw")->type_name("O");
+    app.add_option("--optimizer", o.optimizer, "sgd, momentum, adam, adamw, adam8bit (bitsandbytes), adafactor or lamb")
+        ->type_name("O");
     probes::add_number(app, "--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3", "N");
     probes::add_number(app, "--dp", o.dp, "Data-parallel GPUs ZeRO shards over (default: the number of GPUs)", "N");
     app.add_option("--recompute", o.recompute, "Activation recomputation: none (default), selective, full")
@@ -581,7 +586,12 @@ int run_fit(int argc, char** argv)
         q.setup.precision = named<Precision>("--precision", o.precision, precision_named, precision_names());
         q.setup.optimizer = named<Optimizer>("--optimizer", o.optimizer, optimizer_named, optimizer_names());
         q.setup.recompute = named<Recompute>("--recompute", o.recompute, recompute_named, recompute_names());
-        q.setup.attention = named<Attention>("--attention", o.attention, attention_named, attention_names());
+        q.setup.framework = named<Framework>("--framework", o.framework, framework_named, framework_names());
+        // PyTorch 2 runs scaled_dot_product_attention; TensorFlow stores the scores.
+        const std::string attention = !o.attention.empty() ? o.attention
+            : q.setup.framework == Framework::tensorflow   ? "eager"
+                                                           : "sdpa";
+        q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
         if (app.count("--batch") > 0) {
             if (o.batch == 0) {
                 throw Error("--batch 0: expected a per-GPU batch of 1 or more samples");
@@ -625,7 +635,7 @@ int run_fit(int argc, char** argv)
                  "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
-                 "--batch"}) {
+                 "--batch", "--framework"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

@@ -69,10 +69,13 @@ template <typename E> struct Named {
 constexpr std::array<Named<Precision>, 6> precisions{
     {{Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::amp, "amp"},
         {Precision::fp16_pure, "fp16-pure"}, {Precision::bf16_pure, "bf16-pure"}}};
-constexpr std::array<Named<Optimizer>, 4> optimizers{{{Optimizer::sgd, "sgd"}, {Optimizer::momentum, "momentum"},
-    {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"}}};
+constexpr std::array<Named<Optimizer>, 7> optimizers{
+    {{Optimizer::sgd, "sgd"}, {Optimizer::momentum, "momentum"}, {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"},
+        {Optimizer::adam8bit, "adam8bit"}, {Optimizer::adafactor, "adafactor"}, {Optimizer::lamb, "lamb"}}};
 constexpr std::array<Named<Recompute>, 3> recomputes{
     {{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
+constexpr std::array<Named<Framework>, 2> frameworks{
+    {{Framework::pytorch, "pytorch"}, {Framework::tensorflow, "tensorflow"}}};
 constexpr std::array<Named<Attention>, 3> attentions{
     {{Attention::eager, "eager"}, {Attention::sdpa, "sdpa"}, {Attention::flash, "flash"}}};
 
@@ -148,6 +151,21 @@ std::optional<Attention> attention_named(std::string_view name)
     return value_named(attentions, name);
 }
 
+const char* to_string(Framework framework)
+{
+    return name_of(frameworks, framework);
+}
+
+std::optional<Framework> framework_named(std::string_view name)
+{
+    return value_named(frameworks, name);
+}
+
+std::vector<std::string> framework_names()
+{
+    return names_of(frameworks);
+}
+
 std::vector<std::string> precision_names()
 {
     return names_of(precisions);
@@ -168,14 +186,35 @@ std::vector<std::string> attention_names()
     return names_of(attentions);
 }
 
-StateBytes state_bytes(Precision precision, Optimizer optimizer)
+StateBytes state_bytes(Precision precision, Optimizer optimizer, Framework framework)
 {
-    // Optimizer states in fp32: momentum keeps one (4 bytes), Adam and AdamW two (m and v, 8).
+    if (framework == Framework::tensorflow) {
+        // BERT's optimization.py clips by global norm: a clipped copy of every gradient, fp32.
+        StateBytes b = state_bytes(precision, optimizer);
+        b.gradients += 4;
+        return b;
+    }
+    // Optimizer states in fp32: momentum keeps one (4 bytes), Adam, AdamW and LAMB two (m and v,
+    // 8); 8-bit Adam keeps them in a byte each whatever the weights' type (2); Adafactor's row and
+    // column statistics are (rows + columns) / (rows × columns) of a matrix: nothing to count.
     unsigned states = 0;
-    if (optimizer == Optimizer::momentum) {
+    bool follows_weights = true; // pure 16-bit keeps the states in the weights' type
+    switch (optimizer) {
+    case Optimizer::momentum:
         states = 4;
-    } else if (optimizer == Optimizer::adam || optimizer == Optimizer::adamw) {
+        break;
+    case Optimizer::adam:
+    case Optimizer::adamw:
+    case Optimizer::lamb:
         states = 8;
+        break;
+    case Optimizer::adam8bit:
+        states = 2;
+        follows_weights = false;
+        break;
+    case Optimizer::sgd:
+    case Optimizer::adafactor:
+        break;
     }
     switch (precision) {
     case Precision::fp32:
@@ -190,13 +229,37 @@ StateBytes state_bytes(Precision precision, Optimizer optimizer)
     case Precision::fp16_pure:
     case Precision::bf16_pure:
         // Everything in the weights' 16-bit type, the optimizer's states too.
-        return {2, 2, states / 2};
+        return {2, 2, follows_weights ? states / 2 : states};
     }
     return {};
 }
 
+namespace {
+
+// A TensorFlow layer as BERT's modeling.py builds it, no recompute; e for matmul inputs and
+// outputs, f = 4 for the element-wise steps and masks.
+std::uint64_t tensorflow_layer_bytes(const TransformerShape& shape, std::uint64_t e, bool keep_scores)
+{
+    const std::uint64_t s = shape.seq;
+    const std::uint64_t h = shape.hidden;
+    const std::uint64_t a = shape.heads;
+    const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
+    const std::uint64_t inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
+    constexpr std::uint64_t f = 4;
+    const std::uint64_t dropout = shape.dropout ? 3 * f : 0; // input, scaled input, float mask
+    // The three dense layers' inputs, Q, K and V, two dropouts and two layer norms' inputs.
+    const std::uint64_t per_sh = 3 * e + e + 2 * f /* layer norms */ + 2 * dropout;
+    const std::uint64_t kv_bytes = 2 * s * (h / a) * kv * e;
+    // GELU: x, x³, the inner sum, tanh, 1 + tanh, the cdf; its output feeds the second dense.
+    const std::uint64_t mlp = s * inner * (6 * f + e);
+    const std::uint64_t scores = keep_scores ? a * s * s * (2 * e + (shape.dropout ? 3 * f : f)) : 0;
+    return s * h * per_sh + kv_bytes + mlp + scores;
+}
+
+} // namespace
+
 std::uint64_t transformer_layer_bytes(
-    const TransformerShape& shape, Precision precision, Recompute recompute, Attention attention)
+    const TransformerShape& shape, Precision precision, Recompute recompute, Attention attention, Framework framework)
 {
     const std::uint64_t s = shape.seq;
     const std::uint64_t h = shape.hidden;
@@ -210,6 +273,9 @@ std::uint64_t transformer_layer_bytes(
     const std::uint64_t residual = amp ? 4 : e;
     if (recompute == Recompute::full) {
         return s * h * residual;
+    }
+    if (framework == Framework::tensorflow) {
+        return tensorflow_layer_bytes(shape, e, recompute != Recompute::selective);
     }
     // K and V are kv/a of Q's size; in bytes s·h·e·kv/a each (h/a divides h exactly).
     const std::uint64_t kv_bytes = s * (h / a) * kv * e;
@@ -246,7 +312,7 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
     // Model states; ZeRO stage 1 shards the optimizer states over the data-parallel GPUs, stage 2
     // the gradients too, stage 3 the weights too (Rajbhandari et al., ZeRO: P_os, P_os+g, P_os+g+p).
     StateMemory& st = plan.states;
-    st.per_param = state_bytes(setup.precision, setup.optimizer);
+    st.per_param = state_bytes(setup.precision, setup.optimizer, setup.framework);
     st.weights = st.per_param.weights * p;
     st.gradients = st.per_param.gradients * p;
     st.optimizer = st.per_param.optimizer * p;
@@ -284,6 +350,11 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                                     "more",
                 model.name));
         }
+        if (setup.framework == Framework::tensorflow && setup.attention != Attention::eager) {
+            throw Error(fmt::format("--attention {} with --framework tensorflow: TensorFlow's attention keeps its "
+                                    "scores; leave --attention out (eager)",
+                to_string(setup.attention)));
+        }
         if (shape.hidden % shape.heads != 0) {
             throw Error(fmt::format("model {}: hidden {} is not a multiple of its {} attention heads", model.name,
                 shape.hidden, shape.heads));
@@ -293,9 +364,11 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                                     "heads",
                 model.name, shape.kv_heads, shape.heads));
         }
-        act.per_layer = transformer_layer_bytes(shape, setup.precision, setup.recompute, setup.attention);
+        act.per_layer =
+            transformer_layer_bytes(shape, setup.precision, setup.recompute, setup.attention, setup.framework);
         act.layers_total = act.per_layer * model.layers;
-        const std::uint64_t whole = transformer_layer_bytes(shape, setup.precision, Recompute::none, setup.attention);
+        const std::uint64_t whole =
+            transformer_layer_bytes(shape, setup.precision, Recompute::none, setup.attention, setup.framework);
         act.rebuilt_layer = whole - act.per_layer;
         const std::uint64_t s = shape.seq;
         const std::uint64_t sh = s * shape.hidden;
@@ -317,9 +390,9 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         }
         act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer;
         act.source = "transformer formula";
-        const std::uint64_t scores = setup.attention == Attention::eager
-            ? whole - transformer_layer_bytes(shape, setup.precision, Recompute::selective, Attention::eager)
-            : 4 * std::uint64_t{shape.heads} * s;
+        const std::uint64_t scores = setup.attention == Attention::eager ? whole -
+                transformer_layer_bytes(shape, setup.precision, Recompute::selective, Attention::eager, setup.framework)
+                                                                         : 4 * std::uint64_t{shape.heads} * s;
         const double per_sh = static_cast<double>(whole - scores) / static_cast<double>(sh);
         if (setup.recompute == Recompute::full) {
             act.formula = fmt::format("{:g}·s·h (the layer's input)", static_cast<double>(act.per_layer) / sh);

@@ -35,8 +35,19 @@ enum class Precision { fp32, fp16, bf16, amp, fp16_pure, bf16_pure };
 ///   of Hugging Face Transformers since 4.36) and FlashAttention recompute the scores in the
 ///   backward pass and keep only the softmax statistics, 4·a·s bytes (Dao et al. 2022, §3.1).
 enum class Attention { eager, sdpa, flash };
-/// sgd: plain SGD (no state); momentum: SGD with momentum (one state); adam, adamw: two states.
-enum class Optimizer { sgd, momentum, adam, adamw };
+/// What runs the training step, where it keeps more than the tensors the formula counts.
+/// - pytorch: autograd keeps what each operation's backward needs (the default).
+/// - tensorflow: TensorFlow 1/2 graphs as BERT's reference code builds them: dropout keeps float
+///   masks and the scaled input (tf.nn.dropout: x / keep_prob · floor(keep_prob + U)), the tanh
+///   GELU keeps each of its element-wise steps, layer norm its input; the scores are stored
+///   (no fused attention); and clip_by_global_norm holds a clipped copy of every gradient.
+enum class Framework { pytorch, tensorflow };
+/// sgd: plain SGD (no state); momentum: SGD with momentum (one state); adam, adamw, lamb: two
+/// states (m and v; LAMB adds only a per-layer trust ratio); adam8bit: bitsandbytes' 8-bit Adam
+/// (m and v in 1 byte each, block-wise scales; Dettmers et al. 2022); adafactor: factored
+/// second moments, one row and one column vector per matrix and no momentum (Shazeer and Stern
+/// 2018, the Hugging Face default), negligible next to the parameters.
+enum class Optimizer { sgd, momentum, adam, adamw, adam8bit, adafactor, lamb };
 /// Activation recomputation (checkpointing): selective recomputes the attention scores only
 /// (Korthikanti et al.); full keeps each layer's input only.
 enum class Recompute { none, selective, full };
@@ -45,16 +56,19 @@ const char* to_string(Precision precision);
 const char* to_string(Optimizer optimizer);
 const char* to_string(Recompute recompute);
 const char* to_string(Attention attention);
+const char* to_string(Framework framework);
 /// The value for a name ("bf16", "adamw", "full"); nullopt for an unknown name.
 std::optional<Precision> precision_named(std::string_view name);
 std::optional<Optimizer> optimizer_named(std::string_view name);
 std::optional<Recompute> recompute_named(std::string_view name);
 std::optional<Attention> attention_named(std::string_view name);
+std::optional<Framework> framework_named(std::string_view name);
 /// Every name of each, in order, for help texts and errors.
 std::vector<std::string> precision_names();
 std::vector<std::string> optimizer_names();
 std::vector<std::string> recompute_names();
 std::vector<std::string> attention_names();
+std::vector<std::string> framework_names();
 
 /// Bytes each parameter costs, before ZeRO divides anything.
 ///
@@ -64,6 +78,8 @@ std::vector<std::string> attention_names();
 /// | fp16, bf16           | 2       | 2         | 4 / 8 / 12 (fp32 master + states)       | 8 / 12 / 16  |
 /// | amp                  | 6       | 4         | 0 / 4 / 8                               | 10 / 14 / 18 |
 /// | fp16-pure, bf16-pure | 2       | 2         | 0 / 2 / 4 (states in 16-bit)            | 4 / 6 / 8    |
+///
+/// adam8bit's states are 2 bytes in every precision, adafactor's 0, lamb's as adam's.
 ///
 /// Mixed-precision Adam is 16 bytes (2 + 2 + 12, the ZeRO paper's K = 12) where the weights and
 /// gradients are 16-bit; it is 18 where the framework keeps fp32 gradients and weights beside a
@@ -76,7 +92,8 @@ struct StateBytes {
     unsigned optimizer = 0;
     unsigned total() const { return weights + gradients + optimizer; }
 };
-StateBytes state_bytes(Precision precision, Optimizer optimizer);
+/// TensorFlow adds the clipped copy of the gradients (4 bytes, fp32) to the gradients' bytes.
+StateBytes state_bytes(Precision precision, Optimizer optimizer, Framework framework = Framework::pytorch);
 
 /// What the transformer activation formula needs besides the layer count.
 struct TransformerShape {
@@ -113,6 +130,7 @@ struct TrainingSetup {
     unsigned dp = 1; ///< data-parallel GPUs the ZeRO stages shard over
     Recompute recompute = Recompute::none;
     Attention attention = Attention::sdpa;
+    Framework framework = Framework::pytorch;
 };
 
 /// The fixed costs of a training process on one GPU.
@@ -180,8 +198,14 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
 /// GPT with h = 4·I, g = 1 and dropout gives Korthikanti's 34·s·h + 5·a·s² in 16-bit.
 /// Selective recompute drops the scores; full recompute keeps only the layer's input, s·h·e
 /// (amp: the fp32 residual stream, 4 bytes).
-std::uint64_t transformer_layer_bytes(
-    const TransformerShape& shape, Precision precision, Recompute recompute, Attention attention = Attention::eager);
+///
+/// TensorFlow (f = 4 bytes, element-wise in fp32; e for the matmuls' inputs): each dropout keeps
+/// its input, the scaled input and the float mask, 3·f per element; each layer norm its input;
+/// the tanh GELU its input, x³, the inner sum, the tanh, 1 + tanh and the cdf, 6·f·s·I; the
+/// scores the scaled product, the softmax, and dropout's two, (2·e + 3·f)·a·s². In fp32 a BERT
+/// layer keeps 168·s·h + 20·a·s² (PyTorch: 66·s·h + 9·a·s²).
+std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute,
+    Attention attention = Attention::eager, Framework framework = Framework::pytorch);
 
 /// One GPU's share of the sum.
 struct GpuFit {

@@ -81,13 +81,29 @@ const char* weight_words(Precision p)
 std::string optimizer_words(Precision p, Optimizer o)
 {
     std::string states;
-    if (o == Optimizer::momentum) {
+    switch (o) {
+    case Optimizer::momentum:
         states = "momentum";
-    } else if (o == Optimizer::adam || o == Optimizer::adamw) {
+        break;
+    case Optimizer::adam:
+    case Optimizer::adamw:
+    case Optimizer::lamb:
         states = "m and v";
+        break;
+    case Optimizer::adam8bit:
+        states = "m and v in 8 bits";
+        break;
+    case Optimizer::adafactor:
+        states = "factored second moments (negligible)";
+        break;
+    case Optimizer::sgd:
+        break;
     }
     if (master_weights(p)) {
         return states.empty() ? "fp32 master weights" : "fp32 master weights, " + states;
+    }
+    if (o == Optimizer::adam8bit || o == Optimizer::adafactor) {
+        return states;
     }
     return states.empty() ? "no state" : states + (sixteen_bit_states(p) ? ", 16-bit" : ", fp32");
 }
@@ -265,7 +281,9 @@ std::string render_fit_text(const FitReport& r, bool color)
     out += fmt::format("  {}\n", shape_text(m));
     out += fmt::format("  {}, {}, {}, recompute {}{}\n\n", to_string(s.precision), to_string(s.optimizer), zero_text(s),
         to_string(s.recompute),
-        m.transformer && !m.activation_bytes ? fmt::format(", {} attention", to_string(s.attention)) : "");
+        fmt::format("{}{}",
+            m.transformer && !m.activation_bytes ? fmt::format(", {} attention", to_string(s.attention)) : "",
+            s.framework == Framework::tensorflow ? ", TensorFlow" : ""));
 
     // The breakdown, in the order memory is spent.
     auto row = [&](const std::string& label, std::uint64_t bytes, const std::string& detail) {
@@ -279,8 +297,9 @@ std::string render_fit_text(const FitReport& r, bool color)
     row("weights", st.weights,
         fmt::format("{} B/parameter, {}{}", st.per_param.weights, weight_words(s.precision), sharded(3)));
     row("gradients", st.gradients,
-        fmt::format("{} B/parameter, {}{}", st.per_param.gradients, sixteen_bit_states(s.precision) ? "16-bit" : "fp32",
-            sharded(2)));
+        fmt::format("{} B/parameter, {}{}{}", st.per_param.gradients,
+            sixteen_bit_states(s.precision) ? "16-bit" : "fp32",
+            s.framework == Framework::tensorflow ? ", and the clipped copy (fp32)" : "", sharded(2)));
     row("optimizer", st.optimizer,
         fmt::format(
             "{} B/parameter, {}{}", st.per_param.optimizer, optimizer_words(s.precision, s.optimizer), sharded(1)));
@@ -497,7 +516,7 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["model"] = model;
     doc["training"] = {{"precision", to_string(q.setup.precision)}, {"optimizer", to_string(q.setup.optimizer)},
         {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)},
-        {"attention", to_string(q.setup.attention)}};
+        {"attention", to_string(q.setup.attention)}, {"framework", to_string(q.setup.framework)}};
     doc["breakdown"] = {{"states",
                             {{"bytes", st.total()},
                                 {"bytes_per_param",

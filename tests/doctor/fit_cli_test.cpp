@@ -249,6 +249,9 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "gpt2", "--mlp", "swiglu"}, "--mlp swiglu: expected plain"},
         {{"--model", "resnet50", "--kv-heads", "8"}, "--kv-heads needs a transformer shape"},
         {{"--model", "gpt2", "--kv-heads", "5"}, "5 key/value heads for 12 attention heads"},
+        {{"--model", "bert-large", "--framework", "tensorflow", "--attention", "sdpa"},
+            "TensorFlow's attention keeps its scores"},
+        {{"--model", "gpt2", "--framework", "jax"}, "--framework jax: expected pytorch, tensorflow"},
     };
     for (const auto& c : cases) {
         std::vector<std::string> args = c.args;

@@ -81,6 +81,16 @@ TEST(FitModel, StateBytesPerParameter)
         {Precision::bf16_pure, Optimizer::momentum, 2, 2, 2, 6},
         {Precision::fp16_pure, Optimizer::adam, 2, 2, 4, 8},
         {Precision::bf16_pure, Optimizer::adamw, 2, 2, 4, 8},
+        // 8-bit Adam: m and v in a byte each, whatever the precision; LAMB as Adam; Adafactor's
+        // factored statistics count as nothing.
+        {Precision::fp32, Optimizer::adam8bit, 4, 4, 2, 10},
+        {Precision::amp, Optimizer::adam8bit, 6, 4, 2, 12},
+        {Precision::bf16, Optimizer::adam8bit, 2, 2, 6, 10},
+        {Precision::bf16_pure, Optimizer::adam8bit, 2, 2, 2, 6},
+        {Precision::fp32, Optimizer::lamb, 4, 4, 8, 16},
+        {Precision::fp16, Optimizer::lamb, 2, 2, 12, 16},
+        {Precision::fp32, Optimizer::adafactor, 4, 4, 0, 8},
+        {Precision::bf16, Optimizer::adafactor, 2, 2, 4, 8},
     };
     for (const auto& r : rows) {
         const StateBytes b = state_bytes(r.p, r.o);
@@ -102,14 +112,15 @@ TEST(FitModel, NamesRoundTrip)
         EXPECT_EQ(attention_named(to_string(a)), a);
     }
     EXPECT_EQ(attention_names(), (std::vector<std::string>{"eager", "sdpa", "flash"}));
-    for (auto o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw}) {
+    for (auto o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw, Optimizer::adam8bit,
+             Optimizer::adafactor, Optimizer::lamb}) {
         EXPECT_EQ(optimizer_named(to_string(o)), o);
     }
     for (auto r : {Recompute::none, Recompute::selective, Recompute::full}) {
         EXPECT_EQ(recompute_named(to_string(r)), r);
     }
     EXPECT_FALSE(precision_named("FP32"));
-    EXPECT_FALSE(optimizer_named("lamb"));
+    EXPECT_FALSE(optimizer_named("lion"));
     EXPECT_FALSE(recompute_named(""));
 }
 
@@ -187,6 +198,29 @@ TEST(FitModel, GatedMlpAndGroupedQueryAttention)
     m.transformer->kv_heads = 8;
     m.transformer->heads = 30;
     EXPECT_THROW(plan_memory(m, setup(Precision::bf16, Optimizer::adam)), probes::Error);
+}
+
+TEST(FitModel, TensorFlowKeepsFloatMasksAndTheGeluSteps)
+{
+    // A BERT-Base layer at s = 128 in fp32: 168·s·h + 20·a·s² = 168 · 98,304 + 20 · 12 · 16,384 =
+    // 16,515,072 + 3,932,160 = 20,447,232. Per s·h: three dense inputs and Q 16, K and V 8, two
+    // layer norms 8, two dropouts 24; the GELU's six steps and its output 28·s·I = 112·s·h.
+    const TransformerShape bert{768, 12, 128, 0};
+    EXPECT_EQ(transformer_layer_bytes(bert, Precision::fp32, Recompute::none, Attention::eager, Framework::tensorflow),
+        20447232u);
+    // PyTorch keeps 66·s·h + 9·a·s² of the same layer: 6,488,064 + 1,769,472 = 8,257,536.
+    EXPECT_EQ(transformer_layer_bytes(bert, Precision::fp32, Recompute::none, Attention::eager), 8257536u);
+    // The clipped copy of the gradients: 4 bytes more per parameter.
+    const StateBytes tf = state_bytes(Precision::fp32, Optimizer::adam, Framework::tensorflow);
+    EXPECT_EQ(tf.gradients, 8u);
+    EXPECT_EQ(tf.total(), 20u);
+    // TensorFlow's attention stores its scores: sdpa or flash with it is refused.
+    ModelSpec m = bert_large();
+    TrainingSetup s = setup(Precision::fp32, Optimizer::adam);
+    s.framework = Framework::tensorflow;
+    EXPECT_EQ(plan_memory(m, s).states.per_param.total(), 20u);
+    s.attention = Attention::sdpa;
+    EXPECT_THROW(plan_memory(m, s), probes::Error);
 }
 
 TEST(FitModel, PeakAtABatch)
