@@ -54,6 +54,9 @@ struct FitOptions {
     unsigned batch = 0;
     std::string attention;
     std::string framework = "pytorch";
+    unsigned lora_rank = 0;
+    std::string lora_targets = "q,v";
+    unsigned base_bits = 16;
     std::string activation_bytes;
     std::string precision;
     std::string optimizer;
@@ -475,6 +478,13 @@ int run_fit(int argc, char** argv)
            "eager (stores the s×s scores), sdpa (default: PyTorch ≥ 2.0) or flash (FlashAttention)")
         ->type_name("A");
     probes::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
+    probes::add_number(
+        app, "--lora-rank", o.lora_rank, "LoRA: the adapters' rank; the model's weights are frozen", "R");
+    app.add_option("--lora-targets", o.lora_targets,
+           "LoRA: the projections with adapters: q,k,v,o,gate,up,down or all (default q,v)")
+        ->type_name("LIST");
+    probes::add_number(
+        app, "--base-bits", o.base_bits, "LoRA: the frozen weights' bits: 16 (default), 8 or 4 (QLoRA)", "N");
     app.add_option("--framework", o.framework,
            "pytorch (default) or tensorflow (float dropout masks, composite GELU, a clipped gradient copy)")
         ->type_name("F");
@@ -592,6 +602,27 @@ int run_fit(int argc, char** argv)
             : q.setup.framework == Framework::tensorflow   ? "eager"
                                                            : "sdpa";
         q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
+        if (app.count("--lora-rank") > 0) {
+            if (o.lora_rank == 0) {
+                throw Error("--lora-rank 0: expected the adapters' rank, 1 or more (PEFT's default is 8)");
+            }
+            q.setup.lora.rank = o.lora_rank;
+            q.setup.lora.base_bits = o.base_bits;
+            std::string bad;
+            const auto targets = lora_targets_named(o.lora_targets, bad);
+            if (!targets) {
+                throw Error(fmt::format("--lora-targets {}: '{}' is not a projection; expected q, k, v, o, gate, up, "
+                                        "down (commas between) or all",
+                    o.lora_targets, bad));
+            }
+            q.setup.lora.targets = *targets;
+        } else {
+            for (const char* option : {"--lora-targets", "--base-bits"}) {
+                if (app.count(option) > 0) {
+                    throw Error(fmt::format("{} is for LoRA: add --lora-rank R", option));
+                }
+            }
+        }
         if (app.count("--batch") > 0) {
             if (o.batch == 0) {
                 throw Error("--batch 0: expected a per-GPU batch of 1 or more samples");
@@ -635,7 +666,7 @@ int run_fit(int argc, char** argv)
                  "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
-                 "--batch", "--framework"}) {
+                 "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

@@ -198,6 +198,7 @@ ModelSpec model_from_config(const std::string& text, const std::string& origin, 
     ModelSpec m;
     m.name = origin;
     m.params = params;
+    m.embedding_params = vocab * h * (tied ? 1 : 2) + (arch.learned_positions ? positions * h : 0);
     m.layers = static_cast<unsigned>(layers);
     TransformerShape& t = m.transformer.emplace();
     t.hidden = static_cast<unsigned>(h);

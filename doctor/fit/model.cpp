@@ -258,8 +258,79 @@ std::uint64_t tensorflow_layer_bytes(const TransformerShape& shape, std::uint64_
 
 } // namespace
 
-std::uint64_t transformer_layer_bytes(
-    const TransformerShape& shape, Precision precision, Recompute recompute, Attention attention, Framework framework)
+namespace {
+
+constexpr std::array<Named<Lora::Target>, 7> lora_target_names{{{Lora::q, "q"}, {Lora::k, "k"}, {Lora::v, "v"},
+    {Lora::o, "o"}, {Lora::gate, "gate"}, {Lora::up, "up"}, {Lora::down, "down"}}};
+
+// A projection's input and output widths.
+struct Projection {
+    Lora::Target target;
+    std::uint64_t in;
+    std::uint64_t out;
+};
+
+std::vector<Projection> projections(const TransformerShape& shape)
+{
+    const std::uint64_t h = shape.hidden;
+    const std::uint64_t kv = shape.kv_heads == 0 ? shape.heads : shape.kv_heads;
+    const std::uint64_t kv_width = h / shape.heads * kv;
+    const std::uint64_t inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
+    std::vector<Projection> out{{Lora::q, h, h}, {Lora::k, h, kv_width}, {Lora::v, h, kv_width}, {Lora::o, h, h},
+        {Lora::up, h, inner}, {Lora::down, inner, h}};
+    if (shape.gated_mlp) {
+        out.push_back({Lora::gate, h, inner});
+    }
+    return out;
+}
+
+} // namespace
+
+std::optional<unsigned> lora_targets_named(std::string_view list, std::string& bad)
+{
+    if (list == "all") {
+        return Lora::q | Lora::k | Lora::v | Lora::o | Lora::gate | Lora::up | Lora::down;
+    }
+    unsigned targets = 0;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', start), list.size());
+        const std::string_view name = list.substr(start, comma - start);
+        const auto t = value_named(lora_target_names, name);
+        if (!t) {
+            bad = std::string(name);
+            return std::nullopt;
+        }
+        targets |= *t;
+        start = comma + 1;
+    }
+    return targets;
+}
+
+std::vector<std::string> lora_target_list(unsigned targets)
+{
+    std::vector<std::string> out;
+    for (const auto& entry : lora_target_names) {
+        if ((targets & entry.value) != 0) {
+            out.emplace_back(entry.name);
+        }
+    }
+    return out;
+}
+
+std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora)
+{
+    std::uint64_t params = 0;
+    for (const Projection& p : projections(shape)) {
+        if (lora.on(p.target)) {
+            params += std::uint64_t{lora.rank} * (p.in + p.out);
+        }
+    }
+    return params;
+}
+
+std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute,
+    Attention attention, Framework framework, const Lora& lora)
 {
     const std::uint64_t s = shape.seq;
     const std::uint64_t h = shape.hidden;
@@ -279,8 +350,29 @@ std::uint64_t transformer_layer_bytes(
     }
     // K and V are kv/a of Q's size; in bytes s·h·e·kv/a each (h/a divides h exactly).
     const std::uint64_t kv_bytes = s * (h / a) * kv * e;
-    const std::uint64_t attention_block = s * h * e * 3 + 2 * kv_bytes + s * h * mask;
-    const std::uint64_t mlp = shape.gated_mlp ? s * e * (h + 4 * inner) : s * e * (h + 2 * inner) + s * h * mask;
+    // Which projections keep their input for a weight gradient: all of them, unless LoRA freezes
+    // them (then only those with adapters; sdpa and flash keep their output, the o input, anyway).
+    const bool full_training = lora.rank == 0;
+    auto kept = [&](unsigned targets) -> std::uint64_t {
+        return full_training || (lora.targets & targets) != 0 ? 1 : 0;
+    };
+    const std::uint64_t attention_input = kept(Lora::q | Lora::k | Lora::v);
+    const std::uint64_t output_input = attention == Attention::eager ? kept(Lora::o) : 1;
+    const std::uint64_t mlp_input = kept(Lora::gate | Lora::up);
+    const std::uint64_t down_input = kept(Lora::down);
+    std::uint64_t adapters = 0; // each adapter's r-wide middle, A·x
+    if (!full_training) {
+        for (const Projection& p : projections(shape)) {
+            adapters += lora.on(p.target) ? s * lora.rank * e : 0;
+        }
+    }
+    const std::uint64_t attention_block =
+        s * h * e * (attention_input + 1 + output_input) + 2 * kv_bytes + s * h * mask;
+    // Plain: the first projection's output (GELU's input) and the GELU's output (the second's
+    // input). Gated: gate's output (SiLU's input), SiLU's and up's outputs (the product's inputs),
+    // and the product (down's input).
+    const std::uint64_t mlp = shape.gated_mlp ? s * e * (h * mlp_input + inner * (3 + down_input))
+                                              : s * e * (h * mlp_input + inner * (1 + down_input)) + s * h * mask;
     const std::uint64_t norms = 2 * s * h * residual;
     std::uint64_t scores = 0;
     if (attention == Attention::eager) {
@@ -292,8 +384,80 @@ std::uint64_t transformer_layer_bytes(
         scores = 4 * a * s; // the softmax's log-sum-exp per row, fp32
     }
     const std::uint64_t kept_scores = recompute == Recompute::selective && attention == Attention::eager ? 0 : scores;
-    return attention_block + mlp + norms + kept_scores;
+    return attention_block + mlp + norms + kept_scores + adapters;
 }
+
+namespace {
+
+// ZeRO stage 1 shards the optimizer states over the data-parallel GPUs, stage 2 the gradients
+// too, stage 3 the weights too (Rajbhandari et al., ZeRO: P_os, P_os+g, P_os+g+p).
+void shard(StateMemory& st, const TrainingSetup& setup)
+{
+    if (setup.zero >= 1) {
+        st.optimizer = ceil_div(st.optimizer, setup.dp);
+    }
+    if (setup.zero >= 2) {
+        st.gradients = ceil_div(st.gradients, setup.dp);
+    }
+    if (setup.zero >= 3) {
+        st.weights = ceil_div(st.weights, setup.dp);
+    }
+}
+
+// LoRA's states: the frozen weights in their bits, the adapters' weights, gradients and optimizer
+// states at the precision's bytes; ZeRO shards the adapters' states as it would the model's.
+void plan_lora(const ModelSpec& model, const TrainingSetup& setup, StateMemory& st)
+{
+    const Lora& lora = setup.lora;
+    if (!model.transformer || model.activation_bytes || model.layers == 0) {
+        throw Error(fmt::format("--lora-rank needs a transformer's shape (a transformer --model, --config, or "
+                                "--layers, --hidden, --heads, --seq); {} has none",
+            model.name));
+    }
+    if (setup.framework != Framework::pytorch) {
+        throw Error("--lora-rank is for PyTorch (PEFT, Lightning, torchtune): leave out --framework tensorflow");
+    }
+    if (lora.base_bits != 16 && lora.base_bits != 8 && lora.base_bits != 4) {
+        throw Error(fmt::format("--base-bits {}: expected 16, 8 or 4 (QLoRA's NF4)", lora.base_bits));
+    }
+    const TransformerShape& t = *model.transformer;
+    if (lora.rank > t.hidden) {
+        throw Error(fmt::format("--lora-rank {}: above the hidden size {}", lora.rank, t.hidden));
+    }
+    const std::uint64_t adapters = lora_layer_params(t, lora) * model.layers;
+    if (adapters == 0) {
+        throw Error(fmt::format("--lora-targets: {} has none of those projections (a plain MLP has up and down, "
+                                "no gate)",
+            model.name));
+    }
+    const std::uint64_t embeddings =
+        std::min(model.params, model.embedding_params > 0 ? model.embedding_params : std::uint64_t{t.vocab} * t.hidden);
+    const std::uint64_t projections = model.params - embeddings;
+    // The frozen weights: 16-bit as the precision stores weights (fp32 and amp: fp32).
+    const std::uint64_t wide = setup.precision == Precision::fp32 || setup.precision == Precision::amp ? 4 : 2;
+    std::uint64_t frozen = model.params * wide;
+    if (lora.base_bits == 8) {
+        frozen = projections + embeddings * wide;
+    } else if (lora.base_bits == 4) {
+        frozen = projections / 2 + ceil_div(projections, 64) * 4 + embeddings * wide; // NF4, fp32 scale per 64
+    }
+    if (lora.base_bits < 16) {
+        // One projection at a time is dequantized to 16-bit: the largest.
+        const std::uint64_t inner = t.intermediate == 0 ? 4 * std::uint64_t{t.hidden} : t.intermediate;
+        st.dequantized = 2 * std::uint64_t{t.hidden} * std::max<std::uint64_t>(inner, t.hidden);
+    }
+    st.adapter_params = adapters;
+    st.frozen_weights = frozen;
+    st.weights = frozen + st.per_param.weights * adapters;
+    st.gradients = st.per_param.gradients * adapters;
+    st.optimizer = st.per_param.optimizer * adapters;
+    shard(st, setup);
+    if (setup.zero >= 3) {
+        st.zero3_gather = ceil_div(frozen, model.layers); // one layer's frozen weights, gathered
+    }
+}
+
+} // namespace
 
 MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads)
 {
@@ -309,21 +473,14 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
     MemoryPlan plan;
     const std::uint64_t p = model.params;
 
-    // Model states; ZeRO stage 1 shards the optimizer states over the data-parallel GPUs, stage 2
-    // the gradients too, stage 3 the weights too (Rajbhandari et al., ZeRO: P_os, P_os+g, P_os+g+p).
+    // Model states, sharded by ZeRO.
     StateMemory& st = plan.states;
     st.per_param = state_bytes(setup.precision, setup.optimizer, setup.framework);
     st.weights = st.per_param.weights * p;
     st.gradients = st.per_param.gradients * p;
     st.optimizer = st.per_param.optimizer * p;
-    if (setup.zero >= 1) {
-        st.optimizer = ceil_div(st.optimizer, setup.dp);
-    }
-    if (setup.zero >= 2) {
-        st.gradients = ceil_div(st.gradients, setup.dp);
-    }
+    shard(st, setup);
     if (setup.zero >= 3) {
-        st.weights = ceil_div(st.weights, setup.dp);
         if (model.layers > 0) {
             st.zero3_gather = ceil_div(2 * st.per_param.gradients * p, model.layers);
         } else {
@@ -331,6 +488,9 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                 "ZeRO-3 also gathers one layer's weights and gradients at a time; not counted because the layer "
                 "count is unknown"));
         }
+    }
+    if (setup.lora.rank > 0) {
+        plan_lora(model, setup, st);
     }
     if (setup.zero > 0 && setup.dp == 1) {
         plan.findings.push_back(fit_finding("fit.zero_over_one_gpu", "setup",
@@ -364,11 +524,11 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                                     "heads",
                 model.name, shape.kv_heads, shape.heads));
         }
-        act.per_layer =
-            transformer_layer_bytes(shape, setup.precision, setup.recompute, setup.attention, setup.framework);
+        act.per_layer = transformer_layer_bytes(
+            shape, setup.precision, setup.recompute, setup.attention, setup.framework, setup.lora);
         act.layers_total = act.per_layer * model.layers;
-        const std::uint64_t whole =
-            transformer_layer_bytes(shape, setup.precision, Recompute::none, setup.attention, setup.framework);
+        const std::uint64_t whole = transformer_layer_bytes(
+            shape, setup.precision, Recompute::none, setup.attention, setup.framework, setup.lora);
         act.rebuilt_layer = whole - act.per_layer;
         const std::uint64_t s = shape.seq;
         const std::uint64_t sh = s * shape.hidden;

@@ -121,7 +121,28 @@ struct ModelSpec {
     unsigned image_size = 0; ///< for the description of CNN presets
     /// Peak activation bytes per sample as the user measured them: used as they are.
     std::optional<std::uint64_t> activation_bytes;
+    /// Parameters outside the projections (embeddings, an untied output layer, positions): LoRA's
+    /// 8- and 4-bit bases keep them 16-bit. 0: vocabulary × hidden when the vocabulary is known.
+    std::uint64_t embedding_params = 0;
 };
+
+/// LoRA (Hu et al. 2021) and QLoRA (Dettmers et al. 2023): the model's weights frozen, stored in
+/// 16, 8 or 4 bits, and rank-r adapters A (r × in) and B (out × r) trained beside the projections
+/// named. Frozen projections keep no input for a weight gradient; the 4-bit weights are NF4 in
+/// blocks of 64 with an fp32 scale each (0.5625 bytes per weight); embeddings and norms stay
+/// 16-bit.
+struct Lora {
+    /// The projections that can carry adapters; a plain MLP has up and down.
+    enum Target : unsigned { q = 1, k = 2, v = 4, o = 8, gate = 16, up = 32, down = 64 };
+    unsigned rank = 0; ///< 0: no LoRA, everything trained
+    unsigned base_bits = 16; ///< 16, 8 (LLM.int8) or 4 (NF4)
+    unsigned targets = q | v; ///< PEFT's default for Llama and BERT
+    bool on(Target t) const { return rank > 0 && (targets & t) != 0; }
+};
+/// "q,v", "all" (every projection): the targets; nullopt with the unknown name in `bad`.
+std::optional<unsigned> lora_targets_named(std::string_view list, std::string& bad);
+/// The names of `targets`, in the order q, k, v, o, gate, up, down.
+std::vector<std::string> lora_target_list(unsigned targets);
 
 struct TrainingSetup {
     Precision precision = Precision::fp32;
@@ -131,6 +152,7 @@ struct TrainingSetup {
     Recompute recompute = Recompute::none;
     Attention attention = Attention::sdpa;
     Framework framework = Framework::pytorch;
+    Lora lora;
 };
 
 /// The fixed costs of a training process on one GPU.
@@ -172,7 +194,12 @@ struct StateMemory {
     /// ZeRO-3 gathers one layer's weights and gradients at a time: 2·gradient bytes × params /
     /// layers (DeepSpeed: 4 bytes × the largest layer's parameters in 16-bit).
     std::uint64_t zero3_gather = 0;
-    std::uint64_t total() const { return weights + gradients + optimizer + zero3_gather; }
+    /// QLoRA and 8-bit: the largest projection dequantized to 16-bit while it computes.
+    std::uint64_t dequantized = 0;
+    /// With LoRA: the trained adapters' parameters and the frozen weights' bytes (in weights).
+    std::uint64_t adapter_params = 0;
+    std::uint64_t frozen_weights = 0;
+    std::uint64_t total() const { return weights + gradients + optimizer + zero3_gather + dequantized; }
 };
 
 /// Everything that does not depend on the GPU.
@@ -204,8 +231,14 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
 /// the tanh GELU its input, x³, the inner sum, the tanh, 1 + tanh and the cdf, 6·f·s·I; the
 /// scores the scaled product, the softmax, and dropout's two, (2·e + 3·f)·a·s². In fp32 a BERT
 /// layer keeps 168·s·h + 20·a·s² (PyTorch: 66·s·h + 9·a·s²).
+/// With LoRA (`lora` ranked), a frozen projection keeps no input: the attention's input is kept
+/// only with an adapter on q, k or v, the output projection's only with one on o (sdpa and flash
+/// keep their output anyway), the MLP's input only with one on gate or up, and the down
+/// projection's only with one on down; each adapter keeps its r-wide middle, s·r·e.
 std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute,
-    Attention attention = Attention::eager, Framework framework = Framework::pytorch);
+    Attention attention = Attention::eager, Framework framework = Framework::pytorch, const Lora& lora = {});
+/// Parameters of one layer's adapters.
+std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora);
 
 /// One GPU's share of the sum.
 struct GpuFit {

@@ -281,9 +281,12 @@ std::string render_fit_text(const FitReport& r, bool color)
     out += fmt::format("  {}\n", shape_text(m));
     out += fmt::format("  {}, {}, {}, recompute {}{}\n\n", to_string(s.precision), to_string(s.optimizer), zero_text(s),
         to_string(s.recompute),
-        fmt::format("{}{}",
+        fmt::format("{}{}{}",
             m.transformer && !m.activation_bytes ? fmt::format(", {} attention", to_string(s.attention)) : "",
-            s.framework == Framework::tensorflow ? ", TensorFlow" : ""));
+            s.framework == Framework::tensorflow ? ", TensorFlow" : "",
+            s.lora.rank > 0 ? fmt::format(", LoRA rank {} on {}, frozen weights {}-bit", s.lora.rank,
+                                  fmt::join(lora_target_list(s.lora.targets), ","), s.lora.base_bits)
+                            : ""));
 
     // The breakdown, in the order memory is spent.
     auto row = [&](const std::string& label, std::uint64_t bytes, const std::string& detail) {
@@ -292,10 +295,17 @@ std::string render_fit_text(const FitReport& r, bool color)
     auto sharded = [&](unsigned from_stage) {
         return s.zero >= from_stage && s.dp > 1 ? fmt::format(", ÷ {} (ZeRO-{})", s.dp, s.zero) : std::string();
     };
-    out += fmt::format(
-        "Model states per GPU: {} ({} bytes per parameter)\n", format_bytes(st.total()), st.per_param.total());
-    row("weights", st.weights,
-        fmt::format("{} B/parameter, {}{}", st.per_param.weights, weight_words(s.precision), sharded(3)));
+    out += fmt::format("Model states per GPU: {} ({} bytes per {}parameter)\n", format_bytes(st.total()),
+        st.per_param.total(), st.adapter_params > 0 ? "trained " : "");
+    if (st.adapter_params > 0) {
+        row("weights", st.weights,
+            fmt::format("frozen {} ({}-bit{}) + {} adapter parameters at {} B{}", format_bytes(st.frozen_weights),
+                s.lora.base_bits, s.lora.base_bits == 4 ? " NF4" : "", format_param_count(st.adapter_params),
+                st.per_param.weights, sharded(3)));
+    } else {
+        row("weights", st.weights,
+            fmt::format("{} B/parameter, {}{}", st.per_param.weights, weight_words(s.precision), sharded(3)));
+    }
     row("gradients", st.gradients,
         fmt::format("{} B/parameter, {}{}{}", st.per_param.gradients,
             sixteen_bit_states(s.precision) ? "16-bit" : "fp32",
@@ -305,6 +315,9 @@ std::string render_fit_text(const FitReport& r, bool color)
             "{} B/parameter, {}{}", st.per_param.optimizer, optimizer_words(s.precision, s.optimizer), sharded(1)));
     if (st.zero3_gather > 0) {
         row("ZeRO-3 gather", st.zero3_gather, "one layer's weights and gradients, gathered");
+    }
+    if (st.dequantized > 0) {
+        row("dequantized", st.dequantized, "the largest projection in 16-bit while it computes");
     }
 
     out += fmt::format("Activations per sample: {} ({})\n", format_bytes(act.per_sample), act.source);
@@ -517,13 +530,19 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["training"] = {{"precision", to_string(q.setup.precision)}, {"optimizer", to_string(q.setup.optimizer)},
         {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)},
         {"attention", to_string(q.setup.attention)}, {"framework", to_string(q.setup.framework)}};
-    doc["breakdown"] = {{"states",
-                            {{"bytes", st.total()},
-                                {"bytes_per_param",
-                                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
-                                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
-                                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
-                                {"optimizer_bytes", st.optimizer}, {"zero3_gather_bytes", st.zero3_gather}}},
+    if (q.setup.lora.rank > 0) {
+        doc["training"]["lora"] = {{"rank", q.setup.lora.rank}, {"base_bits", q.setup.lora.base_bits},
+            {"targets", lora_target_list(q.setup.lora.targets)}};
+    }
+    doc["breakdown"] = {
+        {"states",
+            {{"bytes", st.total()},
+                {"bytes_per_param",
+                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
+                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
+                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients}, {"optimizer_bytes", st.optimizer},
+                {"zero3_gather_bytes", st.zero3_gather}, {"dequantized_bytes", st.dequantized},
+                {"frozen_weights_bytes", st.frozen_weights}, {"adapter_params", st.adapter_params}}},
         {"activations_per_sample",
             {{"bytes", act.per_sample}, {"source", act.source}, {"formula", act.formula},
                 {"per_layer_bytes", act.per_layer}, {"layers_bytes", act.layers_total},

@@ -29,8 +29,11 @@ TEST(ModelCatalog, BuiltinHasThePresetsAndEachPlans)
     }
     for (const auto& m : catalog.models()) {
         for (auto p : {Precision::fp32, Precision::bf16, Precision::amp}) {
-            EXPECT_GT(
-                plan_memory(m, TrainingSetup{p, Optimizer::adamw, 0, 1, Recompute::none}).activations.per_sample, 0u)
+            EXPECT_GT(plan_memory(m,
+                          TrainingSetup{
+                              p, Optimizer::adamw, 0, 1, Recompute::none, Attention::sdpa, Framework::pytorch, Lora{}})
+                          .activations.per_sample,
+                0u)
                 << m.name;
         }
     }

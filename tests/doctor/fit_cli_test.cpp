@@ -213,6 +213,22 @@ TEST_F(FitCli, ConfigFileAndMemoryAtABatch)
     EXPECT_NE(text.out.find("fits, "), std::string::npos) << text.out;
 }
 
+TEST_F(FitCli, QloraOnALlamaPreset)
+{
+    const auto r = fit({"--model", "llama-7b", "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
+        "--lora-rank", "8", "--base-bits", "4", "--gpu-mem", "24GB", "--batch", "2", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["training"]["lora"]["rank"], 8);
+    EXPECT_EQ(doc["training"]["lora"]["base_bits"], 4);
+    EXPECT_EQ(doc["training"]["lora"]["targets"], nlohmann::json::array({"q", "v"}));
+    EXPECT_EQ(doc["breakdown"]["states"]["adapter_params"], 4194304u);
+    EXPECT_EQ(doc["breakdown"]["states"]["gradients_bytes"], 2 * 4194304u);
+    // Far under the 16-bit weights' 13.5 GB alone.
+    EXPECT_LT(doc["breakdown"]["states"]["bytes"].get<std::uint64_t>(), 5000000000u);
+    EXPECT_TRUE(doc["at_batch"]["gpus"][0]["fits"].get<bool>());
+}
+
 TEST_F(FitCli, ImageSizeScalesACnnPreset)
 {
     // resnet50's 81.9 MiB fp32 at 224² (85,878,374 B) grows with the area: × (448/224)² = 4.
@@ -252,6 +268,11 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "bert-large", "--framework", "tensorflow", "--attention", "sdpa"},
             "TensorFlow's attention keeps its scores"},
         {{"--model", "gpt2", "--framework", "jax"}, "--framework jax: expected pytorch, tensorflow"},
+        {{"--model", "llama-7b", "--lora-rank", "0"}, "--lora-rank 0: expected the adapters' rank"},
+        {{"--model", "llama-7b", "--lora-rank", "8", "--lora-targets", "q,x"}, "'x' is not a projection"},
+        {{"--model", "llama-7b", "--lora-rank", "8", "--base-bits", "3"}, "--base-bits 3: expected 16, 8 or 4"},
+        {{"--model", "llama-7b", "--base-bits", "4"}, "--base-bits is for LoRA: add --lora-rank R"},
+        {{"--model", "resnet50", "--lora-rank", "8"}, "--lora-rank needs a transformer's shape"},
     };
     for (const auto& c : cases) {
         std::vector<std::string> args = c.args;

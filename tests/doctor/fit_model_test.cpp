@@ -48,7 +48,14 @@ ModelSpec resnet50()
 // Eager attention: the hand-computed cases below follow Korthikanti et al.'s count with its s² term.
 TrainingSetup setup(Precision p, Optimizer o, unsigned zero = 0, unsigned dp = 1, Recompute r = Recompute::none)
 {
-    return TrainingSetup{p, o, zero, dp, r, Attention::eager};
+    TrainingSetup s;
+    s.precision = p;
+    s.optimizer = o;
+    s.zero = zero;
+    s.dp = dp;
+    s.recompute = r;
+    s.attention = Attention::eager;
+    return s;
 }
 
 } // namespace
@@ -221,6 +228,66 @@ TEST(FitModel, TensorFlowKeepsFloatMasksAndTheGeluSteps)
     EXPECT_EQ(plan_memory(m, s).states.per_param.total(), 20u);
     s.attention = Attention::sdpa;
     EXPECT_THROW(plan_memory(m, s), probes::Error);
+}
+
+TEST(FitModel, LoraAdaptersAndFrozenWeights)
+{
+    // Llama-2-7B's shape; PEFT prints "trainable params: 4,194,304" for rank 8 on q and v, and
+    // 19,988,480 on every projection: per layer 8 · (4096 + 4096) · 4 + 8 · (4096 + 11,008) · 3.
+    ModelSpec m = llama_7b();
+    m.transformer->intermediate = 11008;
+    m.transformer->gated_mlp = true;
+    m.transformer->dropout = false;
+    Lora qv;
+    qv.rank = 8;
+    EXPECT_EQ(lora_layer_params(*m.transformer, qv) * 32, 4194304u);
+    Lora all = qv;
+    std::string bad;
+    all.targets = *lora_targets_named("all", bad);
+    EXPECT_EQ(lora_layer_params(*m.transformer, all) * 32, 19988480u);
+    EXPECT_EQ(lora_target_list(*lora_targets_named("v,q,down", bad)), (std::vector<std::string>{"q", "v", "down"}));
+    EXPECT_FALSE(lora_targets_named("q,x", bad));
+    EXPECT_EQ(bad, "x");
+
+    // Frozen projections keep no input: with adapters on q and v the MLP keeps neither its input
+    // nor down's, s·e·(h + I) = 4096 · 2 · 15,104 = 123,731,968 less than full training's
+    // 629,669,888 (see GatedMlpAndGroupedQueryAttention), and the two adapters' middles 2 · s·r·e
+    // = 131,072 more: 506,068,992.
+    TransformerShape shape = *m.transformer;
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::none, Attention::sdpa), 629669888u);
+    EXPECT_EQ(transformer_layer_bytes(shape, Precision::bf16, Recompute::none, Attention::sdpa, Framework::pytorch, qv),
+        506068992u);
+
+    // QLoRA: 6,738,415,616 parameters, 32000 × 4096 = 131,072,000 of them embeddings (kept 16-bit:
+    // 262,144,000 B); the 6,607,343,616 others in NF4: half a byte each, 3,303,671,808, and an fp32
+    // scale per 64, 412,958,976. Frozen: 3,978,774,784. Adapters at bf16-pure AdamW: 2 + 2 + 4 bytes.
+    TrainingSetup s = setup(Precision::bf16_pure, Optimizer::adamw);
+    s.attention = Attention::sdpa;
+    s.lora = qv;
+    s.lora.base_bits = 4;
+    const MemoryPlan plan = plan_memory(m, s);
+    EXPECT_EQ(plan.states.frozen_weights, 3978774784u);
+    EXPECT_EQ(plan.states.adapter_params, 4194304u);
+    EXPECT_EQ(plan.states.weights, 3978774784u + 2 * 4194304u);
+    EXPECT_EQ(plan.states.gradients, 2 * 4194304u);
+    EXPECT_EQ(plan.states.optimizer, 4 * 4194304u);
+    // The largest projection dequantized while it computes: 2 · 4096 · 11,008.
+    EXPECT_EQ(plan.states.dequantized, 90177536u);
+    // 16-bit base: every weight at 2 bytes, nothing dequantized.
+    s.lora.base_bits = 16;
+    EXPECT_EQ(plan_memory(m, s).states.frozen_weights, 2 * 6738415616u);
+    EXPECT_EQ(plan_memory(m, s).states.dequantized, 0u);
+    // Refused: other bits, a rank above the hidden size, targets the model lacks, a CNN.
+    s.lora.base_bits = 3;
+    EXPECT_THROW(plan_memory(m, s), probes::Error);
+    s.lora.base_bits = 4;
+    s.lora.rank = 5000;
+    EXPECT_THROW(plan_memory(m, s), probes::Error);
+    s.lora.rank = 8;
+    s.lora.targets = Lora::gate;
+    EXPECT_THROW(plan_memory(bert_large(), s), probes::Error); // BERT's MLP has no gate
+    s.lora.targets = Lora::q;
+    EXPECT_THROW(plan_memory(resnet50(), s), probes::Error);
 }
 
 TEST(FitModel, PeakAtABatch)

@@ -32,7 +32,8 @@ FitRequest request(const std::vector<FitGpu>& gpus)
 {
     FitRequest q;
     q.model = round_model();
-    q.setup = TrainingSetup{Precision::fp32, Optimizer::momentum, 0, 1, Recompute::none};
+    q.setup.precision = Precision::fp32;
+    q.setup.optimizer = Optimizer::momentum;
     q.gpus = gpus;
     return q;
 }
