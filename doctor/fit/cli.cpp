@@ -54,6 +54,10 @@ struct FitOptions {
     unsigned batch = 0;
     std::string attention;
     std::string framework = "pytorch";
+    unsigned tp = 1;
+    unsigned pp = 1;
+    bool sequence_parallel = false;
+    std::string offload = "none";
     unsigned lora_rank = 0;
     std::string lora_targets = "q,v";
     unsigned base_bits = 16;
@@ -478,6 +482,11 @@ int run_fit(int argc, char** argv)
            "eager (stores the s×s scores), sdpa (default: PyTorch ≥ 2.0) or flash (FlashAttention)")
         ->type_name("A");
     probes::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
+    probes::add_number(app, "--tp", o.tp, "Tensor-parallel GPUs per layer (Megatron; default 1)", "T");
+    app.add_flag("--sequence-parallel", o.sequence_parallel, "With --tp: the sequence split too (Megatron's -sp)");
+    probes::add_number(app, "--pp", o.pp, "Pipeline stages (default 1)", "P");
+    app.add_option("--offload", o.offload, "ZeRO-Offload: none (default), optimizer (ZeRO 1-3) or all (ZeRO-3)")
+        ->type_name("WHAT");
     probes::add_number(
         app, "--lora-rank", o.lora_rank, "LoRA: the adapters' rank; the model's weights are frozen", "R");
     app.add_option("--lora-targets", o.lora_targets,
@@ -602,6 +611,18 @@ int run_fit(int argc, char** argv)
             : q.setup.framework == Framework::tensorflow   ? "eager"
                                                            : "sdpa";
         q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
+        for (const char* option : {"--tp", "--pp"}) {
+            if (app.count(option) > 0 && app.get_option(option)->as<unsigned>() == 0) {
+                throw Error(fmt::format("{} 0: expected 1 or more GPUs", option));
+            }
+        }
+        if (o.sequence_parallel && o.tp < 2) {
+            throw Error("--sequence-parallel splits the sequence over the tensor-parallel GPUs: add --tp 2 or more");
+        }
+        q.setup.tp = o.tp;
+        q.setup.pp = o.pp;
+        q.setup.sequence_parallel = o.sequence_parallel;
+        q.setup.offload = named<Offload>("--offload", o.offload, offload_named, offload_names());
         if (app.count("--lora-rank") > 0) {
             if (o.lora_rank == 0) {
                 throw Error("--lora-rank 0: expected the adapters' rank, 1 or more (PEFT's default is 8)");
@@ -666,7 +687,8 @@ int run_fit(int argc, char** argv)
                  "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
-                 "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits"}) {
+                 "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp", "--pp",
+                 "--sequence-parallel", "--offload"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

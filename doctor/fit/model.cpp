@@ -76,6 +76,8 @@ constexpr std::array<Named<Recompute>, 3> recomputes{
     {{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
 constexpr std::array<Named<Framework>, 2> frameworks{
     {{Framework::pytorch, "pytorch"}, {Framework::tensorflow, "tensorflow"}}};
+constexpr std::array<Named<Offload>, 3> offloads{
+    {{Offload::none, "none"}, {Offload::optimizer, "optimizer"}, {Offload::all, "all"}}};
 constexpr std::array<Named<Attention>, 3> attentions{
     {{Attention::eager, "eager"}, {Attention::sdpa, "sdpa"}, {Attention::flash, "flash"}}};
 
@@ -164,6 +166,21 @@ std::optional<Framework> framework_named(std::string_view name)
 std::vector<std::string> framework_names()
 {
     return names_of(frameworks);
+}
+
+const char* to_string(Offload offload)
+{
+    return name_of(offloads, offload);
+}
+
+std::optional<Offload> offload_named(std::string_view name)
+{
+    return value_named(offloads, name);
+}
+
+std::vector<std::string> offload_names()
+{
+    return names_of(offloads);
 }
 
 std::vector<std::string> precision_names()
@@ -393,6 +410,11 @@ namespace {
 // too, stage 3 the weights too (Rajbhandari et al., ZeRO: P_os, P_os+g, P_os+g+p).
 void shard(StateMemory& st, const TrainingSetup& setup)
 {
+    // Tensor and pipeline parallelism split the model itself first.
+    const std::uint64_t model_parallel = std::uint64_t{setup.tp} * setup.pp;
+    st.weights = ceil_div(st.weights, model_parallel);
+    st.gradients = ceil_div(st.gradients, model_parallel);
+    st.optimizer = ceil_div(st.optimizer, model_parallel);
     if (setup.zero >= 1) {
         st.optimizer = ceil_div(st.optimizer, setup.dp);
     }
@@ -402,6 +424,33 @@ void shard(StateMemory& st, const TrainingSetup& setup)
     if (setup.zero >= 3) {
         st.weights = ceil_div(st.weights, setup.dp);
     }
+    // ZeRO-Offload: the optimizer (fp32 master weights and states) on the CPU; with ZeRO-3 the
+    // weights too, but the layer being gathered.
+    if (setup.offload != Offload::none) {
+        st.offloaded = st.optimizer;
+        st.optimizer = 0;
+    }
+    if (setup.offload == Offload::all) {
+        st.offloaded += st.weights;
+        st.weights = 0;
+    }
+}
+
+// The part of a layer's activations each tensor-parallel GPU keeps whole without sequence
+// parallelism: the norms' inputs, the attention's and the MLP's inputs and the dropout masks
+// (Korthikanti et al.'s 10·s·b·h in 16-bit); with full recompute, the layer's input.
+std::uint64_t replicated_layer_bytes(const TransformerShape& shape, const TrainingSetup& setup)
+{
+    const std::uint64_t sh = std::uint64_t{shape.seq} * shape.hidden;
+    const std::uint64_t e = sixteen_bit(setup.precision) ? 2 : 4;
+    const std::uint64_t residual = setup.precision == Precision::amp ? 4 : e;
+    if (setup.recompute == Recompute::full) {
+        return sh * residual;
+    }
+    const Lora& lora = setup.lora;
+    const std::uint64_t attention_input = lora.rank == 0 || (lora.targets & (Lora::q | Lora::k | Lora::v)) != 0;
+    const std::uint64_t mlp_input = lora.rank == 0 || (lora.targets & (Lora::gate | Lora::up)) != 0;
+    return sh * (2 * residual + e * (attention_input + mlp_input) + (shape.dropout ? 2 : 0));
 }
 
 // LoRA's states: the frozen weights in their bits, the adapters' weights, gradients and optimizer
@@ -470,6 +519,25 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
     if (setup.dp == 0) {
         throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
     }
+    if (setup.tp == 0 || setup.pp == 0) {
+        throw Error(fmt::format("--{} 0: expected 1 or more GPUs", setup.tp == 0 ? "tp" : "pp"));
+    }
+    if (setup.offload == Offload::optimizer && setup.zero == 0) {
+        throw Error("--offload optimizer needs ZeRO (--zero 1, 2 or 3): DeepSpeed offloads the ZeRO optimizer");
+    }
+    if (setup.offload == Offload::all && setup.zero != 3) {
+        throw Error("--offload all moves the weights too, which needs --zero 3");
+    }
+    if (setup.tp > 1 && (!model.transformer || model.activation_bytes || setup.framework != Framework::pytorch)) {
+        throw Error("--tp splits a transformer's layers (Megatron): give a transformer model, PyTorch");
+    }
+    if (setup.tp > 1 && model.transformer && model.transformer->heads % setup.tp != 0) {
+        throw Error(
+            fmt::format("--tp {}: the {} attention heads do not split evenly", setup.tp, model.transformer->heads));
+    }
+    if (setup.pp > 1 && model.layers > 0 && setup.pp > model.layers) {
+        throw Error(fmt::format("--pp {}: more stages than the model's {} layers", setup.pp, model.layers));
+    }
     MemoryPlan plan;
     const std::uint64_t p = model.params;
 
@@ -524,11 +592,21 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                                     "heads",
                 model.name, shape.kv_heads, shape.heads));
         }
-        act.per_layer = transformer_layer_bytes(
-            shape, setup.precision, setup.recompute, setup.attention, setup.framework, setup.lora);
+        // One tensor-parallel GPU's share of a layer.
+        auto per_gpu = [&](Recompute recompute) {
+            TrainingSetup at = setup;
+            at.recompute = recompute;
+            const std::uint64_t layer =
+                transformer_layer_bytes(shape, at.precision, recompute, at.attention, at.framework, at.lora);
+            if (setup.tp == 1) {
+                return layer;
+            }
+            const std::uint64_t whole_on_each = setup.sequence_parallel ? 0 : replicated_layer_bytes(shape, at);
+            return whole_on_each + ceil_div(layer - whole_on_each, setup.tp);
+        };
+        act.per_layer = per_gpu(setup.recompute);
         act.layers_total = act.per_layer * model.layers;
-        const std::uint64_t whole = transformer_layer_bytes(
-            shape, setup.precision, Recompute::none, setup.attention, setup.framework, setup.lora);
+        const std::uint64_t whole = per_gpu(Recompute::none);
         act.rebuilt_layer = whole - act.per_layer;
         const std::uint64_t s = shape.seq;
         const std::uint64_t sh = s * shape.hidden;

@@ -42,6 +42,9 @@ enum class Attention { eager, sdpa, flash };
 ///   GELU keeps each of its element-wise steps, layer norm its input; the scores are stored
 ///   (no fused attention); and clip_by_global_norm holds a clipped copy of every gradient.
 enum class Framework { pytorch, tensorflow };
+/// ZeRO-Offload (DeepSpeed): the optimizer's states and fp32 master weights on the CPU
+/// (optimizer, ZeRO 1–3), and with ZeRO-3 the weights too (all).
+enum class Offload { none, optimizer, all };
 /// sgd: plain SGD (no state); momentum: SGD with momentum (one state); adam, adamw, lamb: two
 /// states (m and v; LAMB adds only a per-layer trust ratio); adam8bit: bitsandbytes' 8-bit Adam
 /// (m and v in 1 byte each, block-wise scales; Dettmers et al. 2022); adafactor: factored
@@ -57,18 +60,21 @@ const char* to_string(Optimizer optimizer);
 const char* to_string(Recompute recompute);
 const char* to_string(Attention attention);
 const char* to_string(Framework framework);
+const char* to_string(Offload offload);
 /// The value for a name ("bf16", "adamw", "full"); nullopt for an unknown name.
 std::optional<Precision> precision_named(std::string_view name);
 std::optional<Optimizer> optimizer_named(std::string_view name);
 std::optional<Recompute> recompute_named(std::string_view name);
 std::optional<Attention> attention_named(std::string_view name);
 std::optional<Framework> framework_named(std::string_view name);
+std::optional<Offload> offload_named(std::string_view name);
 /// Every name of each, in order, for help texts and errors.
 std::vector<std::string> precision_names();
 std::vector<std::string> optimizer_names();
 std::vector<std::string> recompute_names();
 std::vector<std::string> attention_names();
 std::vector<std::string> framework_names();
+std::vector<std::string> offload_names();
 
 /// Bytes each parameter costs, before ZeRO divides anything.
 ///
@@ -149,6 +155,16 @@ struct TrainingSetup {
     Optimizer optimizer = Optimizer::adam;
     unsigned zero = 0; ///< ZeRO stage 0..3
     unsigned dp = 1; ///< data-parallel GPUs the ZeRO stages shard over
+    /// Tensor parallelism (Megatron): each GPU holds 1/tp of every layer's weights, and of its
+    /// activations but the norms, dropout masks and the attention's and MLP's inputs, which each
+    /// GPU keeps whole unless the sequence is split too (Korthikanti et al.: s·b·h·(10 + 24/t +
+    /// 5·a·s/(h·t)), or everything / t with sequence parallelism).
+    unsigned tp = 1;
+    bool sequence_parallel = false;
+    /// Pipeline stages: each holds 1/pp of the layers' states; with 1F1B the first stage keeps
+    /// pp micro-batches of its layers in flight, as many activations as all layers for one.
+    unsigned pp = 1;
+    Offload offload = Offload::none;
     Recompute recompute = Recompute::none;
     Attention attention = Attention::sdpa;
     Framework framework = Framework::pytorch;
@@ -199,6 +215,7 @@ struct StateMemory {
     /// With LoRA: the trained adapters' parameters and the frozen weights' bytes (in weights).
     std::uint64_t adapter_params = 0;
     std::uint64_t frozen_weights = 0;
+    std::uint64_t offloaded = 0; ///< kept in CPU memory instead (ZeRO-Offload)
     std::uint64_t total() const { return weights + gradients + optimizer + zero3_gather + dequantized; }
 };
 

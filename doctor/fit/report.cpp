@@ -142,10 +142,19 @@ std::string shape_text(const ModelSpec& m)
 
 std::string zero_text(const TrainingSetup& s)
 {
-    if (s.zero == 0) {
-        return "no ZeRO";
+    std::string out =
+        s.zero == 0 ? "no ZeRO" : fmt::format("ZeRO-{} over {} GPU{}", s.zero, s.dp, s.dp == 1 ? "" : "s");
+    if (s.offload != Offload::none) {
+        out +=
+            fmt::format(", {} offloaded to the CPU", s.offload == Offload::all ? "weights and optimizer" : "optimizer");
     }
-    return fmt::format("ZeRO-{} over {} GPU{}", s.zero, s.dp, s.dp == 1 ? "" : "s");
+    if (s.tp > 1) {
+        out += fmt::format(", tensor parallel {}{}", s.tp, s.sequence_parallel ? " with sequence parallelism" : "");
+    }
+    if (s.pp > 1) {
+        out += fmt::format(", {} pipeline stages", s.pp);
+    }
+    return out;
 }
 
 void render_lr(const LrAdvice& lr, Optimizer optimizer, std::string& out)
@@ -315,6 +324,9 @@ std::string render_fit_text(const FitReport& r, bool color)
             "{} B/parameter, {}{}", st.per_param.optimizer, optimizer_words(s.precision, s.optimizer), sharded(1)));
     if (st.zero3_gather > 0) {
         row("ZeRO-3 gather", st.zero3_gather, "one layer's weights and gradients, gathered");
+    }
+    if (st.offloaded > 0) {
+        row("on the CPU", st.offloaded, "offloaded by ZeRO-Offload (host memory, not counted on the GPU)");
     }
     if (st.dequantized > 0) {
         row("dequantized", st.dequantized, "the largest projection in 16-bit while it computes");
@@ -530,19 +542,23 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["training"] = {{"precision", to_string(q.setup.precision)}, {"optimizer", to_string(q.setup.optimizer)},
         {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)},
         {"attention", to_string(q.setup.attention)}, {"framework", to_string(q.setup.framework)}};
+    doc["training"]["tp"] = q.setup.tp;
+    doc["training"]["pp"] = q.setup.pp;
+    doc["training"]["sequence_parallel"] = q.setup.sequence_parallel;
+    doc["training"]["offload"] = to_string(q.setup.offload);
     if (q.setup.lora.rank > 0) {
         doc["training"]["lora"] = {{"rank", q.setup.lora.rank}, {"base_bits", q.setup.lora.base_bits},
             {"targets", lora_target_list(q.setup.lora.targets)}};
     }
-    doc["breakdown"] = {
-        {"states",
-            {{"bytes", st.total()},
-                {"bytes_per_param",
-                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
-                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
-                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients}, {"optimizer_bytes", st.optimizer},
-                {"zero3_gather_bytes", st.zero3_gather}, {"dequantized_bytes", st.dequantized},
-                {"frozen_weights_bytes", st.frozen_weights}, {"adapter_params", st.adapter_params}}},
+    doc["breakdown"] = {{"states",
+                            {{"bytes", st.total()},
+                                {"bytes_per_param",
+                                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
+                                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
+                                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
+                                {"optimizer_bytes", st.optimizer}, {"zero3_gather_bytes", st.zero3_gather},
+                                {"dequantized_bytes", st.dequantized}, {"frozen_weights_bytes", st.frozen_weights},
+                                {"adapter_params", st.adapter_params}, {"offloaded_bytes", st.offloaded}}},
         {"activations_per_sample",
             {{"bytes", act.per_sample}, {"source", act.source}, {"formula", act.formula},
                 {"per_layer_bytes", act.per_layer}, {"layers_bytes", act.layers_total},

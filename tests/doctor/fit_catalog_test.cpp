@@ -29,12 +29,10 @@ TEST(ModelCatalog, BuiltinHasThePresetsAndEachPlans)
     }
     for (const auto& m : catalog.models()) {
         for (auto p : {Precision::fp32, Precision::bf16, Precision::amp}) {
-            EXPECT_GT(plan_memory(m,
-                          TrainingSetup{
-                              p, Optimizer::adamw, 0, 1, Recompute::none, Attention::sdpa, Framework::pytorch, Lora{}})
-                          .activations.per_sample,
-                0u)
-                << m.name;
+            TrainingSetup setup;
+            setup.precision = p;
+            setup.optimizer = Optimizer::adamw;
+            EXPECT_GT(plan_memory(m, setup).activations.per_sample, 0u) << m.name;
         }
     }
 }

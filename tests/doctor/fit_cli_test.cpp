@@ -229,6 +229,24 @@ TEST_F(FitCli, QloraOnALlamaPreset)
     EXPECT_TRUE(doc["at_batch"]["gpus"][0]["fits"].get<bool>());
 }
 
+TEST_F(FitCli, ModelParallelismAndOffloadInTheJson)
+{
+    const auto r =
+        fit({"--model", "llama-70b", "--precision", "bf16", "--optimizer", "adam", "--tp", "8", "--sequence-parallel",
+            "--pp", "4", "--zero", "1", "--dp", "2", "--offload", "optimizer", "--gpu-model", "A100-80GB", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["training"]["tp"], 8);
+    EXPECT_EQ(doc["training"]["pp"], 4);
+    EXPECT_EQ(doc["training"]["sequence_parallel"], true);
+    EXPECT_EQ(doc["training"]["offload"], "optimizer");
+    // 68,976,648,192 parameters over tp × pp = 32: 2,155,520,256 each; weights 2 B of them, the
+    // optimizer's 12 B halved by ZeRO-1 over 2 and moved to the CPU.
+    EXPECT_EQ(doc["breakdown"]["states"]["weights_bytes"], 2 * 2155520256ULL);
+    EXPECT_EQ(doc["breakdown"]["states"]["optimizer_bytes"], 0);
+    EXPECT_EQ(doc["breakdown"]["states"]["offloaded_bytes"], 6 * 2155520256ULL);
+}
+
 TEST_F(FitCli, ImageSizeScalesACnnPreset)
 {
     // resnet50's 81.9 MiB fp32 at 224² (85,878,374 B) grows with the area: × (448/224)² = 4.
@@ -273,6 +291,11 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "llama-7b", "--lora-rank", "8", "--base-bits", "3"}, "--base-bits 3: expected 16, 8 or 4"},
         {{"--model", "llama-7b", "--base-bits", "4"}, "--base-bits is for LoRA: add --lora-rank R"},
         {{"--model", "resnet50", "--lora-rank", "8"}, "--lora-rank needs a transformer's shape"},
+        {{"--model", "gpt2", "--tp", "0"}, "--tp 0: expected 1 or more GPUs"},
+        {{"--model", "gpt2", "--sequence-parallel"}, "--sequence-parallel splits the sequence"},
+        {{"--model", "gpt2", "--tp", "5"}, "--tp 5: the 12 attention heads do not split evenly"},
+        {{"--model", "gpt2", "--offload", "nvme"}, "--offload nvme: expected none, optimizer, all"},
+        {{"--model", "gpt2", "--offload", "optimizer"}, "--offload optimizer needs ZeRO"},
     };
     for (const auto& c : cases) {
         std::vector<std::string> args = c.args;

@@ -290,6 +290,51 @@ TEST(FitModel, LoraAdaptersAndFrozenWeights)
     EXPECT_THROW(plan_memory(resnet50(), s), probes::Error);
 }
 
+TEST(FitModel, TensorPipelineParallelismAndOffload)
+{
+    // Korthikanti et al., Table 2, for BERT-Large's layer in 16-bit with eager attention (s·h =
+    // 524,288, 5·a·s/h = 40): t = 4 without sequence parallelism keeps s·h·(10 + 24/4 + 40/4) =
+    // 26 · 524,288 = 13,631,488; with it, s·h·(34 + 40)/4 = 9,699,328.
+    TrainingSetup s = setup(Precision::bf16, Optimizer::adam);
+    s.tp = 4;
+    EXPECT_EQ(plan_memory(bert_large(), s).activations.per_layer, 13631488u);
+    s.sequence_parallel = true;
+    EXPECT_EQ(plan_memory(bert_large(), s).activations.per_layer, 9699328u);
+    // States split over tp × pp = 8 GPUs: 16 B × 335,141,888 / 8 = 670,283,776.
+    s.pp = 2;
+    EXPECT_EQ(plan_memory(bert_large(), s).states.total(), 670283776u);
+    // The heads must split over tp.
+    s.tp = 3;
+    EXPECT_THROW(plan_memory(bert_large(), s), probes::Error);
+
+    // ZeRO-Offload: ZeRO-2 over 8 with the optimizer on the CPU: GPU keeps 2P of weights and 2P/8
+    // of gradients; the 12P/8 of master weights and states are offloaded.
+    ModelSpec m;
+    m.params = 1000000000;
+    m.layers = 10;
+    m.activation_bytes = 1;
+    TrainingSetup z = setup(Precision::bf16, Optimizer::adam, 2, 8);
+    z.offload = Offload::optimizer;
+    const StateMemory z2 = plan_memory(m, z).states;
+    EXPECT_EQ(z2.weights, 2000000000u);
+    EXPECT_EQ(z2.gradients, 250000000u);
+    EXPECT_EQ(z2.optimizer, 0u);
+    EXPECT_EQ(z2.offloaded, 1500000000u);
+    // ZeRO-3 with everything offloaded: the layer being gathered (2 · 2 B · P / 10) stays.
+    z.zero = 3;
+    z.offload = Offload::all;
+    const StateMemory z3 = plan_memory(m, z).states;
+    EXPECT_EQ(z3.weights, 0u);
+    EXPECT_EQ(z3.offloaded, 1500000000u + 250000000u);
+    EXPECT_EQ(z3.zero3_gather, 400000000u);
+    // Offload needs ZeRO, and the weights' offload ZeRO-3.
+    z.zero = 2;
+    EXPECT_THROW(plan_memory(m, z), probes::Error);
+    z.zero = 0;
+    z.offload = Offload::optimizer;
+    EXPECT_THROW(plan_memory(m, z), probes::Error);
+}
+
 TEST(FitModel, PeakAtABatch)
 {
     // bert-large, amp Adam, eager: states 6,032,553,984; per sample 1,681,307,648 (see below).
