@@ -68,6 +68,7 @@ struct FitOptions {
     unsigned dp = 0;
     std::string recompute = "none";
     std::string gpu_mem;
+    std::string cuda_context;
     std::string gpus; ///< this node's GPUs: NVML indexes, bus ids or UUIDs
     std::string gpu_models; ///< names from the GPU table
     unsigned gpu_count = 0;
@@ -365,6 +366,11 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
                 j["heads"] = m.transformer->heads;
                 j["seq"] = m.transformer->seq;
                 j["vocab"] = m.transformer->vocab;
+                j["kv_heads"] = m.transformer->kv_heads > 0 ? m.transformer->kv_heads : m.transformer->heads;
+                j["intermediate"] =
+                    m.transformer->intermediate > 0 ? m.transformer->intermediate : 4 * m.transformer->hidden;
+                j["gated_mlp"] = m.transformer->gated_mlp;
+                j["dropout"] = m.transformer->dropout;
             }
             if (m.measured_fp32) {
                 j["activation_bytes_fp32"] = *m.measured_fp32;
@@ -509,6 +515,10 @@ int run_fit(int argc, char** argv)
     probes::add_number(app, "--dp", o.dp, "Data-parallel GPUs ZeRO shards over (default: the number of GPUs)", "N");
     app.add_option("--recompute", o.recompute, "Activation recomputation: none (default), selective, full")
         ->type_name("R");
+    app.add_option("--cuda-context", o.cuda_context,
+           "The CUDA context and framework kernels per GPU, as measured (default 512MiB; nvidia-smi after "
+           "torch.cuda.init() shows it)")
+        ->type_name("SIZE");
     app.add_option("--gpu-mem", o.gpu_mem,
            "Memory per GPU (16GiB, 80GB, 40000MiB) or auto: free memory from NVML "
            "(the default without GPU names)")
@@ -657,6 +667,9 @@ int run_fit(int argc, char** argv)
         if (app.count("--dp") > 0 && o.dp == 0) {
             throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
         }
+        if (!o.cuda_context.empty()) {
+            q.overheads.cuda_context = probes::parse_byte_size(o.cuda_context, "--cuda-context");
+        }
         q.gpus = resolve_gpus(o, table, q.findings);
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
         if (app.count("--global-batch") > 0) {
@@ -688,7 +701,7 @@ int run_fit(int argc, char** argv)
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
                  "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp", "--pp",
-                 "--sequence-parallel", "--offload"}) {
+                 "--sequence-parallel", "--offload", "--cuda-context"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

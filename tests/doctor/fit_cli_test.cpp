@@ -163,6 +163,15 @@ TEST_F(FitCli, ListAsJson)
     EXPECT_GE(doc["gpus"].size(), 9u);
     EXPECT_EQ(doc["models"][0]["name"], "resnet50"); // in the file's order
     EXPECT_EQ(doc["gpus"][0]["name"], "K80");
+    // A Llama preset lists its grouped-query heads and gated MLP.
+    for (const auto& m : doc["models"]) {
+        if (m["name"] == "llama-70b") {
+            EXPECT_EQ(m["kv_heads"], 8);
+            EXPECT_EQ(m["intermediate"], 28672);
+            EXPECT_EQ(m["gated_mlp"], true);
+            EXPECT_EQ(m["dropout"], false);
+        }
+    }
 }
 
 TEST_F(FitCli, WorksFromAnyDirectory)
@@ -247,6 +256,19 @@ TEST_F(FitCli, ModelParallelismAndOffloadInTheJson)
     EXPECT_EQ(doc["breakdown"]["states"]["offloaded_bytes"], 6 * 2155520256ULL);
 }
 
+TEST_F(FitCli, MeasuredCudaContext)
+{
+    // The Hugging Face guide's V100 showed 1343 MB after torch.ones((1, 1)).to("cuda").
+    const auto r = fit({"--model", "gpt2", "--precision", "amp", "--optimizer", "adamw", "--gpu-mem", "16160MiB",
+        "--cuda-context", "1343MiB", "--batch", "1", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["breakdown"]["cuda_context_bytes"], 1343ULL << 20);
+    EXPECT_EQ(doc["at_batch"]["cuda_context_bytes"], 1343ULL << 20);
+    EXPECT_EQ(doc["at_batch"]["peak_bytes"].get<std::uint64_t>(),
+        doc["at_batch"]["allocated_bytes"].get<std::uint64_t>() + (1343ULL << 20) + (256ULL << 20));
+}
+
 TEST_F(FitCli, ImageSizeScalesACnnPreset)
 {
     // resnet50's 81.9 MiB fp32 at 224² (85,878,374 B) grows with the area: × (448/224)² = 4.
@@ -292,6 +314,7 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "llama-7b", "--base-bits", "4"}, "--base-bits is for LoRA: add --lora-rank R"},
         {{"--model", "resnet50", "--lora-rank", "8"}, "--lora-rank needs a transformer's shape"},
         {{"--model", "gpt2", "--tp", "0"}, "--tp 0: expected 1 or more GPUs"},
+        {{"--model", "gpt2", "--cuda-context", "lots"}, "--cuda-context"},
         {{"--model", "gpt2", "--sequence-parallel"}, "--sequence-parallel splits the sequence"},
         {{"--model", "gpt2", "--tp", "5"}, "--tp 5: the 12 attention heads do not split evenly"},
         {{"--model", "gpt2", "--offload", "nvme"}, "--offload nvme: expected none, optimizer, all"},
