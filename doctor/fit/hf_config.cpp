@@ -195,6 +195,14 @@ ModelSpec model_from_config(const std::string& text, const std::string& origin, 
         params += norm; // the final norm
     }
 
+    // A parameter count that large is no real model (and its arithmetic could wrap).
+    const long double rough =
+        static_cast<long double>(layers) * (static_cast<long double>(h) * (2 * q + 2 * kv_dim) + 3.0L * h * inner) +
+        2.0L * vocab * h + static_cast<long double>(positions) * h;
+    if (rough > 1e15L) {
+        throw Error(
+            fmt::format("{}: these sizes make more than 10^15 parameters; is this a model's config.json?", origin));
+    }
     ModelSpec m;
     m.name = origin;
     m.params = params;

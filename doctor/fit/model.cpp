@@ -583,6 +583,20 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                                     "scores; leave --attention out (eager)",
                 to_string(setup.attention)));
         }
+        {
+            // Shapes whose byte counts would not fit in 64 bits are refused (about 10^18 bytes).
+            const long double s = shape.seq;
+            const long double h = shape.hidden;
+            const long double inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
+            const long double rough = static_cast<long double>(model.layers) *
+                    (s * h * 200 + s * inner * 40 + static_cast<long double>(shape.heads) * s * s * 20) +
+                s * static_cast<long double>(shape.vocab) * 16;
+            if (rough > 1e18L) {
+                throw Error(fmt::format("model {}: {} layers, hidden {}, {} heads at sequence {} need more than 10^18 "
+                                        "bytes of activations per sample; check the shape",
+                    model.name, model.layers, shape.hidden, shape.heads, shape.seq));
+            }
+        }
         if (shape.hidden % shape.heads != 0) {
             throw Error(fmt::format("model {}: hidden {} is not a multiple of its {} attention heads", model.name,
                 shape.hidden, shape.heads));

@@ -129,6 +129,11 @@ TEST(FitHfConfig, BadConfigsAreInputErrors)
     text = mistral_7b;
     text.replace(text.find("\"num_key_value_heads\": 8"), 24, "\"num_key_value_heads\": 7");
     EXPECT_NE(error_of(text).find("7 key/value heads for 32 attention heads"), std::string::npos) << error_of(text);
+    // Sizes no model has, whose products would wrap, are refused.
+    const std::string huge =
+        error_of(R"({"model_type": "llama", "hidden_size": 100000000, "num_hidden_layers": 100000000,
+        "num_attention_heads": 100000000, "vocab_size": 100000000, "max_position_embeddings": 100000000})");
+    EXPECT_NE(huge.find("more than 10^15 parameters"), std::string::npos) << huge;
     // Encoder-decoder models are refused, with what to give instead.
     const std::string t5 = error_of(R"({"model_type": "t5", "is_encoder_decoder": true, "d_model": 1024,
         "num_layers": 24, "num_decoder_layers": 24, "num_heads": 16, "vocab_size": 32128})");

@@ -335,6 +335,23 @@ TEST(FitModel, TensorPipelineParallelismAndOffload)
     EXPECT_THROW(plan_memory(m, z), probes::Error);
 }
 
+TEST(FitModel, ShapesTooLargeToCountAreRefused)
+{
+    // 10^5 layers of hidden 10^5 at sequence 10^6: far past 64-bit byte counts.
+    ModelSpec m;
+    m.name = "huge";
+    m.params = 1000;
+    m.layers = 100000;
+    m.transformer = TransformerShape{100000, 100, 1000000, 0};
+    try {
+        plan_memory(m, setup(Precision::bf16, Optimizer::adam));
+        FAIL() << "no error";
+    } catch (const probes::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("more than 10^18 bytes of activations per sample"), std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(FitModel, PeakAtABatch)
 {
     // bert-large, amp Adam, eager: states 6,032,553,984; per sample 1,681,307,648 (see below).

@@ -9,6 +9,7 @@
 #include "doctor/check/snapshot.hpp"
 #include "doctor/checks/checks.hpp"
 #include "doctor/fit/catalog.hpp"
+#include "doctor/fit/hf_config.hpp"
 #include "doctor/fit/search.hpp"
 #include "doctor/profile/report.hpp"
 #include "launcher/helper_args.hpp"
@@ -316,6 +317,25 @@ void fuzz_fit_toml(const std::string& text)
     } catch (const probes::Error&) {
     }
     doctor::fit::GpuTable::from_toml(text, "fuzz-gpus.toml");
+}
+
+void fuzz_fit_config(const std::string& text)
+{
+    // fit --config: a Hugging Face config.json; what it gives is planned, with and without LoRA
+    // and tensor parallelism, so the arithmetic on the sizes it read runs too.
+    try {
+        const doctor::fit::ModelSpec model = doctor::fit::model_from_config(text, "fuzz-config.json");
+        doctor::fit::TrainingSetup setup;
+        setup.precision = doctor::fit::Precision::bf16;
+        (void)doctor::fit::plan_memory(model, setup);
+        setup.lora.rank = 8;
+        setup.lora.base_bits = 4;
+        (void)doctor::fit::plan_memory(model, setup);
+        setup.lora.rank = 0;
+        setup.tp = 2;
+        (void)doctor::fit::plan_memory(model, setup);
+    } catch (const probes::Error&) {
+    }
 }
 
 void fuzz_fit_command(const std::string& text)
@@ -640,6 +660,7 @@ constexpr Target kTargets[] = {
     {"rank_list", fuzz_rank_list},
     {"policy_toml", fuzz_policy_toml},
     {"fit_toml", fuzz_fit_toml},
+    {"fit_config", fuzz_fit_config},
     {"fit_command", fuzz_fit_command},
     {"node_list", fuzz_node_list},
     {"shell_words", fuzz_shell_words},
