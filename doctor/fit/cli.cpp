@@ -621,11 +621,6 @@ int run_fit(int argc, char** argv)
             : q.setup.framework == Framework::tensorflow   ? "eager"
                                                            : "sdpa";
         q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
-        for (const char* option : {"--tp", "--pp"}) {
-            if (app.count(option) > 0 && app.get_option(option)->as<unsigned>() == 0) {
-                throw Error(fmt::format("{} 0: expected 1 or more GPUs", option));
-            }
-        }
         if (o.sequence_parallel && o.tp < 2) {
             throw Error("--sequence-parallel splits the sequence over the tensor-parallel GPUs: add --tp 2 or more");
         }

@@ -3,6 +3,7 @@
 #include "doctor/fit/codes.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/error.hpp"
+#include "probes/spelling.hpp"
 
 #include <algorithm>
 #include <array>
@@ -303,23 +304,43 @@ std::vector<Projection> projections(const TransformerShape& shape)
 
 } // namespace
 
+namespace {
+
+// Bytes per element of a matmul's saved input or output (e), and of the residual stream, which
+// autocast keeps in fp32 (normalisation runs in fp32).
+struct ElementBytes {
+    std::uint64_t e;
+    std::uint64_t residual;
+};
+
+ElementBytes element_bytes(Precision precision)
+{
+    const std::uint64_t e = sixteen_bit(precision) ? 2 : 4;
+    return {e, precision == Precision::amp ? 4 : e};
+}
+
+// Whether projections among `targets` keep their input for a weight gradient: always in full
+// training; under LoRA only those with adapters.
+std::uint64_t keeps_input(const Lora& lora, unsigned targets)
+{
+    return lora.rank == 0 || (lora.targets & targets) != 0 ? 1 : 0;
+}
+
+} // namespace
+
 std::optional<unsigned> lora_targets_named(std::string_view list, std::string& bad)
 {
     if (list == "all") {
         return Lora::q | Lora::k | Lora::v | Lora::o | Lora::gate | Lora::up | Lora::down;
     }
     unsigned targets = 0;
-    std::size_t start = 0;
-    while (start <= list.size()) {
-        const std::size_t comma = std::min(list.find(',', start), list.size());
-        const std::string_view name = list.substr(start, comma - start);
+    for (const std::string& name : probes::split_commas(std::string(list))) {
         const auto t = value_named(lora_target_names, name);
         if (!t) {
-            bad = std::string(name);
+            bad = name;
             return std::nullopt;
         }
         targets |= *t;
-        start = comma + 1;
     }
     return targets;
 }
@@ -354,11 +375,9 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
     const std::uint64_t a = shape.heads;
     const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
     const std::uint64_t inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
-    const std::uint64_t e = sixteen_bit(precision) ? 2 : 4; // a matmul's saved input or output
+    const auto [e, residual] = element_bytes(precision);
     const bool amp = precision == Precision::amp;
     const std::uint64_t mask = shape.dropout ? 1 : 0;
-    // The residual stream: fp32 under autocast (normalisation runs in fp32).
-    const std::uint64_t residual = amp ? 4 : e;
     if (recompute == Recompute::full) {
         return s * h * residual;
     }
@@ -369,16 +388,12 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
     const std::uint64_t kv_bytes = s * (h / a) * kv * e;
     // Which projections keep their input for a weight gradient: all of them, unless LoRA freezes
     // them (then only those with adapters; sdpa and flash keep their output, the o input, anyway).
-    const bool full_training = lora.rank == 0;
-    auto kept = [&](unsigned targets) -> std::uint64_t {
-        return full_training || (lora.targets & targets) != 0 ? 1 : 0;
-    };
-    const std::uint64_t attention_input = kept(Lora::q | Lora::k | Lora::v);
-    const std::uint64_t output_input = attention == Attention::eager ? kept(Lora::o) : 1;
-    const std::uint64_t mlp_input = kept(Lora::gate | Lora::up);
-    const std::uint64_t down_input = kept(Lora::down);
+    const std::uint64_t attention_input = keeps_input(lora, Lora::q | Lora::k | Lora::v);
+    const std::uint64_t output_input = attention == Attention::eager ? keeps_input(lora, Lora::o) : 1;
+    const std::uint64_t mlp_input = keeps_input(lora, Lora::gate | Lora::up);
+    const std::uint64_t down_input = keeps_input(lora, Lora::down);
     std::uint64_t adapters = 0; // each adapter's r-wide middle, A·x
-    if (!full_training) {
+    if (lora.rank > 0) {
         for (const Projection& p : projections(shape)) {
             adapters += lora.on(p.target) ? s * lora.rank * e : 0;
         }
@@ -442,15 +457,13 @@ void shard(StateMemory& st, const TrainingSetup& setup)
 std::uint64_t replicated_layer_bytes(const TransformerShape& shape, const TrainingSetup& setup)
 {
     const std::uint64_t sh = std::uint64_t{shape.seq} * shape.hidden;
-    const std::uint64_t e = sixteen_bit(setup.precision) ? 2 : 4;
-    const std::uint64_t residual = setup.precision == Precision::amp ? 4 : e;
+    const auto [e, residual] = element_bytes(setup.precision);
     if (setup.recompute == Recompute::full) {
         return sh * residual;
     }
-    const Lora& lora = setup.lora;
-    const std::uint64_t attention_input = lora.rank == 0 || (lora.targets & (Lora::q | Lora::k | Lora::v)) != 0;
-    const std::uint64_t mlp_input = lora.rank == 0 || (lora.targets & (Lora::gate | Lora::up)) != 0;
-    return sh * (2 * residual + e * (attention_input + mlp_input) + (shape.dropout ? 2 : 0));
+    const std::uint64_t inputs =
+        keeps_input(setup.lora, Lora::q | Lora::k | Lora::v) + keeps_input(setup.lora, Lora::gate | Lora::up);
+    return sh * (2 * residual + e * inputs + (shape.dropout ? 2 : 0));
 }
 
 // LoRA's states: the frozen weights in their bits, the adapters' weights, gradients and optimizer

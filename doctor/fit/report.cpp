@@ -207,16 +207,21 @@ FitReport analyse_fit(const FitRequest& request)
     FitReport r;
     r.request = request;
     r.plan = plan_memory(request.model, request.setup, request.overheads);
-    if (request.batch) {
-        r.at_batch = peak_at(r.plan, *request.batch, request.overheads);
-    }
+
     r.findings = r.plan.findings;
     r.findings.insert(r.findings.end(), request.findings.begin(), request.findings.end());
 
+    if (request.batch) {
+        r.at_batch = peak_at(r.plan, *request.batch, request.overheads);
+    }
     std::vector<unsigned> caps;
     std::vector<double> speeds;
     for (const auto& gpu : request.gpus) {
         r.fits.push_back(fit_gpu(r.plan, gpu.memory, request.overheads));
+        if (r.at_batch) {
+            r.spare_at_batch.push_back(static_cast<std::int64_t>(gpu.memory - r.fits.back().margin) -
+                static_cast<std::int64_t>(r.at_batch->total()));
+        }
         caps.push_back(r.fits.back().max_batch);
         speeds.push_back(gpu.speed);
     }
@@ -363,8 +368,7 @@ std::string render_fit_text(const FitReport& r, bool color)
                 p.batch, format_bytes(p.total()), format_bytes(p.states), format_bytes(p.activations),
                 format_bytes(p.cuda_context + p.workspace), format_bytes(p.states + p.activations));
         for (std::size_t i = 0; i < q.gpus.size(); ++i) {
-            const auto spare =
-                static_cast<std::int64_t>(q.gpus[i].memory - r.fits[i].margin) - static_cast<std::int64_t>(p.total());
+            const std::int64_t spare = r.spare_at_batch[i];
             out += fmt::format("  {}: {}\n", gpu_label(r, i),
                 spare >= 0 ? fmt::format("fits, {} to spare after the margin", format_bytes(spare))
                            : fmt::format("does not fit: {} over its memory less the margin",
@@ -579,8 +583,7 @@ nlohmann::json render_fit_json(const FitReport& r)
         const PeakMemory& p = *r.at_batch;
         json fits = json::array();
         for (std::size_t i = 0; i < q.gpus.size(); ++i) {
-            const auto spare =
-                static_cast<std::int64_t>(q.gpus[i].memory - r.fits[i].margin) - static_cast<std::int64_t>(p.total());
+            const std::int64_t spare = r.spare_at_batch[i];
             fits.push_back({{"index", i}, {"fits", spare >= 0}, {"spare_bytes", spare}});
         }
         doc["at_batch"] = {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.states + p.activations},
