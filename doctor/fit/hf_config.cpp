@@ -129,7 +129,8 @@ ModelSpec model_from_config(const std::string& text, const std::string& origin, 
     Json doc;
     try {
         doc = Json::parse(text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {
+        // parse_error, and out_of_range for a number beyond a double ("5e632").
         throw Error(fmt::format("{}: not JSON ({}); give a Hugging Face config.json", origin, e.what()));
     }
     if (!doc.is_object()) {

@@ -117,6 +117,8 @@ TEST(FitHfConfig, AnUnknownArchitectureIsReadFromItsKeys)
 TEST(FitHfConfig, BadConfigsAreInputErrors)
 {
     EXPECT_NE(error_of("{\"hidden_size\": 4096,").find("config.json: not JSON"), std::string::npos);
+    // A number beyond a double is nlohmann's out_of_range, not its parse_error: still not JSON.
+    EXPECT_NE(error_of(R"({"hidden_size": 5e632})").find("config.json: not JSON"), std::string::npos);
     EXPECT_NE(error_of("[1, 2]").find("not a JSON object"), std::string::npos);
     // Sizes missing: the keys looked for are named.
     const std::string missing = error_of(R"({"model_type": "llama", "hidden_size": 4096})");
