@@ -12,14 +12,15 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <functional>
 #include <poll.h>
-#include <random>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,6 +76,17 @@ std::vector<pid_t> children_of(pid_t parent)
 
 /// Whether any process is left below the helper (the program's orphans come to it): without one,
 /// nothing of the rank's is left but what is still in the program's group.
+/// 64 random bits for the rank's marker, from the kernel (std::random_device asks the CPU first,
+/// which a VM traps: 0.1 ms per rank); the clock where getrandom has nothing to give.
+std::uint64_t marker_nonce()
+{
+    std::uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce)) {
+        nonce = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    return nonce;
+}
+
 bool has_children()
 {
     siginfo_t info{};
@@ -193,9 +205,9 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
 {
     // Everything the program starts inherits a marker of this rank. Should the helper be killed
     // with SIGKILL before it could stop them (a launcher that stops its processes so), a watcher
-    // in a session of its own kills what still carries it: a daemon that left the program's
+    // in a process group of its own kills what still carries it: a daemon that left the program's
     // process group and session is no longer below the helper by then.
-    const std::string marker = fmt::format("{}={}-{:016x}", rank_marker_variable, getpid(), std::random_device{}());
+    const std::string marker = fmt::format("{}={}-{:016x}", rank_marker_variable, getpid(), marker_nonce());
     UniqueFd watcher;
     if (setenv(rank_marker_variable, marker.substr(marker.find('=') + 1).c_str(), 1) == 0) {
         watcher = probes::after_exit([&marker] { kill_marked(marker); });

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <iostream>
 #include <limits>
 #include <poll.h>
 #include <pthread.h>
@@ -745,6 +744,50 @@ void not_needed_after_exit(const UniqueFd& watcher) noexcept
     }
 }
 
+namespace {
+
+/// The watcher of after_exit: waits until `watched` has ended (readable `pidfd`, else kill(pid, 0)
+/// every second), then does `action` unless a byte in the `note` pipe says it is not needed.
+[[noreturn]] void watch(pid_t watched, int pidfd, int note_read, const std::function<void()>& action) noexcept
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3 && null >= 0; ++fd) {
+        dup2(null, fd);
+    }
+    // Nothing of the watched process's is held open (its output pipe would not end), but the pidfd
+    // as 3 and the note's read end as 4 (dup3 clears close-on-exec; nothing is executed).
+    const int note = fcntl(note_read, F_DUPFD, 5);
+    if (pidfd >= 0) {
+        dup2(pidfd, 3);
+    } else {
+        close(3);
+    }
+    dup2(note, 4);
+    close_from(5, std::min(sysconf(_SC_OPEN_MAX), 65536L));
+    if (pidfd >= 0) {
+        pollfd p{3, POLLIN, 0};
+        while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
+    } else {
+        while (kill(watched, 0) == 0 || errno == EPERM) {
+            sleep(1);
+        }
+    }
+    char byte = 0;
+    if (read(4, &byte, 1) == 1) {
+        _exit(0); // the process did it itself
+    }
+    try {
+        action();
+    } catch (...) { // best effort: nothing to tell, and nobody to tell it to
+    }
+    _exit(0);
+}
+
+} // namespace
+
 UniqueFd after_exit(const std::function<void()>& action) noexcept
 {
     const pid_t watched = getpid();
@@ -760,49 +803,31 @@ UniqueFd after_exit(const std::function<void()>& action) noexcept
     }
     const UniqueFd note_read(ends[0]);
     UniqueFd note_write(ends[1]);
-    const pid_t first = fork();
+    // The watcher must be nobody's child here (an orphan coming back to this process, as a
+    // subreaper, would be taken for one of its own): a child makes it and exits at once. That child
+    // shares this process's memory and stack, as vfork's does, while this process waits for its
+    // exit, so its start and its exit copy and free no page table; only the watcher, made with
+    // fork, has memory of its own (this process's as it is now). Signals stay blocked until the
+    // child is gone, so no handler of this process's runs in it; the watcher lets them in again.
+    sigset_t all;
+    sigset_t before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
+    const pid_t first = vfork(); // NOLINT(clang-analyzer-security.insecureAPI.vfork): see above
+    if (first == 0) {
+        // Nothing written here that this process reads after; fork takes and gives back its locks.
+        // A process group of its own (not a session: that would cost a scheduler group): what
+        // signals this process's group, or its terminal's foreground group, misses the watcher.
+        setpgid(0, 0);
+        const pid_t watcher = fork();
+        if (watcher == 0) {
+            watch(watched, pidfd, note_read.get(), action);
+        }
+        _exit(watcher > 0 ? 0 : 1);
+    }
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (first < 0) {
         return UniqueFd();
-    }
-    if (first == 0) {
-        setsid();
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        if (fork() != 0) {
-            _exit(0);
-        }
-        const int null = open("/dev/null", O_RDWR);
-        for (int fd = 0; fd < 3 && null >= 0; ++fd) {
-            dup2(null, fd);
-        }
-        // Nothing of this process's is held open (its output pipe would not end), but the pidfd
-        // as 3 and the note's read end as 4 (dup3 clears close-on-exec; nothing is executed).
-        const int note = fcntl(note_read.get(), F_DUPFD, 5);
-        if (pidfd >= 0) {
-            dup2(pidfd, 3);
-        } else {
-            close(3);
-        }
-        dup2(note, 4);
-        close_from(5, std::min(sysconf(_SC_OPEN_MAX), 65536L));
-        if (pidfd >= 0) {
-            pollfd p{3, POLLIN, 0};
-            while (poll(&p, 1, -1) < 0 && errno == EINTR) { }
-        } else {
-            while (kill(watched, 0) == 0 || errno == EPERM) {
-                sleep(1);
-            }
-        }
-        char byte = 0;
-        if (read(4, &byte, 1) == 1) {
-            _exit(0); // the process did it itself
-        }
-        try {
-            action();
-        } catch (...) { // best effort: nothing to tell, and nobody to tell it to
-        }
-        _exit(0);
     }
     int status = 0;
     while (waitpid(first, &status, 0) < 0 && errno == EINTR) { }
@@ -810,24 +835,6 @@ UniqueFd after_exit(const std::function<void()>& action) noexcept
         return UniqueFd();
     }
     return note_write;
-}
-
-int exit_status_after_output(int status, const char* program) noexcept
-{
-    // std::cout shares stdout's buffer: its flush is stdout's, and either may be the one that fails.
-    errno = 0;
-    std::cout.flush();
-    int err = errno;
-    errno = 0;
-    const int flushed = std::fflush(stdout);
-    err = errno != 0 ? errno : err;
-    if (std::cout.good() && flushed == 0 && std::ferror(stdout) == 0) {
-        return status;
-    }
-    // A write that failed before these flushes has left no reason behind.
-    std::fprintf(
-        stderr, "%s: cannot write the output: %s\n", program, err != 0 ? std::strerror(err) : "a write to it failed");
-    return 3;
 }
 
 void write_all(int fd, std::string_view text) noexcept

@@ -226,7 +226,7 @@ private:
     struct sigaction m_previous { };
 };
 
-/// Starts a watcher, twice removed and in a session of its own (so a signal to this process's
+/// Starts a watcher, twice removed and in a process group of its own (so a signal to this process's
 /// group or terminal does not reach it), that removes `dir` once this process has ended, however
 /// it ended (`kill -9` too), when `dir` is still a directory of this user's with mode 0700 (as
 /// mkdtemp makes it). It holds no descriptor of this process's but a pidfd. Best effort: returns
