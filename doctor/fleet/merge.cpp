@@ -1,0 +1,408 @@
+#include "doctor/fleet/merge.hpp"
+
+#include "doctor/check/snapshot.hpp"
+#include "probes/error.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fmt/format.h>
+#include <initializer_list>
+#include <map>
+#include <set>
+
+namespace doctor::fleet {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<const char*, 5> answer_words{"snapshot", "unreachable", "timed out", "crashed", "garbage"};
+
+/// The JSON value at `path` in the facts, or nullptr.
+const json* at(const json& facts, std::initializer_list<const char*> path)
+{
+    const json* node = &facts;
+    for (const char* key : path) {
+        if (!node->is_object()) {
+            return nullptr;
+        }
+        const auto it = node->find(key);
+        if (it == node->end() || it->is_null()) {
+            return nullptr;
+        }
+        node = &*it;
+    }
+    return node;
+}
+
+std::string text_of(const json* value)
+{
+    if (value == nullptr) {
+        return "";
+    }
+    return value->is_string() ? value->get<std::string>() : value->dump();
+}
+
+/// "8 × A" for eight equal values, "A, B" for different ones, in order of first appearance.
+std::string counted(const std::vector<std::string>& values)
+{
+    std::vector<std::pair<std::string, unsigned>> seen;
+    for (const auto& v : values) {
+        auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == v; });
+        if (it == seen.end()) {
+            seen.emplace_back(v, 1);
+        } else {
+            ++it->second;
+        }
+    }
+    std::vector<std::string> parts;
+    for (const auto& [value, n] : seen) {
+        parts.push_back(n == 1 ? value : fmt::format("{} × {}", n, value));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+/// What `describe` says of each GPU in NVML's facts.
+std::vector<std::string> per_gpu(const json& facts, std::string (*describe)(const json& gpu))
+{
+    std::vector<std::string> out;
+    if (const json* gpus = at(facts, {"nvml", "gpus"}); gpus != nullptr && gpus->is_array()) {
+        for (const auto& g : *gpus) {
+            out.push_back(g.is_object() ? describe(g) : std::string());
+        }
+    }
+    return out;
+}
+
+std::string gpu_count(const json& facts)
+{
+    const json* gpus = at(facts, {"nvml", "gpus"});
+    return gpus != nullptr && gpus->is_array() ? std::to_string(gpus->size()) : "";
+}
+
+std::string gpu_models(const json& facts)
+{
+    return counted(per_gpu(facts, [](const json& g) { return text_of(at(g, {"name"})); }));
+}
+
+std::string pcie_links(const json& facts)
+{
+    return counted(per_gpu(facts, [](const json& g) {
+        const std::string gen = text_of(at(g, {"pcie_gen"}));
+        const std::string width = text_of(at(g, {"pcie_width"}));
+        return gen.empty() && width.empty() ? std::string() : fmt::format("gen{} x{}", gen, width);
+    }));
+}
+
+std::string infiniband_ports(const json& facts)
+{
+    std::vector<std::string> ports;
+    if (const json* devices = at(facts, {"network", "infiniband"}); devices != nullptr && devices->is_array()) {
+        for (const auto& d : *devices) {
+            const json* list = at(d, {"ports"});
+            for (std::size_t i = 0; list != nullptr && list->is_array() && i < list->size(); ++i) {
+                const json& p = (*list)[i];
+                ports.push_back(fmt::format("{}/{} {} {}", text_of(at(d, {"name"})), text_of(at(p, {"port"})),
+                    text_of(at(p, {"state"})), text_of(at(p, {"rate"}))));
+            }
+        }
+    }
+    return fmt::format("{}", fmt::join(ports, "; "));
+}
+
+std::string framework(const json& facts, const char* name)
+{
+    const json* fw = at(facts, {"frameworks", "frameworks", name});
+    if (fw == nullptr) {
+        return "";
+    }
+    const json* installed = at(*fw, {"installed"});
+    if (installed != nullptr && installed->is_boolean() && !installed->get<bool>()) {
+        return "not installed";
+    }
+    return text_of(at(*fw, {"version"}));
+}
+
+/// A fact that should be equal across the nodes of a job: where a snapshot has it (a path of up to
+/// three keys), or how it is made from several facts.
+struct Comparable {
+    const char* name;
+    std::array<const char*, 3> path{};
+    std::string (*read)(const json& facts) = nullptr;
+};
+
+// In the order the reports list them.
+constexpr Comparable comparables[] = {
+    {"driver", {"nvml", "driver_version"}},
+    {"cuda driver", {"nvml", "cuda_driver_version"}},
+    {"gpus", {}, gpu_count},
+    {"gpu model", {}, gpu_models},
+    {"pcie link", {}, pcie_links},
+    {"cuda runtime", {"libraries", "cudart", "version"}},
+    {"cudnn", {"libraries", "cudnn", "version"}},
+    {"nccl", {"libraries", "nccl", "version"}},
+    {"cublas", {"libraries", "cublas", "version"}},
+    {"python", {"frameworks", "python_version"}},
+    {"torch", {}, [](const json& f) { return framework(f, "torch"); }},
+    {"tensorflow", {}, [](const json& f) { return framework(f, "tensorflow"); }},
+    {"jax", {}, [](const json& f) { return framework(f, "jax"); }},
+    {"mpi", {"mpi", "mpirun_version", "version"}},
+    {"kernel", {"host", "kernel"}},
+    {"infiniband", {}, infiniband_ports},
+    {"/dev/shm bytes", {"limits", "shm", "bytes"}},
+    {"locked memory (soft)", {"limits", "memlock", "soft"}},
+    {"open files (soft)", {"limits", "nofile", "soft"}},
+};
+
+std::string value_of(const Comparable& c, const json& facts)
+{
+    if (c.read != nullptr) {
+        return c.read(facts);
+    }
+    const json* node = &facts;
+    for (const char* key : c.path) {
+        if (key != nullptr) {
+            node = node == nullptr ? nullptr : at(*node, {key});
+        }
+    }
+    return text_of(node);
+}
+
+constexpr const char* none = "(none)";
+
+/// Findings worth a line in the fleet's report: warnings, failures, errors.
+std::vector<check::Finding> problems(const std::vector<check::ProbeResult>& results)
+{
+    std::vector<check::Finding> out;
+    for (const auto& r : results) {
+        for (const auto& f : r.findings) {
+            if (probes::badness(f.severity) > 0) {
+                out.push_back(f);
+            }
+        }
+    }
+    return out;
+}
+
+NodeResult judge_node(
+    const NodeOutput& output, const std::vector<const check::Probe*>& probes, const check::Policy& policy, bool strict)
+{
+    NodeResult node;
+    node.host = output.host;
+    node.answer = output.answer;
+    if (output.answer != Answer::snapshot) {
+        node.why = output.text;
+        return node;
+    }
+    try {
+        node.facts = check::read_snapshot(output.text, output.host);
+        const auto results = check::judge(probes, node.facts, policy, output.host);
+        node.findings = problems(results);
+        node.exit_code = check::exit_code(results, strict);
+    } catch (const probes::Error& e) {
+        node.answer = Answer::garbage;
+        node.why = e.what();
+        node.facts = nullptr;
+    }
+    return node;
+}
+
+std::vector<FindingGroup> group_findings(const std::vector<NodeResult>& nodes)
+{
+    std::vector<FindingGroup> groups;
+    for (const auto& node : nodes) {
+        for (const auto& f : node.findings) {
+            auto it = std::find_if(groups.begin(), groups.end(),
+                [&](const FindingGroup& g) { return g.code == f.code && g.severity == f.severity; });
+            if (it == groups.end()) {
+                groups.push_back({f.code, f.severity, f.message, {}});
+                it = groups.end() - 1;
+            }
+            if (it->hosts.empty() || it->hosts.back() != node.host) {
+                it->hosts.push_back(node.host);
+            }
+        }
+    }
+    std::stable_sort(groups.begin(), groups.end(), [](const FindingGroup& a, const FindingGroup& b) {
+        return probes::badness(a.severity) > probes::badness(b.severity);
+    });
+    return groups;
+}
+
+} // namespace
+
+const char* to_string(Answer answer)
+{
+    return answer_words.at(static_cast<std::size_t>(answer));
+}
+
+std::vector<std::pair<std::string, std::string>> comparable_facts(const check::Facts& facts)
+{
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& c : comparables) {
+        out.emplace_back(c.name, value_of(c, facts));
+    }
+    if (const json* vars = at(facts, {"env", "variables"}); vars != nullptr && vars->is_object()) {
+        for (const auto& [name, value] : vars->items()) {
+            if (name.rfind("NCCL_", 0) == 0) {
+                out.emplace_back(name, text_of(&value));
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const check::Facts*>>& nodes)
+{
+    // Each fact's value per node, facts in the order first seen.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<std::string>> values;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        for (auto& [name, value] : comparable_facts(*nodes[i].second)) {
+            auto [it, fresh] = values.try_emplace(name, nodes.size(), none);
+            if (fresh) {
+                order.push_back(name);
+            }
+            it->second[i] = value.empty() ? none : std::move(value);
+        }
+    }
+    std::vector<Drift> out;
+    for (const auto& name : order) {
+        const auto& per_node = values[name];
+        std::map<std::string, std::size_t> count;
+        for (const auto& v : per_node) {
+            ++count[v];
+        }
+        if (count.size() < 2) {
+            continue;
+        }
+        // The most common value; among equals, the one the earliest node has.
+        std::string majority = per_node.front();
+        for (const auto& v : per_node) {
+            if (count[v] > count[majority]) {
+                majority = v;
+            }
+        }
+        Drift d{name, majority, {}};
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            if (per_node[i] != majority) {
+                d.odd.push_back({nodes[i].first, per_node[i]});
+            }
+        }
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
+FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
+    const check::Policy& policy, bool strict)
+{
+    FleetReport report;
+    report.strict = strict;
+    std::set<std::string> hosts;
+    for (const auto& output : outputs) {
+        if (!hosts.insert(output.host).second) {
+            throw probes::Error(fmt::format("{}: given twice; name each node once", output.host));
+        }
+        report.nodes.push_back(judge_node(output, probes, policy, strict));
+    }
+    report.groups = group_findings(report.nodes);
+    std::vector<std::pair<std::string, const check::Facts*>> answered;
+    for (const auto& node : report.nodes) {
+        if (node.answer == Answer::snapshot) {
+            answered.emplace_back(node.host, &node.facts);
+        }
+    }
+    report.drift = find_drift(answered);
+    return report;
+}
+
+int exit_status(const FleetReport& report)
+{
+    return std::all_of(report.nodes.begin(), report.nodes.end(), [](const NodeResult& n) { return n.fit(); }) ? 0 : 1;
+}
+
+std::string healthy_hostfile(const FleetReport& report)
+{
+    std::string out;
+    for (const auto& node : report.nodes) {
+        if (!node.fit()) {
+            continue;
+        }
+        const std::string gpus = gpu_count(node.facts);
+        out += gpus.empty() || gpus == "0" ? node.host + "\n" : fmt::format("{} slots={}\n", node.host, gpus);
+    }
+    return out;
+}
+
+nlohmann::json render_json(const FleetReport& report)
+{
+    json nodes = json::array();
+    unsigned fit = 0;
+    unsigned silent = 0;
+    for (const auto& node : report.nodes) {
+        json findings = json::array();
+        for (const auto& f : node.findings) {
+            findings.push_back(probes::to_json(f));
+        }
+        fit += node.fit() ? 1 : 0;
+        silent += node.answer == Answer::snapshot ? 0 : 1;
+        nodes.push_back({{"host", node.host}, {"answer", to_string(node.answer)},
+            {"why", node.why.empty() ? json() : json(node.why)}, {"exit_code", node.exit_code}, {"findings", findings},
+            {"facts", node.facts}});
+    }
+    json groups = json::array();
+    for (const auto& g : report.groups) {
+        groups.push_back(
+            {{"code", g.code}, {"severity", check::to_string(g.severity)}, {"message", g.message}, {"hosts", g.hosts}});
+    }
+    json drift = json::array();
+    for (const auto& d : report.drift) {
+        json odd = json::array();
+        for (const auto& o : d.odd) {
+            odd.push_back({{"host", o.host}, {"value", o.value}});
+        }
+        drift.push_back({{"fact", d.fact}, {"majority", d.majority}, {"odd", odd}});
+    }
+    const auto total = static_cast<unsigned>(report.nodes.size());
+    return {{"nodes", nodes}, {"groups", groups}, {"drift", drift},
+        {"summary",
+            {{"nodes", total}, {"fit", fit}, {"failed", total - fit - silent}, {"not_answering", silent},
+                {"strict", report.strict}}}};
+}
+
+std::string render_text(const FleetReport& report, bool color)
+{
+    const json summary = render_json(report)["summary"];
+    std::string out = fmt::format("fleet: {} nodes: {} fit, {} failed, {} did not answer\n",
+        summary["nodes"].get<unsigned>(), summary["fit"].get<unsigned>(), summary["failed"].get<unsigned>(),
+        summary["not_answering"].get<unsigned>());
+    if (!report.groups.empty()) {
+        out += "\nFindings:\n";
+        for (const auto& g : report.groups) {
+            out += fmt::format("  {} {} on {}: {}\n", probes::severity_label(g.severity, color), g.code,
+                fmt::join(g.hosts, ", "), g.message);
+        }
+    }
+    if (!report.drift.empty()) {
+        out += "\nDrift (facts that differ between nodes):\n";
+        for (const auto& d : report.drift) {
+            std::vector<std::string> odd;
+            for (const auto& o : d.odd) {
+                odd.push_back(fmt::format("{} on {}", o.value, o.host));
+            }
+            out += fmt::format("  {}: {} (most nodes); {}\n", d.fact, d.majority, fmt::join(odd, "; "));
+        }
+    }
+    bool header = false;
+    for (const auto& node : report.nodes) {
+        if (node.answer != Answer::snapshot) {
+            out += header ? "" : "\nDid not answer:\n";
+            header = true;
+            out += fmt::format("  {}: {}: {}\n", node.host, to_string(node.answer), node.why);
+        }
+    }
+    return out;
+}
+
+} // namespace doctor::fleet

@@ -1,0 +1,103 @@
+#pragma once
+
+// gpudoctor fleet, the merge: every node's snapshot judged by check's own probes and policy, the
+// findings grouped across nodes ("shm too small on n07, n12"), the nodes that did not answer named
+// with what happened, the facts that should be equal across nodes and are not (drift: each with
+// its majority value and the odd nodes), and the nodes fit to run on. Pure: the nodes' answers
+// come in as text; nothing is run here.
+
+#include "doctor/check/facts.hpp"
+#include "doctor/check/policy.hpp"
+#include "doctor/check/probe.hpp"
+#include "doctor/check/runner.hpp"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace doctor::fleet {
+
+/// How a node answered. Anything but `snapshot` (or a snapshot that cannot be read, which becomes
+/// `garbage`) is a node that did not answer: it fails the fleet.
+enum class Answer { snapshot, unreachable, timed_out, crashed, garbage };
+/// "snapshot", "unreachable", "timed out", "crashed", "garbage": the words of the reports.
+const char* to_string(Answer answer);
+
+/// What came back from one node: the text of its snapshot (`gpudoctor snapshot`), or what was
+/// seen of its failure ("exit status 255: ssh: connect to host n09 port 22: No route to host").
+struct NodeOutput {
+    std::string host;
+    Answer answer = Answer::snapshot;
+    std::string text;
+};
+
+/// One node, judged.
+struct NodeResult {
+    std::string host;
+    Answer answer = Answer::snapshot;
+    std::string why; ///< not answered: what was seen
+    check::Facts facts; ///< null when not answered
+    std::vector<check::Finding> findings; ///< the warnings, failures and errors of check's probes
+    int exit_code = 1; ///< check's: 0 fit, 1 a check failed (or no answer)
+    bool fit() const { return answer == Answer::snapshot && exit_code == 0; }
+};
+
+/// One finding (code and severity) and the nodes that have it.
+struct FindingGroup {
+    std::string code;
+    check::Severity severity = check::Severity::warn;
+    std::string message; ///< as the first of those nodes has it
+    std::vector<std::string> hosts;
+};
+
+/// A fact that differs between the answering nodes.
+struct Drift {
+    struct Odd {
+        std::string host;
+        std::string value;
+    };
+    std::string fact; ///< "driver", "nccl", "NCCL_P2P_DISABLE", ...
+    std::string majority; ///< the value most nodes have (the first node's among equals)
+    std::vector<Odd> odd;
+};
+
+struct FleetReport {
+    std::vector<NodeResult> nodes; ///< in the order given
+    std::vector<FindingGroup> groups; ///< failures and errors first, then warnings
+    std::vector<Drift> drift;
+    bool strict = false;
+};
+
+/// The value of each fact that should be equal across the nodes of a job, as text ("" for a fact
+/// this node's snapshot does not have): versions (driver, CUDA, cuDNN, NCCL, cuBLAS, Python, the
+/// frameworks, MPI, kernel), the GPUs (count, model, PCIe link), the InfiniBand ports, the limits,
+/// and every NCCL_* variable set (by its name).
+std::vector<std::pair<std::string, std::string>> comparable_facts(const check::Facts& facts);
+
+/// The facts that differ between `nodes` (host and facts), in the order of comparable_facts; a
+/// fact missing on a node counts as the value "(none)".
+std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const check::Facts*>>& nodes);
+
+/// Reads and judges every node's snapshot (check's probes and policy; `strict`: warnings fail
+/// too), groups the findings, finds the drift. A snapshot that cannot be read makes its node
+/// `garbage`, with the reason; it does not stop the merge.
+FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
+    const check::Policy& policy, bool strict);
+
+/// 0 every node answered and is fit, 1 otherwise.
+int exit_status(const FleetReport& report);
+
+/// The fit nodes in gpurun's hostfile format ("n01 slots=8", slots from the node's GPU count;
+/// the host alone on a node without GPUs), one per line.
+std::string healthy_hostfile(const FleetReport& report);
+
+/// {"nodes":[{"host","answer","why","exit_code","findings","facts"}],"groups":[{"code",
+/// "severity","message","hosts"}],"drift":[{"fact","majority","odd":[{"host","value"}]}],
+/// "summary":{"nodes","fit","failed","not_answering"}}
+nlohmann::json render_json(const FleetReport& report);
+
+/// The text report: the summary line, the grouped findings, the drift, the nodes that did not
+/// answer.
+std::string render_text(const FleetReport& report, bool color);
+
+} // namespace doctor::fleet

@@ -1,0 +1,157 @@
+#include "doctor/check/policy.hpp"
+#include "doctor/checks/checks.hpp"
+#include "doctor/fleet/merge.hpp"
+#include "probes/error.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+using doctor::fleet::Answer;
+using doctor::fleet::NodeOutput;
+using nlohmann::json;
+
+namespace {
+
+// A node's facts as `gpudoctor snapshot` writes them: the limits and host collectors, eight
+// GPUs from NVML, the libraries, and the NCCL variables set.
+json node_facts(const std::string& host)
+{
+    json gpus = json::array();
+    for (int i = 0; i < 8; ++i) {
+        gpus.push_back({{"index", i}, {"bus_id", fmt::format("0000:{:02x}:00.0", 0x18 + i)},
+            {"name", "NVIDIA H100 80GB HBM3"}, {"pcie_gen", 5}, {"pcie_width", 16}});
+    }
+    return {{"host", {{"hostname", host}, {"kernel", "5.15.0-105-generic"}, {"machine", "x86_64"}}},
+        {"limits",
+            {{"shm", {{"bytes", 68719476736.0}, {"exists", true}, {"mounted", true}, {"fstype", "tmpfs"}}},
+                {"memlock", {{"soft", "unlimited"}, {"hard", "unlimited"}}},
+                {"nofile", {{"soft", 1048576}, {"hard", 1048576}}}}},
+        {"nvml", {{"driver_version", "550.54.15"}, {"cuda_driver_version", 12040}, {"gpus", gpus}}},
+        {"libraries", {{"nccl", {{"version", "2.21.5"}}}, {"cudnn", {{"version", "9.1.0"}}}}},
+        {"env", {{"variables", {{"NCCL_IB_HCA", "mlx5"}}}, {"interfaces", {"ib0", "lo"}}}}};
+}
+
+NodeOutput snapshot_of(const std::string& host, const json& facts)
+{
+    return {host, Answer::snapshot, json{{"gpudoctor_snapshot", 1}, {"version", "0.1.0"}, {"facts", facts}}.dump()};
+}
+
+doctor::fleet::FleetReport merge(const std::vector<NodeOutput>& outputs, bool strict = false)
+{
+    static const auto probes = doctor::checks::select_probes("limits", "", false);
+    return doctor::fleet::merge(outputs, probes, doctor::check::Policy::defaults(), strict);
+}
+
+} // namespace
+
+TEST(FleetMerge, EqualNodesAreAllFitWithNoDrift)
+{
+    const auto report = merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n02", node_facts("n02"))});
+    EXPECT_EQ(doctor::fleet::exit_status(report), 0);
+    EXPECT_TRUE(report.drift.empty());
+    EXPECT_EQ(doctor::fleet::healthy_hostfile(report), "n01 slots=8\nn02 slots=8\n");
+}
+
+TEST(FleetMerge, TheOddNodeIsNamedWithItsFindingAndLeftOutOfTheHealthyHostfile)
+{
+    json small = node_facts("n03");
+    small["limits"]["shm"]["bytes"] = 67108864.0; // 64 MiB: a container's default
+    small["env"]["variables"]["NCCL_P2P_DISABLE"] = "1";
+    const auto report = merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n02", node_facts("n02")),
+        snapshot_of("n03", small), snapshot_of("n04", node_facts("n04"))});
+
+    ASSERT_EQ(report.groups.size(), 1u);
+    EXPECT_EQ(report.groups[0].code, "limits.shm_small");
+    EXPECT_EQ(report.groups[0].hosts, std::vector<std::string>{"n03"});
+    // Drift: the shm size and the variable set on one node only, each with the majority value.
+    std::vector<std::string> facts;
+    for (const auto& d : report.drift) {
+        facts.push_back(d.fact);
+        ASSERT_EQ(d.odd.size(), 1u) << d.fact;
+        EXPECT_EQ(d.odd[0].host, "n03");
+    }
+    EXPECT_EQ(facts, (std::vector<std::string>{"/dev/shm bytes", "NCCL_P2P_DISABLE"}));
+    EXPECT_EQ(report.drift[1].majority, "(none)");
+    EXPECT_EQ(report.drift[1].odd[0].value, "1");
+    // A warning fails only with strict; either way the text names the node.
+    EXPECT_EQ(doctor::fleet::exit_status(report), 0);
+    const auto strict = merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n03", small)}, true);
+    EXPECT_EQ(doctor::fleet::exit_status(strict), 1);
+    EXPECT_EQ(doctor::fleet::healthy_hostfile(strict), "n01 slots=8\n");
+    const std::string text = doctor::fleet::render_text(report, false);
+    EXPECT_NE(text.find("limits.shm_small on n03"), std::string::npos) << text;
+    EXPECT_NE(text.find("NCCL_P2P_DISABLE: (none) (most nodes); 1 on n03"), std::string::npos) << text;
+}
+
+TEST(FleetMerge, DriftNamesVersionsAndGpusThatDiffer)
+{
+    json old_driver = node_facts("n02");
+    old_driver["nvml"]["driver_version"] = "535.161.08";
+    json fewer = node_facts("n03");
+    fewer["nvml"]["gpus"].erase(7); // a GPU fallen off the bus
+    fewer["nvml"]["gpus"][0]["pcie_gen"] = 3;
+    const auto report = merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n02", old_driver),
+        snapshot_of("n03", fewer), snapshot_of("n04", node_facts("n04"))});
+    std::map<std::string, doctor::fleet::Drift> by_fact;
+    for (const auto& d : report.drift) {
+        by_fact.emplace(d.fact, d);
+    }
+    ASSERT_EQ(by_fact.count("driver"), 1u);
+    EXPECT_EQ(by_fact["driver"].majority, "550.54.15");
+    EXPECT_EQ(by_fact["driver"].odd[0].host, "n02");
+    EXPECT_EQ(by_fact["driver"].odd[0].value, "535.161.08");
+    ASSERT_EQ(by_fact.count("gpus"), 1u);
+    EXPECT_EQ(by_fact["gpus"].majority, "8");
+    EXPECT_EQ(by_fact["gpus"].odd[0].value, "7");
+    EXPECT_EQ(by_fact["gpu model"].odd[0].value, "7 × NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(by_fact["pcie link"].majority, "8 × gen5 x16");
+    EXPECT_EQ(by_fact["pcie link"].odd[0].value, "gen3 x16, 6 × gen5 x16");
+    EXPECT_EQ(by_fact.count("nccl"), 0u); // the same everywhere
+}
+
+TEST(FleetMerge, NodesThatDidNotAnswerFailTheFleetAndAreNamed)
+{
+    const auto report = merge({snapshot_of("n01", node_facts("n01")),
+        {"n02", Answer::timed_out, "no snapshot within 60 s"}, {"n03", Answer::snapshot, "Segmentation fault\n"},
+        {"n04", Answer::unreachable, "ssh: connect to host n04 port 22: No route to host"}});
+    EXPECT_EQ(doctor::fleet::exit_status(report), 1);
+    EXPECT_EQ(report.nodes[1].answer, Answer::timed_out);
+    // Garbage instead of a snapshot: that node's answer, not an error of the whole merge.
+    EXPECT_EQ(report.nodes[2].answer, Answer::garbage);
+    EXPECT_NE(report.nodes[2].why.find("n03"), std::string::npos) << report.nodes[2].why;
+    EXPECT_EQ(doctor::fleet::healthy_hostfile(report), "n01 slots=8\n");
+    const json j = doctor::fleet::render_json(report);
+    EXPECT_EQ(j["summary"]["not_answering"], 3);
+    EXPECT_EQ(j["summary"]["fit"], 1);
+    EXPECT_EQ(j["nodes"][3]["answer"], "unreachable");
+    EXPECT_TRUE(j["nodes"][3]["facts"].is_null());
+    const std::string text = doctor::fleet::render_text(report, false);
+    EXPECT_NE(text.find("n04: unreachable: ssh: connect"), std::string::npos) << text;
+    EXPECT_NE(text.find("4 nodes: 1 fit, 0 failed, 3 did not answer"), std::string::npos) << text;
+}
+
+TEST(FleetMerge, AHostGivenTwiceIsAnInputError)
+{
+    EXPECT_THROW(merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n01", node_facts("n01"))}), probes::Error);
+}
+
+TEST(FleetMerge, AThousandNodesWithAFewOddOnes)
+{
+    std::vector<NodeOutput> outputs;
+    for (int i = 0; i < 1024; ++i) {
+        const std::string host = fmt::format("n{:04}", i);
+        json facts = node_facts(host);
+        if (i % 100 == 7) {
+            facts["nvml"]["driver_version"] = "535.161.08";
+        }
+        outputs.push_back(snapshot_of(host, facts));
+    }
+    const auto report = merge(outputs);
+    ASSERT_EQ(report.drift.size(), 1u);
+    EXPECT_EQ(report.drift[0].majority, "550.54.15");
+    EXPECT_EQ(report.drift[0].odd.size(), 11u);
+    EXPECT_EQ(report.drift[0].odd[0].host, "n0007");
+}
