@@ -7,6 +7,7 @@
 #include "doctor/cli/subcommand_args.hpp"
 #include "doctor/codes.hpp"
 #include "doctor/fit/cli.hpp"
+#include "doctor/fleet/merge.hpp"
 #include "doctor/gpudoctor.hpp"
 #include "doctor/monitor/cli.hpp"
 #include "doctor/profile/report.hpp"
@@ -73,6 +74,29 @@ check::Facts load_snapshot(const std::string& path)
 
 using cli::use_color;
 
+/// gpudoctor fleet --from: each file one node's snapshot (named by the hostname in it, else by the
+/// file), judged with check's probes and policy and merged. A file that cannot be read is an input
+/// error (exit 2); one that holds no snapshot is that node's answer.
+int run_fleet(const std::vector<std::string>& files, const std::vector<const check::Probe*>& selected,
+    const check::Policy& policy, bool strict, bool json, bool color, const std::string& healthy_file)
+{
+    if (files.empty()) {
+        throw Error("fleet: give the nodes' snapshots, --from FILE for each node (gpudoctor snapshot > FILE on it)");
+    }
+    std::vector<fleet::NodeOutput> outputs;
+    for (const auto& file : files) {
+        std::string text = probes::read_input_file(file, "snapshot");
+        std::string host = fleet::snapshot_host(text);
+        outputs.push_back({host.empty() ? file : host, fleet::Answer::snapshot, std::move(text)});
+    }
+    const fleet::FleetReport report = fleet::merge(outputs, selected, policy, strict);
+    if (!healthy_file.empty()) {
+        probes::write_file_atomically(healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
+    }
+    std::cout << (json ? fleet::render_json(report).dump(2) + "\n" : fleet::render_text(report, color));
+    return fleet::exit_status(report);
+}
+
 struct NcclLogOptions {
     std::vector<std::string> files;
     bool json = false;
@@ -130,6 +154,8 @@ struct Subcommand {
 constexpr Subcommand subcommands[] = {
     {"check", "Check the node and report (the default)", nullptr},
     {"snapshot", "Print every collected fact as JSON, for check --from", nullptr},
+    {"fleet", "Judge several nodes' snapshots together: the odd node, the facts that differ, the healthy hosts",
+        nullptr},
     {"list", "List the probes in the order they run", nullptr},
     {"explain", "Explain a finding code and its remedy", nullptr},
     {"topo", "Print the GPU link matrix like nvidia-smi topo -m, with NUMA and NIC", nullptr},
@@ -217,6 +243,26 @@ int run(int argc, char** argv)
     add_selection(snapshot);
     snapshot->footer(
         "Exit status: 0 done, 2 usage or input error, 3 gpudoctor itself could not run. See gpudoctor(1).");
+
+    auto* fleet = app.add_subcommand("fleet", summary_of("fleet"));
+    std::vector<std::string> fleet_files;
+    std::string healthy_file;
+    fleet->add_option("--from", fleet_files, "A node's snapshot (gpudoctor snapshot > FILE on the node); once per node")
+        ->type_name("FILE");
+    fleet->add_option("--only", c.only, "Judge only these probes (names or prefixes, comma-separated)")
+        ->type_name("LIST");
+    fleet->add_option("--skip", c.skip, "Leave out these probes")->type_name("LIST");
+    fleet->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
+    probes::add_number(*fleet, "--expect-gpus", c.expect_gpus, "GPUs each node must have (0 for CPU nodes)", "N");
+    fleet->add_flag("--strict", c.strict, "Warnings fail too");
+    fleet->add_flag("--json", c.json, "Print the report as JSON");
+    fleet->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
+    fleet
+        ->add_option(
+            "--healthy-hostfile", healthy_file, "Write the fit nodes to FILE (atomically), as a hostfile for gpurun")
+        ->type_name("FILE");
+    fleet->footer("Exit status: 0 every node fit, 1 a node failed or did not answer, 2 usage or input error, 3 "
+                  "gpudoctor itself could not run. See gpudoctor(1).");
 
     auto* list = app.add_subcommand("list", summary_of("list"));
     bool list_json = false;
@@ -373,8 +419,12 @@ int run(int argc, char** argv)
 
     if (c.expect_gpus >= 0) {
         policy.expect_gpus = static_cast<unsigned>(c.expect_gpus);
-    } else if (check->count("--expect-gpus") > 0) {
+    } else if (check->count("--expect-gpus") + fleet->count("--expect-gpus") > 0) {
         throw Error(fmt::format("--expect-gpus {}: expected a number of GPUs, 0 or more", c.expect_gpus));
+    }
+
+    if (fleet->parsed()) {
+        return run_fleet(fleet_files, probes, policy, c.strict, c.json, use_color(c.no_color), healthy_file);
     }
 
     check::ReportOptions options;

@@ -236,6 +236,16 @@ const char* to_string(Answer answer)
     return answer_words.at(static_cast<std::size_t>(answer));
 }
 
+std::string snapshot_host(const std::string& text)
+{
+    const json doc = json::parse(text, nullptr, false);
+    if (doc.is_discarded()) {
+        return "";
+    }
+    const json* host = at(doc, {"facts", "host", "hostname"});
+    return host != nullptr && host->is_string() ? host->get<std::string>() : "";
+}
+
 std::vector<std::pair<std::string, std::string>> comparable_facts(const check::Facts& facts)
 {
     std::vector<std::pair<std::string, std::string>> out;

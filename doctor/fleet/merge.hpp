@@ -31,6 +31,10 @@ struct NodeOutput {
     std::string text;
 };
 
+/// The host a snapshot's text names (its host facts' hostname), or "" when it names none or is
+/// not JSON: how `fleet --from` names the node of a file.
+std::string snapshot_host(const std::string& text);
+
 /// One node, judged.
 struct NodeResult {
     std::string host;

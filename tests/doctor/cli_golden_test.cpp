@@ -67,6 +67,7 @@ std::vector<Case> cases()
         {"list", {"list"}, {}},
         // Each subcommand's help ends with its own exit statuses, not check's.
         {"snapshot_help", {"snapshot", "--help"}, {}},
+        {"fleet_help", {"fleet", "--help"}, {}},
         {"topo_help", {"topo", "--help"}, {}},
         {"explain", {"explain", "gpus.throttled"}, {}},
         {"explain_typo", {"explain", "gpus.throtled"}, {}},

@@ -2,8 +2,13 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/fleet/merge.hpp"
 #include "probes/error.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
 
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -154,4 +159,75 @@ TEST(FleetMerge, AThousandNodesWithAFewOddOnes)
     EXPECT_EQ(report.drift[0].majority, "550.54.15");
     EXPECT_EQ(report.drift[0].odd.size(), 11u);
     EXPECT_EQ(report.drift[0].odd[0].host, "n0007");
+}
+
+namespace {
+
+// The real gpudoctor fleet on snapshot files written here.
+class FleetCli : public ::testing::Test {
+protected:
+    std::string write(const std::string& name, const std::string& text)
+    {
+        const auto path = m_dir / name;
+        std::ofstream(path) << text;
+        return path.string();
+    }
+    std::string snapshot(const std::string& host, const json& facts)
+    {
+        return write(host + ".json", snapshot_of(host, facts).text);
+    }
+    test_support::Finished gpudoctor(std::vector<std::string> args)
+    {
+        args.insert(args.begin(), {GPUDOCTOR_PATH, "fleet"});
+        return test_support::run(args, {{"NO_COLOR", "1"}}, std::chrono::seconds(30));
+    }
+    test_support::TempDir m_dir;
+};
+
+} // namespace
+
+TEST_F(FleetCli, NamesTheOddNodeAndWritesTheHealthyHostfile)
+{
+    json small = node_facts("n02");
+    small["limits"]["shm"]["bytes"] = 67108864.0;
+    const std::string hosts = (m_dir / "healthy").string();
+    const auto r = gpudoctor({"--only", "limits", "--strict", "--from", snapshot("n01", node_facts("n01")), "--from",
+        snapshot("n02", small), "--from", snapshot("n03", node_facts("n03")), "--healthy-hostfile", hosts, "--json"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["summary"]["failed"], 1);
+    EXPECT_EQ(j["groups"][0]["code"], "limits.shm_small");
+    EXPECT_EQ(j["groups"][0]["hosts"], json({"n02"}));
+    EXPECT_EQ(j["drift"][0]["fact"], "/dev/shm bytes");
+    EXPECT_EQ(test_support::file_text(hosts), "n01 slots=8\nn03 slots=8\n");
+    // Without --strict the warning does not fail the fleet.
+    const auto lenient = gpudoctor(
+        {"--only", "limits", "--from", (m_dir / "n01.json").string(), "--from", (m_dir / "n02.json").string()});
+    EXPECT_EQ(lenient.exit_code, 0) << lenient.err;
+    EXPECT_NE(lenient.out.find("WARN  limits.shm_small on n02"), std::string::npos) << lenient.out;
+}
+
+TEST_F(FleetCli, AFileThatIsNoSnapshotIsANodeThatDidNotAnswer)
+{
+    const auto r = gpudoctor({"--only", "limits", "--from", snapshot("n01", node_facts("n01")), "--from",
+        write("n02.json", "gpudoctor: cannot run\n")});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.out.find("1 did not answer"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("n02.json: garbage: "), std::string::npos) << r.out;
+}
+
+TEST_F(FleetCli, BadInputIsExitTwo)
+{
+    const auto none = gpudoctor({});
+    EXPECT_EQ(none.exit_code, 2);
+    EXPECT_NE(none.err.find("--from FILE for each node"), std::string::npos) << none.err;
+    const auto missing = gpudoctor({"--from", (m_dir / "absent.json").string()});
+    EXPECT_EQ(missing.exit_code, 2);
+    EXPECT_NE(missing.err.find("absent.json"), std::string::npos) << missing.err;
+    const std::string n01 = snapshot("n01", node_facts("n01"));
+    const auto twice = gpudoctor({"--from", n01, "--from", n01});
+    EXPECT_EQ(twice.exit_code, 2);
+    EXPECT_NE(twice.err.find("n01: given twice"), std::string::npos) << twice.err;
+    const auto unknown = gpudoctor({"--deep", "--from", n01});
+    EXPECT_EQ(unknown.exit_code, 2) << unknown.out;
 }

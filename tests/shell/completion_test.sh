@@ -31,7 +31,7 @@ expect_eq "registered for both programs" "complete -F _gpudoctor gpudoctor|compl
 
 # gpudoctor: subcommands from its --help (monitor and profile included, nothing hard-wired).
 expect_eq "gpudoctor ex<TAB>" "explain" "$(reply_for _gpudoctor gpudoctor ex)"
-expect_eq "gpudoctor <TAB>" "check explain fit list monitor nccl-log profile snapshot topo" \
+expect_eq "gpudoctor <TAB>" "check explain fit fleet list monitor nccl-log profile snapshot topo" \
     "$(reply_for _gpudoctor gpudoctor '')"
 expect_eq "gpudoctor --ver<TAB>" "--version" "$(reply_for _gpudoctor gpudoctor --ver)"
 # Finding codes from `gpudoctor list --codes`.
