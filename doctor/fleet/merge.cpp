@@ -2,12 +2,14 @@
 
 #include "doctor/check/snapshot.hpp"
 #include "probes/error.hpp"
+#include "probes/gpu_bandwidth.hpp"
 
 #include <algorithm>
 #include <array>
 #include <fmt/format.h>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace doctor::fleet {
@@ -168,6 +170,38 @@ std::string value_of(const Comparable& c, const json& facts)
     return text_of(node);
 }
 
+/// The slowest GPU's median of one copy direction in check --deep's bandwidth facts.
+std::optional<double> slowest_copy(const json& facts, const char* direction)
+{
+    std::optional<double> slowest;
+    const json* gpus = at(facts, {"bandwidth", "gpus"});
+    for (std::size_t i = 0; gpus != nullptr && gpus->is_array() && i < gpus->size(); ++i) {
+        const json* v = at((*gpus)[i], {direction, "median_gbps"});
+        if (v != nullptr && v->is_number()) {
+            slowest = std::min(slowest.value_or(v->get<double>()), v->get<double>());
+        }
+    }
+    return slowest;
+}
+
+/// A measurement of check --deep compared across the nodes.
+struct Measured {
+    const char* name;
+    std::optional<double> (*read)(const json& facts);
+};
+
+constexpr Measured measured[] = {
+    {"all-reduce busbw",
+        [](const json& f) {
+            const json* v = at(f, {"allreduce", "busbw_gbps"});
+            return v != nullptr && v->is_number() && v->get<double>() > 0 ? std::optional<double>(v->get<double>())
+                                                                          : std::nullopt;
+        }},
+    {"host→device copy", [](const json& f) { return slowest_copy(f, "h2d"); }},
+    {"device→host copy", [](const json& f) { return slowest_copy(f, "d2h"); }},
+    {"device-local copy", [](const json& f) { return slowest_copy(f, "d2d"); }},
+};
+
 constexpr const char* none = "(none)";
 
 /// Findings worth a line in the fleet's report: warnings, failures, errors.
@@ -304,6 +338,32 @@ std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const che
     return out;
 }
 
+std::vector<Outlier> find_outliers(
+    const std::vector<std::pair<std::string, const check::Facts*>>& nodes, double fraction)
+{
+    std::vector<Outlier> out;
+    for (const auto& m : measured) {
+        std::vector<std::pair<const std::string*, double>> values;
+        std::vector<double> all;
+        for (const auto& [host, facts] : nodes) {
+            if (const auto v = m.read(*facts)) {
+                values.emplace_back(&host, *v);
+                all.push_back(*v);
+            }
+        }
+        if (all.size() < 2) {
+            continue;
+        }
+        const double median = probes::median(all);
+        for (const auto& [host, v] : values) {
+            if (v < fraction * median) {
+                out.push_back({m.name, *host, v, median});
+            }
+        }
+    }
+    return out;
+}
+
 FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
     const check::Policy& policy, bool strict)
 {
@@ -324,6 +384,15 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
         }
     }
     report.drift = find_drift(answered);
+    report.outlier_fraction = policy.outlier_fraction;
+    report.outliers = find_outliers(answered, policy.outlier_fraction);
+    for (auto& node : report.nodes) {
+        const bool slow = std::any_of(
+            report.outliers.begin(), report.outliers.end(), [&](const Outlier& o) { return o.host == node.host; });
+        if (slow && strict) {
+            node.exit_code = 1; // a warning, as check's own bandwidth.outlier
+        }
+    }
     return report;
 }
 
@@ -374,8 +443,12 @@ nlohmann::json render_json(const FleetReport& report)
         }
         drift.push_back({{"fact", d.fact}, {"majority", d.majority}, {"odd", odd}});
     }
+    json outliers = json::array();
+    for (const auto& o : report.outliers) {
+        outliers.push_back({{"metric", o.metric}, {"host", o.host}, {"gbps", o.gbps}, {"median_gbps", o.median_gbps}});
+    }
     const auto total = static_cast<unsigned>(report.nodes.size());
-    return {{"nodes", nodes}, {"groups", groups}, {"drift", drift},
+    return {{"nodes", nodes}, {"groups", groups}, {"drift", drift}, {"outliers", outliers},
         {"summary",
             {{"nodes", total}, {"fit", fit}, {"failed", total - fit - silent}, {"not_answering", silent},
                 {"strict", report.strict}}}};
@@ -402,6 +475,14 @@ std::string render_text(const FleetReport& report, bool color)
                 odd.push_back(fmt::format("{} on {}", o.value, o.host));
             }
             out += fmt::format("  {}: {} (most nodes); {}\n", d.fact, d.majority, fmt::join(odd, "; "));
+        }
+    }
+    if (!report.outliers.empty()) {
+        out += fmt::format("\nOutliers (below {:.0f} % of the nodes' median, policy deep.outlier_fraction):\n",
+            report.outlier_fraction * 100);
+        for (const auto& o : report.outliers) {
+            out += fmt::format("  {} {} on {}: {:.1f} GB/s, median {:.1f} GB/s\n",
+                probes::severity_label(check::Severity::warn, color), o.metric, o.host, o.gbps, o.median_gbps);
         }
     }
     bool header = false;

@@ -65,12 +65,28 @@ struct Drift {
     std::vector<Odd> odd;
 };
 
+/// A node whose measurement (check --deep's, in its snapshot) is below the fleet's median times
+/// the policy's outlier_fraction: a slow link or GPU that the node's own floors let pass.
+struct Outlier {
+    std::string metric; ///< "all-reduce busbw", "host→device copy", ...
+    std::string host;
+    double gbps = 0; ///< the node's (for copies: its slowest GPU's median)
+    double median_gbps = 0; ///< the median of every node that has the measurement
+};
+
 struct FleetReport {
     std::vector<NodeResult> nodes; ///< in the order given
     std::vector<FindingGroup> groups; ///< failures and errors first, then warnings
     std::vector<Drift> drift;
+    std::vector<Outlier> outliers; ///< a warning each: with strict, the node is not fit
+    double outlier_fraction = 0;
     bool strict = false;
 };
+
+/// The outliers among `nodes` (host and facts): for each measurement that at least two nodes
+/// have, those below `fraction` × the median.
+std::vector<Outlier> find_outliers(
+    const std::vector<std::pair<std::string, const check::Facts*>>& nodes, double fraction);
 
 /// The value of each fact that should be equal across the nodes of a job, as text ("" for a fact
 /// this node's snapshot does not have): versions (driver, CUDA, cuDNN, NCCL, cuBLAS, Python, the
@@ -83,8 +99,8 @@ std::vector<std::pair<std::string, std::string>> comparable_facts(const check::F
 std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const check::Facts*>>& nodes);
 
 /// Reads and judges every node's snapshot (check's probes and policy; `strict`: warnings fail
-/// too), groups the findings, finds the drift. A snapshot that cannot be read makes its node
-/// `garbage`, with the reason; it does not stop the merge.
+/// too), groups the findings, finds the drift and the outliers (policy.outlier_fraction). A snapshot that cannot be
+/// read makes its node `garbage`, with the reason; it does not stop the merge.
 FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
     const check::Policy& policy, bool strict);
 
@@ -97,7 +113,8 @@ std::string healthy_hostfile(const FleetReport& report);
 
 /// {"nodes":[{"host","answer","why","exit_code","findings","facts"}],"groups":[{"code",
 /// "severity","message","hosts"}],"drift":[{"fact","majority","odd":[{"host","value"}]}],
-/// "summary":{"nodes","fit","failed","not_answering"}}
+/// "outliers":[{"metric","host","gbps","median_gbps"}],"summary":{"nodes","fit","failed",
+/// "not_answering","strict"}}
 nlohmann::json render_json(const FleetReport& report);
 
 /// The text report: the summary line, the grouped findings, the drift, the nodes that did not

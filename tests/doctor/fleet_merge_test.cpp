@@ -161,6 +161,52 @@ TEST(FleetMerge, AThousandNodesWithAFewOddOnes)
     EXPECT_EQ(report.drift[0].odd[0].host, "n0007");
 }
 
+TEST(FleetMerge, ASlowNodeAmongMeasuredOnesIsAnOutlier)
+{
+    // check --deep's facts: each GPU's copy medians and the node's all-reduce.
+    auto measured = [](const std::string& host, double busbw, double slowest_h2d) {
+        json facts = node_facts(host);
+        json gpus = json::array();
+        for (double h2d : {24.8, slowest_h2d}) {
+            gpus.push_back({{"h2d", {{"median_gbps", h2d}}}, {"d2h", {{"median_gbps", 26.0}}}});
+        }
+        facts["bandwidth"] = {{"gpus", gpus}, {"peers", json::array()}};
+        facts["allreduce"] = {{"busbw_gbps", busbw}, {"ranks", 8}};
+        return facts;
+    };
+    const std::vector<std::pair<std::string, json>> nodes{{"n01", measured("n01", 180.0, 24.1)},
+        {"n02", measured("n02", 176.0, 24.5)}, {"n03", measured("n03", 61.0, 24.3)},
+        {"n04", measured("n04", 181.0, 9.7)}};
+    std::vector<std::pair<std::string, const json*>> view;
+    for (const auto& [host, facts] : nodes) {
+        view.emplace_back(host, &facts);
+    }
+    const auto outliers = doctor::fleet::find_outliers(view, 0.6);
+    ASSERT_EQ(outliers.size(), 2u);
+    EXPECT_EQ(outliers[0].metric, "all-reduce busbw");
+    EXPECT_EQ(outliers[0].host, "n03");
+    EXPECT_DOUBLE_EQ(outliers[0].median_gbps, 178.0);
+    EXPECT_EQ(outliers[1].metric, "host→device copy");
+    EXPECT_EQ(outliers[1].host, "n04");
+    EXPECT_DOUBLE_EQ(outliers[1].gbps, 9.7); // the node's slowest GPU
+    // Just above the fraction is not an outlier; one node alone has nothing to compare with.
+    EXPECT_TRUE(doctor::fleet::find_outliers(view, 0.3).empty());
+    EXPECT_TRUE(doctor::fleet::find_outliers({view[2]}, 0.6).empty());
+
+    // Through the merge: a warning, so the node stays fit unless --strict.
+    std::vector<NodeOutput> outputs;
+    for (const auto& [host, facts] : nodes) {
+        outputs.push_back(snapshot_of(host, facts));
+    }
+    EXPECT_EQ(doctor::fleet::exit_status(merge(outputs)), 0);
+    const auto strict = merge(outputs, true);
+    EXPECT_EQ(doctor::fleet::exit_status(strict), 1);
+    EXPECT_EQ(doctor::fleet::healthy_hostfile(strict), "n01 slots=8\nn02 slots=8\n");
+    const std::string text = doctor::fleet::render_text(strict, false);
+    EXPECT_NE(text.find("all-reduce busbw on n03: 61.0 GB/s, median 178.0 GB/s"), std::string::npos) << text;
+    EXPECT_EQ(doctor::fleet::render_json(strict)["outliers"][1]["host"], "n04");
+}
+
 namespace {
 
 // The real gpudoctor fleet on snapshot files written here.
