@@ -1,6 +1,7 @@
 #include "doctor/codes.hpp"
 #include "doctor/checks/checks.hpp"
 #include "doctor/fit/codes.hpp"
+#include "doctor/fleet/codes.hpp"
 #include "probes/monitor/summary.hpp"
 #include "probes/nccl/log.hpp"
 #include "probes/nsys/summary.hpp"
@@ -34,6 +35,7 @@ std::vector<check::CodeInfo> all_codes()
         {probes::monitor::monitor_codes, "'gpudoctor monitor' and 'gpurun --monitor'"},
         {probes::nsys::finding_codes, "'gpudoctor profile'"},
         {fit::fit_codes, "'gpudoctor fit'"},
+        {fleet::fleet_codes, "'gpudoctor fleet'"},
     };
     for (const auto& source : sources) {
         for (const auto& c : source.codes()) {

@@ -78,7 +78,8 @@ using cli::use_color;
 /// file), judged with check's probes and policy and merged. A file that cannot be read is an input
 /// error (exit 2); one that holds no snapshot is that node's answer.
 int run_fleet(const std::vector<std::string>& files, const std::vector<const check::Probe*>& selected,
-    const check::Policy& policy, bool strict, bool json, bool color, const std::string& healthy_file)
+    const check::Policy& policy, bool strict, bool json, bool color, const std::string& healthy_file,
+    const check::VerdictFiles& verdict_files)
 {
     if (files.empty()) {
         throw Error("fleet: give the nodes' snapshots, --from FILE for each node (gpudoctor snapshot > FILE on it)");
@@ -90,6 +91,7 @@ int run_fleet(const std::vector<std::string>& files, const std::vector<const che
         outputs.push_back({host.empty() ? file : host, fleet::Answer::snapshot, std::move(text)});
     }
     const fleet::FleetReport report = fleet::merge(outputs, selected, policy, strict);
+    check::write_verdict_files(verdict_files, fleet::verdict(report), nullptr);
     if (!healthy_file.empty()) {
         probes::write_file_atomically(healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
     }
@@ -247,6 +249,7 @@ int run(int argc, char** argv)
     auto* fleet = app.add_subcommand("fleet", summary_of("fleet"));
     std::vector<std::string> fleet_files;
     std::string healthy_file;
+    check::VerdictFiles fleet_verdict_files;
     fleet->add_option("--from", fleet_files, "A node's snapshot (gpudoctor snapshot > FILE on the node); once per node")
         ->type_name("FILE");
     fleet->add_option("--only", c.only, "Judge only these probes (names or prefixes, comma-separated)")
@@ -260,6 +263,14 @@ int run(int argc, char** argv)
     fleet
         ->add_option(
             "--healthy-hostfile", healthy_file, "Write the fit nodes to FILE (atomically), as a hostfile for gpurun")
+        ->type_name("FILE");
+    fleet
+        ->add_option("--prometheus", fleet_verdict_files.prometheus,
+            "Also write the result as node_exporter textfile metrics to FILE (atomically)")
+        ->type_name("FILE");
+    fleet
+        ->add_option(
+            "--junit", fleet_verdict_files.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
         ->type_name("FILE");
     fleet->footer("Exit status: 0 every node fit, 1 a node failed or did not answer, 2 usage or input error, 3 "
                   "gpudoctor itself could not run. See gpudoctor(1).");
@@ -424,7 +435,8 @@ int run(int argc, char** argv)
     }
 
     if (fleet->parsed()) {
-        return run_fleet(fleet_files, probes, policy, c.strict, c.json, use_color(c.no_color), healthy_file);
+        return run_fleet(
+            fleet_files, probes, policy, c.strict, c.json, use_color(c.no_color), healthy_file, fleet_verdict_files);
     }
 
     check::ReportOptions options;

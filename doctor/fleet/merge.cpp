@@ -1,6 +1,7 @@
 #include "doctor/fleet/merge.hpp"
 
 #include "doctor/check/snapshot.hpp"
+#include "doctor/fleet/codes.hpp"
 #include "probes/error.hpp"
 #include "probes/gpu_bandwidth.hpp"
 
@@ -11,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 namespace doctor::fleet {
 
@@ -234,8 +236,10 @@ NodeResult judge_node(
         node.findings = problems(results);
         node.exit_code = check::exit_code(results, strict);
     } catch (const probes::Error& e) {
+        // What the node said instead (an error message, a shell's complaint) is often the reason.
+        const std::string_view text(output.text);
         node.answer = Answer::garbage;
-        node.why = e.what();
+        node.why = fmt::format("{}; it begins {}", e.what(), probes::quote_input(text.substr(0, text.find('\n'))));
         node.facts = nullptr;
     }
     return node;
@@ -396,9 +400,42 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
     return report;
 }
 
+check::Verdict verdict(const FleetReport& report)
+{
+    check::Verdict v{"fleet", "", {}, report.strict ? check::Severity::warn : check::Severity::fail};
+    for (const auto& node : report.nodes) {
+        check::Verdict::Group group{node.host, node.findings};
+        if (node.fit()) {
+            group.findings.insert(
+                group.findings.begin(), probes::finding_from(fleet_codes(), "fleet.node_fit", node.host, "fit"));
+        }
+        if (node.answer != Answer::snapshot) {
+            group.findings.push_back(probes::finding_from(
+                fleet_codes(), "fleet.no_answer", node.host, fmt::format("{}: {}", to_string(node.answer), node.why)));
+        }
+        for (const auto& o : report.outliers) {
+            if (o.host == node.host) {
+                group.findings.push_back(probes::finding_from(fleet_codes(), "fleet.outlier", node.host,
+                    fmt::format("{} {:.1f} GB/s, below {:.0f} % of the nodes' median {:.1f} GB/s", o.metric, o.gbps,
+                        report.outlier_fraction * 100, o.median_gbps)));
+            }
+        }
+        v.groups.push_back(std::move(group));
+    }
+    check::Verdict::Group drift{"drift", {}};
+    for (const auto& d : report.drift) {
+        for (const auto& o : d.odd) {
+            drift.findings.push_back(probes::finding_from(fleet_codes(), "fleet.drift", o.host,
+                fmt::format("{} is {} (most nodes: {})", d.fact, o.value, d.majority)));
+        }
+    }
+    v.groups.push_back(std::move(drift));
+    return v;
+}
+
 int exit_status(const FleetReport& report)
 {
-    return std::all_of(report.nodes.begin(), report.nodes.end(), [](const NodeResult& n) { return n.fit(); }) ? 0 : 1;
+    return verdict(report).exit_code();
 }
 
 std::string healthy_hostfile(const FleetReport& report)

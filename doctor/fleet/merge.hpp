@@ -10,6 +10,7 @@
 #include "doctor/check/policy.hpp"
 #include "doctor/check/probe.hpp"
 #include "doctor/check/runner.hpp"
+#include "doctor/check/verdict.hpp"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -104,7 +105,12 @@ std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const che
 FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
     const check::Policy& policy, bool strict);
 
-/// 0 every node answered and is fit, 1 otherwise.
+/// The fleet's verdict, for the exit status, --junit and --prometheus: one group per node (its
+/// findings, fleet.no_answer when it gave no snapshot, fleet.outlier for each slow measurement)
+/// and a group "drift" (fleet.drift, info, per odd value); warnings fail with strict.
+check::Verdict verdict(const FleetReport& report);
+
+/// 0 every node answered and is fit, 1 otherwise (the verdict's).
 int exit_status(const FleetReport& report);
 
 /// The fit nodes in gpurun's hostfile format ("n01 slots=8", slots from the node's GPU count;

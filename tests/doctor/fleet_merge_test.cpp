@@ -262,6 +262,29 @@ TEST_F(FleetCli, AFileThatIsNoSnapshotIsANodeThatDidNotAnswer)
     EXPECT_NE(r.out.find("n02.json: garbage: "), std::string::npos) << r.out;
 }
 
+TEST_F(FleetCli, JunitAndPrometheusCarryTheFleetsVerdict)
+{
+    json odd = node_facts("n03");
+    odd["env"]["variables"]["NCCL_P2P_DISABLE"] = "1";
+    const std::string junit = (m_dir / "fleet.xml").string();
+    const std::string prom = (m_dir / "fleet.prom").string();
+    const auto r = gpudoctor({"--only", "limits", "--from", snapshot("n01", node_facts("n01")), "--from",
+        write("n02.json", "ssh: connect to host n02 port 22: No route to host\n"), "--from", snapshot("n03", odd),
+        "--junit", junit, "--prometheus", prom});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::string xml = test_support::file_text(junit);
+    EXPECT_NE(xml.find("fleet.no_answer"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("No route to host"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("fleet.drift"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("n01: fleet.node_fit (n01)"), std::string::npos) << xml; // every fit node a test case
+    EXPECT_NE(xml.find("n03: fleet.node_fit (n03)"), std::string::npos) << xml; // drift alone is no failure
+    EXPECT_EQ(xml.find("n02: fleet.node_fit"), std::string::npos) << xml;
+    const std::string metrics = test_support::file_text(prom);
+    EXPECT_NE(metrics.find("subcommand=\"fleet\""), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("code=\"fleet.no_answer\""), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("gpudoctor_exit_code{subcommand=\"fleet\"} 1"), std::string::npos) << metrics;
+}
+
 TEST_F(FleetCli, BadInputIsExitTwo)
 {
     const auto none = gpudoctor({});
