@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gpudoctor fleet at scale: N synthetic node snapshots (this node's own `gpudoctor snapshot`,
-renamed per node, with a few odd nodes), merged by `gpudoctor fleet --from ...`; the median
+renamed per node, with a few odd nodes), merged by `gpudoctor fleet --from DIR`; the median
 wall time of several runs against the target (1024 nodes in under 1 s).
 
 Usage: bench/fleet_merge.py [BUILD_DIR] [--nodes N] [--runs R]
@@ -27,7 +27,6 @@ def main():
         sys.exit(f"gpudoctor snapshot failed ({snap.returncode}): {snap.stderr.strip()}")
     template = json.loads(snap.stdout)
     with tempfile.TemporaryDirectory() as tmp:
-        files = []
         for i in range(args.nodes):
             doc = json.loads(json.dumps(template))
             doc["facts"]["host"]["hostname"] = f"n{i:04}"
@@ -37,10 +36,7 @@ def main():
             path = os.path.join(tmp, f"n{i:04}.json")
             with open(path, "w") as f:
                 json.dump(doc, f)
-            files.append(path)
-        argv = [gpudoctor, "fleet", "--json"]
-        for path in files:
-            argv += ["--from", path]
+        argv = [gpudoctor, "fleet", "--json", "--from", tmp]
         times = []
         for _ in range(args.runs):
             start = time.perf_counter()

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <unistd.h>
@@ -74,21 +75,61 @@ check::Facts load_snapshot(const std::string& path)
 
 using cli::use_color;
 
-/// gpudoctor fleet --from: each file one node's snapshot (named by the hostname in it, else by the
-/// file), judged with check's probes and policy and merged. A file that cannot be read is an input
-/// error (exit 2); one that holds no snapshot is that node's answer.
-int run_fleet(const std::vector<std::string>& files, const std::vector<const check::Probe*>& selected,
+/// fleet's --from: each FILE as it is; a DIR is every *.json in it, in name order.
+std::vector<std::string> snapshot_files(const std::vector<std::string>& given)
+{
+    std::vector<std::string> files;
+    for (const auto& path : given) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(path, ec)) {
+            files.push_back(path);
+            continue;
+        }
+        std::vector<std::string> found;
+        for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+            if (entry.path().extension() == ".json" && entry.is_regular_file(ec)) {
+                found.push_back(entry.path().string());
+            }
+        }
+        if (ec || found.empty()) {
+            throw Error(fmt::format("--from {}: {}", probes::quote_input(path),
+                ec ? ec.message() : "no *.json snapshots in this directory"));
+        }
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
+    }
+    std::set<std::string> seen;
+    for (const auto& file : files) {
+        std::error_code ec;
+        const auto canonical = std::filesystem::weakly_canonical(file, ec);
+        if (!seen.insert(ec ? file : canonical.string()).second) {
+            throw Error(
+                fmt::format("--from {}: given twice; give each node's snapshot once", probes::quote_input(file)));
+        }
+    }
+    return files;
+}
+
+/// gpudoctor fleet --from: each file one node's snapshot, named by the hostname in it (by the file
+/// when it names none, or one named already: containers often share a hostname), judged with
+/// check's probes and policy and merged. A file that cannot be read is an input error (exit 2);
+/// one that holds no snapshot is that node's answer.
+int run_fleet(const std::vector<std::string>& given, const std::vector<const check::Probe*>& selected,
     const check::Policy& policy, bool strict, bool json, bool color, const std::string& healthy_file,
     const check::VerdictFiles& verdict_files)
 {
-    if (files.empty()) {
-        throw Error("fleet: give the nodes' snapshots, --from FILE for each node (gpudoctor snapshot > FILE on it)");
+    if (given.empty()) {
+        throw Error("fleet: give the nodes' snapshots, --from FILE for each node (gpudoctor snapshot > FILE on it) "
+                    "or --from DIR with one FILE.json per node");
     }
     std::vector<fleet::NodeOutput> outputs;
-    for (const auto& file : files) {
+    std::set<std::string> named;
+    for (const auto& file : snapshot_files(given)) {
         std::string text = probes::read_input_file(file, "snapshot");
         std::string host = fleet::snapshot_host(text);
-        outputs.push_back({host.empty() ? file : host, fleet::Answer::snapshot, std::move(text)});
+        host = host.empty() || named.count(host) > 0 ? file : host;
+        named.insert(host);
+        outputs.push_back({host, fleet::Answer::snapshot, std::move(text)});
     }
     const fleet::FleetReport report = fleet::merge(outputs, selected, policy, strict);
     check::write_verdict_files(verdict_files, fleet::verdict(report), nullptr);
@@ -250,7 +291,9 @@ int run(int argc, char** argv)
     std::vector<std::string> fleet_files;
     std::string healthy_file;
     check::VerdictFiles fleet_verdict_files;
-    fleet->add_option("--from", fleet_files, "A node's snapshot (gpudoctor snapshot > FILE on the node); once per node")
+    fleet
+        ->add_option("--from", fleet_files,
+            "A node's snapshot (gpudoctor snapshot > FILE on the node), once per node; a directory: every *.json in it")
         ->type_name("FILE");
     fleet->add_option("--only", c.only, "Judge only these probes (names or prefixes, comma-separated)")
         ->type_name("LIST");

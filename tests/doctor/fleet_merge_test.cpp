@@ -285,6 +285,25 @@ TEST_F(FleetCli, JunitAndPrometheusCarryTheFleetsVerdict)
     EXPECT_NE(metrics.find("gpudoctor_exit_code{subcommand=\"fleet\"} 1"), std::string::npos) << metrics;
 }
 
+TEST_F(FleetCli, ADirectoryIsEveryJsonInItAndAHostnameTakenTwiceIsNamedByItsFile)
+{
+    std::filesystem::create_directory(m_dir / "snapshots");
+    for (const char* host : {"n01", "n02"}) {
+        write(std::string("snapshots/") + host + ".json", snapshot_of(host, node_facts(host)).text);
+    }
+    // Two containers that both call themselves "localhost".
+    write("snapshots/c1.json", snapshot_of("localhost", node_facts("localhost")).text);
+    write("snapshots/c2.json", snapshot_of("localhost", node_facts("localhost")).text);
+    write("snapshots/README", "not a snapshot, not *.json: left alone\n");
+    const auto r = gpudoctor({"--only", "limits", "--json", "--from", (m_dir / "snapshots").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j["nodes"].size(), 4u);
+    EXPECT_EQ(j["nodes"][0]["host"], "localhost"); // c1.json, in name order
+    EXPECT_EQ(j["nodes"][1]["host"], (m_dir / "snapshots/c2.json").string());
+    EXPECT_EQ(j["nodes"][2]["host"], "n01");
+}
+
 TEST_F(FleetCli, BadInputIsExitTwo)
 {
     const auto none = gpudoctor({});
@@ -296,7 +315,11 @@ TEST_F(FleetCli, BadInputIsExitTwo)
     const std::string n01 = snapshot("n01", node_facts("n01"));
     const auto twice = gpudoctor({"--from", n01, "--from", n01});
     EXPECT_EQ(twice.exit_code, 2);
-    EXPECT_NE(twice.err.find("n01: given twice"), std::string::npos) << twice.err;
+    EXPECT_NE(twice.err.find("n01.json': given twice"), std::string::npos) << twice.err;
+    std::filesystem::create_directory(m_dir / "empty");
+    const auto empty = gpudoctor({"--from", (m_dir / "empty").string()});
+    EXPECT_EQ(empty.exit_code, 2);
+    EXPECT_NE(empty.err.find("no *.json snapshots in this directory"), std::string::npos) << empty.err;
     const auto unknown = gpudoctor({"--deep", "--from", n01});
     EXPECT_EQ(unknown.exit_code, 2) << unknown.out;
 }
