@@ -74,8 +74,6 @@ std::vector<pid_t> children_of(pid_t parent)
     });
 }
 
-/// Whether any process is left below the helper (the program's orphans come to it): without one,
-/// nothing of the rank's is left but what is still in the program's group.
 /// 64 random bits for the rank's marker, from the kernel (std::random_device asks the CPU first,
 /// which a VM traps: 0.1 ms per rank); the clock where getrandom has nothing to give.
 std::uint64_t marker_nonce()
@@ -87,6 +85,8 @@ std::uint64_t marker_nonce()
     return nonce;
 }
 
+/// Whether any process is left below the helper (the program's orphans come to it): without one,
+/// nothing of the rank's is left but what is still in the program's group.
 bool has_children()
 {
     siginfo_t info{};

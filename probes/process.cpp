@@ -275,6 +275,31 @@ std::string cannot(const std::string& what, const char* step)
 
 namespace {
 
+/// Every signal blocked in this thread while it lives, for a child that shares this process's
+/// memory (start_sharing's, after_exit's middle process): no handler of this process's runs in
+/// it. The mask it replaced comes back at the end, errno kept.
+class SignalsBlocked {
+public:
+    SignalsBlocked() noexcept
+    {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &m_before);
+    }
+    ~SignalsBlocked()
+    {
+        const int err = errno;
+        pthread_sigmask(SIG_SETMASK, &m_before, nullptr);
+        errno = err;
+    }
+    SignalsBlocked(const SignalsBlocked&) = delete;
+    SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+    const sigset_t* before() const noexcept { return &m_before; }
+
+private:
+    sigset_t m_before{};
+};
+
 /// What a child started by start_sharing needs; it reads this in the parent's memory.
 struct SharedStart {
     const Prepared* prepared = nullptr;
@@ -334,16 +359,9 @@ pid_t start_sharing(const Prepared& p, const SpawnOptions& options, pid_t parent
         stack_size += std::strlen(path) + p.argv.front().size();
     }
     std::vector<std::max_align_t> stack(stack_size / sizeof(std::max_align_t) + 1);
-    sigset_t all;
-    sigset_t before;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &before);
-    SharedStart start{&p, &options, parent, options.mask != nullptr ? options.mask : &before, capture};
-    const pid_t pid = clone(run_shared_start, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
-    const int err = errno;
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    errno = err;
-    return pid;
+    const SignalsBlocked blocked;
+    SharedStart start{&p, &options, parent, options.mask != nullptr ? options.mask : blocked.before(), capture};
+    return clone(run_shared_start, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
 }
 
 } // namespace
@@ -786,6 +804,31 @@ namespace {
     _exit(0);
 }
 
+/// The watcher must be nobody's child (an orphan coming back to the caller, a subreaper, would
+/// be taken for one of its own): a middle process makes it and exits at once. That process shares
+/// the caller's memory and stack, as vfork's does, while the caller waits for its exit, so its
+/// start and its exit copy and free no page table; only the watcher, made with fork, has memory of
+/// its own (the caller's as it is now). Signals stay blocked until the middle process is gone; the
+/// watcher lets them in again. Returns the middle process's pid (exit status 0 when the watcher
+/// started), or -1.
+pid_t start_watcher(pid_t watched, int pidfd, int note_read, const std::function<void()>& action) noexcept
+{
+    const SignalsBlocked blocked;
+    const pid_t first = vfork(); // NOLINT(clang-analyzer-security.insecureAPI.vfork): see above
+    if (first == 0) {
+        // Nothing written here that the caller reads after; fork takes and gives back its locks.
+        // A process group of its own (not a session: that would cost a scheduler group): what
+        // signals the caller's group, or its terminal's foreground group, misses the watcher.
+        setpgid(0, 0);
+        const pid_t watcher = fork();
+        if (watcher == 0) {
+            watch(watched, pidfd, note_read, action);
+        }
+        _exit(watcher > 0 ? 0 : 1);
+    }
+    return first;
+}
+
 } // namespace
 
 UniqueFd after_exit(const std::function<void()>& action) noexcept
@@ -803,29 +846,7 @@ UniqueFd after_exit(const std::function<void()>& action) noexcept
     }
     const UniqueFd note_read(ends[0]);
     UniqueFd note_write(ends[1]);
-    // The watcher must be nobody's child here (an orphan coming back to this process, as a
-    // subreaper, would be taken for one of its own): a child makes it and exits at once. That child
-    // shares this process's memory and stack, as vfork's does, while this process waits for its
-    // exit, so its start and its exit copy and free no page table; only the watcher, made with
-    // fork, has memory of its own (this process's as it is now). Signals stay blocked until the
-    // child is gone, so no handler of this process's runs in it; the watcher lets them in again.
-    sigset_t all;
-    sigset_t before;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &before);
-    const pid_t first = vfork(); // NOLINT(clang-analyzer-security.insecureAPI.vfork): see above
-    if (first == 0) {
-        // Nothing written here that this process reads after; fork takes and gives back its locks.
-        // A process group of its own (not a session: that would cost a scheduler group): what
-        // signals this process's group, or its terminal's foreground group, misses the watcher.
-        setpgid(0, 0);
-        const pid_t watcher = fork();
-        if (watcher == 0) {
-            watch(watched, pidfd, note_read.get(), action);
-        }
-        _exit(watcher > 0 ? 0 : 1);
-    }
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    const pid_t first = start_watcher(watched, pidfd, note_read.get(), action);
     if (first < 0) {
         return UniqueFd();
     }
