@@ -110,10 +110,9 @@ std::vector<std::string> snapshot_files(const std::vector<std::string>& given)
     return files;
 }
 
-/// gpudoctor fleet --from: each file one node's snapshot, named by the hostname in it (by the file
-/// when it names none, or one named already: containers often share a hostname), judged with
-/// check's probes and policy and merged. A file that cannot be read is an input error (exit 2);
-/// one that holds no snapshot is that node's answer.
+/// gpudoctor fleet --from: each file one node's snapshot, judged with check's probes and policy
+/// and merged (fleet::merge names each node). A file that cannot be read is an input error (exit
+/// 2); one that holds no snapshot is that node's answer.
 int run_fleet(const std::vector<std::string>& given, const std::vector<const check::Probe*>& selected,
     const check::Policy& policy, bool strict, bool json, bool color, const std::string& healthy_file,
     const check::VerdictFiles& verdict_files)
@@ -123,13 +122,8 @@ int run_fleet(const std::vector<std::string>& given, const std::vector<const che
                     "or --from DIR with one FILE.json per node");
     }
     std::vector<fleet::NodeOutput> outputs;
-    std::set<std::string> named;
     for (const auto& file : snapshot_files(given)) {
-        std::string text = probes::read_input_file(file, "snapshot");
-        std::string host = fleet::snapshot_host(text);
-        host = host.empty() || named.count(host) > 0 ? file : host;
-        named.insert(host);
-        outputs.push_back({host, fleet::Answer::snapshot, std::move(text)});
+        outputs.push_back({file, fleet::Answer::snapshot, probes::read_input_file(file, "snapshot")});
     }
     const fleet::FleetReport report = fleet::merge(outputs, selected, policy, strict);
     check::write_verdict_files(verdict_files, fleet::verdict(report), nullptr);
@@ -307,14 +301,7 @@ int run(int argc, char** argv)
         ->add_option(
             "--healthy-hostfile", healthy_file, "Write the fit nodes to FILE (atomically), as a hostfile for gpurun")
         ->type_name("FILE");
-    fleet
-        ->add_option("--prometheus", fleet_verdict_files.prometheus,
-            "Also write the result as node_exporter textfile metrics to FILE (atomically)")
-        ->type_name("FILE");
-    fleet
-        ->add_option(
-            "--junit", fleet_verdict_files.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
-        ->type_name("FILE");
+    cli::add_verdict_files(*fleet, fleet_verdict_files);
     fleet->footer("Exit status: 0 every node fit, 1 a node failed or did not answer, 2 usage or input error, 3 "
                   "gpudoctor itself could not run. See gpudoctor(1).");
 

@@ -51,14 +51,19 @@ bool use_color(bool no_color_flag)
     return !no_color_flag && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
 }
 
+void add_verdict_files(CLI::App& sub, check::VerdictFiles& files)
+{
+    sub.add_option("--prometheus", files.prometheus,
+           "Also write the result as node_exporter textfile metrics to FILE (atomically)")
+        ->type_name("FILE");
+    sub.add_option("--junit", files.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
+        ->type_name("FILE");
+}
+
 void add_judging_options(CLI::App& sub, check::JudgingOptions& options, bool fail_on)
 {
     sub.add_flag("--quiet", options.quiet, "Print only problems and the summary");
-    sub.add_option("--prometheus", options.files.prometheus,
-           "Also write the result as node_exporter textfile metrics to FILE (atomically)")
-        ->type_name("FILE");
-    sub.add_option("--junit", options.files.junit, "Also write the result as JUnit XML to FILE (atomically), for CI")
-        ->type_name("FILE");
+    add_verdict_files(sub, options.files);
     if (fail_on) {
         sub.add_option("--fail-on", options.fail_on,
                "Exit 1 when a finding is this severe or worse: warn or fail (default fail)")

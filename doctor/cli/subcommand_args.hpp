@@ -22,6 +22,9 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see);
 /// Colour on standard output: a terminal, no --no-color, NO_COLOR unset or empty.
 bool use_color(bool no_color_flag);
 
+/// Adds --prometheus FILE and --junit FILE to `sub` (fleet has only these).
+void add_verdict_files(CLI::App& sub, check::VerdictFiles& files);
+
 /// Adds --quiet, --prometheus FILE and --junit FILE to `sub`, and --fail-on LEVEL with `fail_on`.
 void add_judging_options(CLI::App& sub, check::JudgingOptions& options, bool fail_on);
 

@@ -221,20 +221,18 @@ std::vector<check::Finding> problems(const std::vector<check::ProbeResult>& resu
 }
 
 NodeResult judge_node(
-    const NodeOutput& output, const std::vector<const check::Probe*>& probes, const check::Policy& policy, bool strict)
+    const NodeOutput& output, const std::vector<const check::Probe*>& probes, const check::Policy& policy)
 {
     NodeResult node;
-    node.host = output.host;
+    node.host = output.origin;
     node.answer = output.answer;
     if (output.answer != Answer::snapshot) {
         node.why = output.text;
         return node;
     }
     try {
-        node.facts = check::read_snapshot(output.text, output.host);
-        const auto results = check::judge(probes, node.facts, policy, output.host);
-        node.findings = problems(results);
-        node.exit_code = check::exit_code(results, strict);
+        node.facts = check::read_snapshot(output.text, output.origin);
+        node.findings = problems(check::judge(probes, node.facts, policy, output.origin));
     } catch (const probes::Error& e) {
         // What the node said instead (an error message, a shell's complaint) is often the reason.
         const std::string_view text(output.text);
@@ -243,6 +241,55 @@ NodeResult judge_node(
         node.facts = nullptr;
     }
     return node;
+}
+
+/// The hostname in a node's facts, or "".
+std::string hostname_of(const json& facts)
+{
+    const json* host = at(facts, {"host", "hostname"});
+    return host != nullptr && host->is_string() ? host->get<std::string>() : "";
+}
+
+check::Severity fail_on(const FleetReport& report)
+{
+    return report.strict ? check::Severity::warn : check::Severity::fail;
+}
+
+/// A node's findings as the fleet judges them: check's, fleet.no_answer, fleet.outlier.
+std::vector<check::Finding> node_findings(const FleetReport& report, const NodeResult& node)
+{
+    std::vector<check::Finding> out = node.findings;
+    if (node.answer != Answer::snapshot) {
+        out.push_back(probes::finding_from(
+            fleet_codes(), "fleet.no_answer", node.host, fmt::format("{}: {}", to_string(node.answer), node.why)));
+    }
+    for (const auto& o : report.outliers) {
+        if (o.host == node.host) {
+            out.push_back(probes::finding_from(fleet_codes(), "fleet.outlier", node.host,
+                fmt::format("{} {:.1f} GB/s, below {:.0f} % of the nodes' median {:.1f} GB/s", o.metric, o.gbps,
+                    report.outlier_fraction * 100, o.median_gbps)));
+        }
+    }
+    return out;
+}
+
+/// Counts of the summary line and JSON.
+struct Summary {
+    unsigned nodes = 0;
+    unsigned fit = 0;
+    unsigned not_answering = 0;
+    unsigned failed() const { return nodes - fit - not_answering; }
+};
+
+Summary summarize(const FleetReport& report)
+{
+    Summary s;
+    for (const auto& node : report.nodes) {
+        ++s.nodes;
+        s.fit += is_fit(report, node) ? 1 : 0;
+        s.not_answering += node.answer == Answer::snapshot ? 0 : 1;
+    }
+    return s;
 }
 
 std::vector<FindingGroup> group_findings(const std::vector<NodeResult>& nodes)
@@ -272,16 +319,6 @@ std::vector<FindingGroup> group_findings(const std::vector<NodeResult>& nodes)
 const char* to_string(Answer answer)
 {
     return answer_words.at(static_cast<std::size_t>(answer));
-}
-
-std::string snapshot_host(const std::string& text)
-{
-    const json doc = json::parse(text, nullptr, false);
-    if (doc.is_discarded()) {
-        return "";
-    }
-    const json* host = at(doc, {"facts", "host", "hostname"});
-    return host != nullptr && host->is_string() ? host->get<std::string>() : "";
 }
 
 std::vector<std::pair<std::string, std::string>> comparable_facts(const check::Facts& facts)
@@ -373,12 +410,20 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
 {
     FleetReport report;
     report.strict = strict;
+    report.outlier_fraction = policy.outlier_fraction;
+    std::set<std::string> origins;
     std::set<std::string> hosts;
     for (const auto& output : outputs) {
-        if (!hosts.insert(output.host).second) {
-            throw probes::Error(fmt::format("{}: given twice; name each node once", output.host));
+        if (!origins.insert(output.origin).second) {
+            throw probes::Error(fmt::format("{}: given twice; name each node once", output.origin));
         }
-        report.nodes.push_back(judge_node(output, probes, policy, strict));
+        NodeResult node = judge_node(output, probes, policy);
+        const std::string hostname = hostname_of(node.facts);
+        if (!hostname.empty() && hosts.count(hostname) == 0) {
+            node.host = hostname;
+        }
+        hosts.insert(node.host);
+        report.nodes.push_back(std::move(node));
     }
     report.groups = group_findings(report.nodes);
     std::vector<std::pair<std::string, const check::Facts*>> answered;
@@ -388,37 +433,26 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
         }
     }
     report.drift = find_drift(answered);
-    report.outlier_fraction = policy.outlier_fraction;
     report.outliers = find_outliers(answered, policy.outlier_fraction);
-    for (auto& node : report.nodes) {
-        const bool slow = std::any_of(
-            report.outliers.begin(), report.outliers.end(), [&](const Outlier& o) { return o.host == node.host; });
-        if (slow && strict) {
-            node.exit_code = 1; // a warning, as check's own bandwidth.outlier
-        }
-    }
     return report;
+}
+
+bool is_fit(const FleetReport& report, const NodeResult& node)
+{
+    const auto findings = node_findings(report, node);
+    return node.answer == Answer::snapshot && std::none_of(findings.begin(), findings.end(), [&](const auto& f) {
+        return probes::fails(f.severity, fail_on(report));
+    });
 }
 
 check::Verdict verdict(const FleetReport& report)
 {
-    check::Verdict v{"fleet", "", {}, report.strict ? check::Severity::warn : check::Severity::fail};
+    check::Verdict v{"fleet", "", {}, fail_on(report)};
     for (const auto& node : report.nodes) {
-        check::Verdict::Group group{node.host, node.findings};
-        if (node.fit()) {
+        check::Verdict::Group group{node.host, node_findings(report, node)};
+        if (is_fit(report, node)) {
             group.findings.insert(
                 group.findings.begin(), probes::finding_from(fleet_codes(), "fleet.node_fit", node.host, "fit"));
-        }
-        if (node.answer != Answer::snapshot) {
-            group.findings.push_back(probes::finding_from(
-                fleet_codes(), "fleet.no_answer", node.host, fmt::format("{}: {}", to_string(node.answer), node.why)));
-        }
-        for (const auto& o : report.outliers) {
-            if (o.host == node.host) {
-                group.findings.push_back(probes::finding_from(fleet_codes(), "fleet.outlier", node.host,
-                    fmt::format("{} {:.1f} GB/s, below {:.0f} % of the nodes' median {:.1f} GB/s", o.metric, o.gbps,
-                        report.outlier_fraction * 100, o.median_gbps)));
-            }
         }
         v.groups.push_back(std::move(group));
     }
@@ -442,7 +476,7 @@ std::string healthy_hostfile(const FleetReport& report)
 {
     std::string out;
     for (const auto& node : report.nodes) {
-        if (!node.fit()) {
+        if (!is_fit(report, node)) {
             continue;
         }
         const std::string gpus = gpu_count(node.facts);
@@ -454,18 +488,14 @@ std::string healthy_hostfile(const FleetReport& report)
 nlohmann::json render_json(const FleetReport& report)
 {
     json nodes = json::array();
-    unsigned fit = 0;
-    unsigned silent = 0;
     for (const auto& node : report.nodes) {
         json findings = json::array();
         for (const auto& f : node.findings) {
             findings.push_back(probes::to_json(f));
         }
-        fit += node.fit() ? 1 : 0;
-        silent += node.answer == Answer::snapshot ? 0 : 1;
         nodes.push_back({{"host", node.host}, {"answer", to_string(node.answer)},
-            {"why", node.why.empty() ? json() : json(node.why)}, {"exit_code", node.exit_code}, {"findings", findings},
-            {"facts", node.facts}});
+            {"why", node.why.empty() ? json() : json(node.why)}, {"exit_code", is_fit(report, node) ? 0 : 1},
+            {"findings", findings}, {"facts", node.facts}});
     }
     json groups = json::array();
     for (const auto& g : report.groups) {
@@ -484,19 +514,18 @@ nlohmann::json render_json(const FleetReport& report)
     for (const auto& o : report.outliers) {
         outliers.push_back({{"metric", o.metric}, {"host", o.host}, {"gbps", o.gbps}, {"median_gbps", o.median_gbps}});
     }
-    const auto total = static_cast<unsigned>(report.nodes.size());
+    const Summary sum = summarize(report);
     return {{"nodes", nodes}, {"groups", groups}, {"drift", drift}, {"outliers", outliers},
         {"summary",
-            {{"nodes", total}, {"fit", fit}, {"failed", total - fit - silent}, {"not_answering", silent},
+            {{"nodes", sum.nodes}, {"fit", sum.fit}, {"failed", sum.failed()}, {"not_answering", sum.not_answering},
                 {"strict", report.strict}}}};
 }
 
 std::string render_text(const FleetReport& report, bool color)
 {
-    const json summary = render_json(report)["summary"];
-    std::string out = fmt::format("fleet: {} nodes: {} fit, {} failed, {} did not answer\n",
-        summary["nodes"].get<unsigned>(), summary["fit"].get<unsigned>(), summary["failed"].get<unsigned>(),
-        summary["not_answering"].get<unsigned>());
+    const Summary sum = summarize(report);
+    std::string out = fmt::format(
+        "fleet: {} nodes: {} fit, {} failed, {} did not answer\n", sum.nodes, sum.fit, sum.failed(), sum.not_answering);
     if (!report.groups.empty()) {
         out += "\nFindings:\n";
         for (const auto& g : report.groups) {

@@ -26,25 +26,22 @@ const char* to_string(Answer answer);
 
 /// What came back from one node: the text of its snapshot (`gpudoctor snapshot`), or what was
 /// seen of its failure ("exit status 255: ssh: connect to host n09 port 22: No route to host").
+/// `origin` is where it came from: the host a launcher reached, or the file it was read from.
 struct NodeOutput {
-    std::string host;
+    std::string origin;
     Answer answer = Answer::snapshot;
     std::string text;
 };
 
-/// The host a snapshot's text names (its host facts' hostname), or "" when it names none or is
-/// not JSON: how `fleet --from` names the node of a file.
-std::string snapshot_host(const std::string& text);
-
 /// One node, judged.
 struct NodeResult {
+    /// The hostname its snapshot gives; its origin when it gives none, or one another node took
+    /// already (containers often share a hostname), or when it did not answer.
     std::string host;
     Answer answer = Answer::snapshot;
     std::string why; ///< not answered: what was seen
     check::Facts facts; ///< null when not answered
     std::vector<check::Finding> findings; ///< the warnings, failures and errors of check's probes
-    int exit_code = 1; ///< check's: 0 fit, 1 a check failed (or no answer)
-    bool fit() const { return answer == Answer::snapshot && exit_code == 0; }
 };
 
 /// One finding (code and severity) and the nodes that have it.
@@ -100,8 +97,9 @@ std::vector<std::pair<std::string, std::string>> comparable_facts(const check::F
 std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const check::Facts*>>& nodes);
 
 /// Reads and judges every node's snapshot (check's probes and policy; `strict`: warnings fail
-/// too), groups the findings, finds the drift and the outliers (policy.outlier_fraction). A snapshot that cannot be
-/// read makes its node `garbage`, with the reason; it does not stop the merge.
+/// too), names each node, groups the findings, finds the drift and the outliers
+/// (policy.outlier_fraction). A snapshot that cannot be read makes its node `garbage`, with the
+/// reason; it does not stop the merge. An origin given twice is probes::Error.
 FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
     const check::Policy& policy, bool strict);
 
@@ -113,11 +111,15 @@ check::Verdict verdict(const FleetReport& report);
 /// 0 every node answered and is fit, 1 otherwise (the verdict's).
 int exit_status(const FleetReport& report);
 
+/// Whether a node is fit: it answered, and nothing in its group of the verdict fails (check's
+/// findings, its outliers; warnings too with strict).
+bool is_fit(const FleetReport& report, const NodeResult& node);
+
 /// The fit nodes in gpurun's hostfile format ("n01 slots=8", slots from the node's GPU count;
 /// the host alone on a node without GPUs), one per line.
 std::string healthy_hostfile(const FleetReport& report);
 
-/// {"nodes":[{"host","answer","why","exit_code","findings","facts"}],"groups":[{"code",
+/// {"nodes":[{"host","answer","why","exit_code" (0 fit, 1 not),"findings","facts"}],"groups":[{"code",
 /// "severity","message","hosts"}],"drift":[{"fact","majority","odd":[{"host","value"}]}],
 /// "outliers":[{"metric","host","gbps","median_gbps"}],"summary":{"nodes","fit","failed",
 /// "not_answering","strict"}}
