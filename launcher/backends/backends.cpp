@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <fmt/format.h>
+#include <optional>
 
 namespace launcher::backends {
 
@@ -273,19 +275,108 @@ std::vector<std::string> parse_mpi_plugins(const std::string& output)
     return plugins;
 }
 
+namespace {
+
+/// A little-endian unsigned integer of `size` bytes at `at`, or nullopt past the end.
+std::optional<std::uint64_t> le(std::string_view bytes, std::uint64_t at, unsigned size)
+{
+    if (at > bytes.size() || bytes.size() - at < size) {
+        return std::nullopt;
+    }
+    std::uint64_t value = 0;
+    for (unsigned i = size; i-- > 0;) {
+        value = (value << 8) | static_cast<unsigned char>(bytes[at + i]);
+    }
+    return value;
+}
+
+} // namespace
+
+std::vector<std::string> elf_needed(std::string_view file)
+{
+    constexpr unsigned pt_load = 1;
+    constexpr unsigned pt_dynamic = 2;
+    constexpr std::uint64_t dt_needed = 1;
+    constexpr std::uint64_t dt_strtab = 5;
+    // ELF64 (class 2), little-endian (data 1).
+    if (file.size() < 64 ||
+        file.substr(0, 4) !=
+            "\x7f"
+            "ELF" ||
+        file[4] != 2 || file[5] != 1) {
+        return {};
+    }
+    const std::uint64_t phoff = *le(file, 0x20, 8);
+    const std::uint64_t phentsize = *le(file, 0x36, 2);
+    const std::uint64_t phnum = *le(file, 0x38, 2);
+    struct Segment {
+        std::uint64_t offset, vaddr, filesz;
+    };
+    std::vector<Segment> loads;
+    std::optional<Segment> dynamic;
+    for (std::uint64_t i = 0; i < phnum && phentsize >= 56; ++i) {
+        const std::uint64_t at = phoff + i * phentsize;
+        const auto type = le(file, at, 4);
+        const auto offset = le(file, at + 8, 8);
+        const auto vaddr = le(file, at + 16, 8);
+        const auto filesz = le(file, at + 32, 8);
+        if (!type || !offset || !vaddr || !filesz) {
+            return {};
+        }
+        if (*type == pt_load) {
+            loads.push_back({*offset, *vaddr, *filesz});
+        } else if (*type == pt_dynamic) {
+            dynamic = Segment{*offset, *vaddr, *filesz};
+        }
+    }
+    if (!dynamic) {
+        return {};
+    }
+    std::vector<std::uint64_t> names;
+    std::optional<std::uint64_t> strtab;
+    for (std::uint64_t at = dynamic->offset; at + 16 <= dynamic->offset + dynamic->filesz; at += 16) {
+        const auto tag = le(file, at, 8);
+        const auto value = le(file, at + 8, 8);
+        if (!tag || !value || *tag == 0) { // DT_NULL ends the table
+            break;
+        }
+        if (*tag == dt_needed) {
+            names.push_back(*value);
+        } else if (*tag == dt_strtab) {
+            strtab = *value;
+        }
+    }
+    // DT_STRTAB is an address: the loaded segment that holds it tells where it is in the file.
+    std::optional<std::uint64_t> strings;
+    for (const auto& s : loads) {
+        if (strtab && *strtab >= s.vaddr && *strtab - s.vaddr < s.filesz) {
+            strings = s.offset + (*strtab - s.vaddr);
+        }
+    }
+    std::vector<std::string> out;
+    for (std::uint64_t name : names) {
+        if (!strings || *strings + name >= file.size()) {
+            return {};
+        }
+        const std::string_view rest = file.substr(*strings + name);
+        const std::size_t end = rest.find('\0');
+        if (end == std::string_view::npos) {
+            return {};
+        }
+        out.emplace_back(rest.substr(0, end));
+    }
+    return out;
+}
+
 std::string srun_mpi_for(std::string_view program_start)
 {
-    if (program_start.substr(0, 4) !=
-        "\x7f"
-        "ELF") {
-        return "";
-    }
-    if (program_start.find("libmpi.so.40") != std::string_view::npos) {
-        return "pmix";
-    }
-    if (program_start.find("libmpi.so.12") != std::string_view::npos ||
-        program_start.find("libmpich.so") != std::string_view::npos) {
-        return "pmi2";
+    for (const auto& library : elf_needed(program_start)) {
+        if (library == "libmpi.so.40") {
+            return "pmix";
+        }
+        if (library == "libmpi.so.12" || library.rfind("libmpich.so", 0) == 0) {
+            return "pmi2";
+        }
     }
     return "";
 }
@@ -338,11 +429,12 @@ const std::vector<Backend>& table()
 {
     static const std::vector<Backend> table = {
         {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, true, 0,
-            openmpi_command},
+            "--tag-output", openmpi_command},
         {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false, false, 0,
-            hydra_command},
-        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, true, SIGTERM, srun_command},
-        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, true, 0,
+            "-prepend-rank", hydra_command},
+        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, true, SIGTERM, "--label",
+            srun_command},
+        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, true, 0, nullptr,
             local_command},
     };
     return table;

@@ -36,8 +36,14 @@ struct Launcher {
 /// one indented name per line: none, pmi2, pmix, cray_shasta).
 std::vector<std::string> parse_mpi_plugins(const std::string& output);
 
-/// The srun --mpi plugin an MPI program needs, from the MPI library its file names (the bytes of
-/// its start, where an ELF file keeps the names of the libraries it needs): "pmix" for Open MPI
+/// The libraries an ELF file needs (its dynamic section's DT_NEEDED entries, as `readelf -d`
+/// lists them), read from the bytes of its start (the dynamic section and its strings lie in the
+/// first loaded segment). Empty for anything else: a script, a static program, a 32-bit or
+/// big-endian file, bytes cut before the names.
+std::vector<std::string> elf_needed(std::string_view file_start);
+
+/// The srun --mpi plugin an MPI program needs, from the MPI library it needs (elf_needed: a
+/// program that only mentions a library's name in its text needs nothing): "pmix" for Open MPI
 /// (libmpi.so.40), "pmi2" for MPICH and Intel MPI (libmpi.so.12, libmpich.so); "" for anything
 /// else (a script, a program without MPI).
 std::string srun_mpi_for(std::string_view program_start);
@@ -103,6 +109,9 @@ struct Backend {
     /// What gpurun passes on for SIGINT and SIGHUP; 0: the signal itself. srun answers one SIGINT
     /// with the tasks' status and lets the step run on, but passes SIGTERM to every task.
     int interrupt_as;
+    /// Its option that marks each line it relays with the rank that wrote it (Open MPI's marks
+    /// every piece it relays, so a long line cut in two is still told apart); nullptr: none.
+    const char* tag_option;
     std::vector<std::string> (*command)(const Launcher& launcher, const LaunchRequest& request);
 };
 

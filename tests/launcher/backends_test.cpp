@@ -3,10 +3,14 @@
 #include "probes/mpi_flavour.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tiny_elf.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -248,15 +252,27 @@ TEST(Srun, MpiPluginsAsSlurmListsThem)
     EXPECT_TRUE(launcher::backends::parse_mpi_plugins("srun: error: x\n").empty());
 }
 
-TEST(Srun, TheMpiPluginFollowsTheLibraryTheProgramNames)
+TEST(Srun, TheMpiPluginFollowsTheLibraryTheProgramNeeds)
 {
-    using namespace std::string_literals;
-    const std::string elf = std::string("\x7f"
-                                        "ELF") +
-        std::string(60, '\0');
-    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libc.so.6\0libmpi.so.40\0"s), "pmix") << "Open MPI";
-    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libmpi.so.12\0"), "pmi2") << "MPICH, Intel MPI";
-    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libmpich.so.12\0"), "pmi2");
-    EXPECT_EQ(launcher::backends::srun_mpi_for(elf + "libc.so.6\0"), "");
-    EXPECT_EQ(launcher::backends::srun_mpi_for("#!/usr/bin/python3\nlibmpi.so.40"), "") << "not an ELF file";
+    using launcher::backends::srun_mpi_for;
+    EXPECT_EQ(launcher::backends::elf_needed(test_support::tiny_elf({"libc.so.6", "libmpi.so.40"})),
+        (std::vector<std::string>{"libc.so.6", "libmpi.so.40"}));
+    EXPECT_EQ(srun_mpi_for(test_support::tiny_elf({"libc.so.6", "libmpi.so.40"})), "pmix") << "Open MPI";
+    EXPECT_EQ(srun_mpi_for(test_support::tiny_elf({"libmpi.so.12"})), "pmi2") << "MPICH, Intel MPI";
+    EXPECT_EQ(srun_mpi_for(test_support::tiny_elf({"libmpich.so.12"})), "pmi2");
+    EXPECT_EQ(srun_mpi_for(test_support::tiny_elf({"libc.so.6"})), "");
+    // A program that only speaks of an MPI library (a checker that looks for it) needs none.
+    EXPECT_EQ(srun_mpi_for(test_support::tiny_elf({"libc.so.6"}, "look for libmpi.so.40 and libmpi.so.12")), "");
+    EXPECT_EQ(srun_mpi_for("#!/usr/bin/python3\nlibmpi.so.40"), "") << "not an ELF file";
+    const std::string whole = test_support::tiny_elf({"libmpi.so.40"});
+    for (std::size_t cut : {std::size_t{10}, std::size_t{100}, whole.size() - 3}) {
+        EXPECT_EQ(srun_mpi_for(whole.substr(0, cut)), "") << "cut at " << cut;
+    }
+    // This test program, which holds those names in its text: what it needs, as readelf -d says.
+    std::ifstream self("/proc/self/exe", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+    const auto needed = launcher::backends::elf_needed(bytes);
+    EXPECT_NE(std::find(needed.begin(), needed.end(), "libc.so.6"), needed.end());
+    EXPECT_NE(bytes.find("libmpi.so.40"), std::string::npos);
+    EXPECT_EQ(srun_mpi_for(bytes), "");
 }

@@ -3,6 +3,7 @@
 #include "launcher/launch_plan.hpp"
 #include "probes/error.hpp"
 #include "tests/support/layouts.hpp"
+#include "tests/support/tiny_elf.hpp"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -282,27 +283,21 @@ TEST_F(LaunchPlan, SrunGetsTheMpiPluginTheProgramsLibraryNeeds)
 {
     m_ctx.launcher = launcher::backends::Launcher{LauncherKind::srun, "/usr/bin/srun", "Slurm", "test"};
     m_ctx.srun_mpi_plugins = {"none", "pmi2", "pmix"};
-    std::string file = std::string("\x7f"
-                                   "ELF") +
-        std::string(60, '\0') + "libmpi.so.40";
+    std::string file = test_support::tiny_elf({"libc.so.6", "libmpi.so.40"});
     m_ctx.program_start = [&](const std::string&) { return std::optional<std::string>(file); };
     auto p = plan();
     EXPECT_TRUE(has(p.command, "--mpi=pmix")) << "Open MPI";
     EXPECT_TRUE(any_contains(p.notes,
         "srun --mpi=pmix: true is linked with Open MPI (this srun offers none, pmi2, "
         "pmix)"));
-    file = std::string("\x7f"
-                       "ELF") +
-        "libmpi.so.12";
+    file = test_support::tiny_elf({"libmpi.so.12"});
     EXPECT_TRUE(has(plan().command, "--mpi=pmi2")) << "MPICH";
     m_options.launcher_args = {"--mpi=pmi2"};
     p = plan();
     EXPECT_EQ(std::count(p.command.begin(), p.command.end(), "--mpi=pmi2"), 1) << "the user's choice, alone";
     m_options.launcher_args.clear();
     m_ctx.srun_mpi_plugins = {"none", "pmi2"};
-    file = std::string("\x7f"
-                       "ELF") +
-        "libmpi.so.40";
+    file = test_support::tiny_elf({"libmpi.so.40"});
     p = plan();
     EXPECT_FALSE(any_contains(p.command, "--mpi"));
     EXPECT_TRUE(any_contains(p.notes, "whose ranks need srun --mpi=pmix, and this srun offers only none, pmi2"));

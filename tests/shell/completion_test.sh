@@ -79,7 +79,7 @@ expect_eq "gpurun --bind <TAB>" "cores none numa socket" "$(reply_for _gpurun gp
 expect_eq "gpurun --mem-bind s<TAB>" "strict" "$(reply_for _gpurun gpurun --mem-bind s)"
 expect_eq "gpurun --gpu-visibility <TAB>" "all isolate" "$(reply_for _gpurun gpurun --gpu-visibility '')"
 expect_eq "gpurun --enforce <TAB>" "kill warn" "$(reply_for _gpurun gpurun --monitor --enforce '')"
-expect_eq "gpurun --launcher <TAB>" "auto mpich openmpi srun" "$(reply_for _gpurun gpurun --launcher '')"
+expect_eq "gpurun --launcher <TAB>" "auto local mpich openmpi srun" "$(reply_for _gpurun gpurun --launcher '')"
 expect_eq "gpurun --nic-binding n<TAB>" "nccl none" "$(reply_for _gpurun gpurun --nic-binding n)"
 expect_eq "gpurun --nccl-check=<TAB> (split)" "end init" "$(reply_for _gpurun gpurun --nccl-check = '')"
 expect_eq "gpurun --nccl-check=i<TAB> (one word)" "--nccl-check=init" "$(reply_for _gpurun gpurun --nccl-check=i)"
