@@ -7,6 +7,7 @@
 #include "doctor/cli/subcommand_args.hpp"
 #include "doctor/codes.hpp"
 #include "doctor/fit/cli.hpp"
+#include "doctor/fleet/launch.hpp"
 #include "doctor/fleet/merge.hpp"
 #include "doctor/gpudoctor.hpp"
 #include "doctor/monitor/cli.hpp"
@@ -17,6 +18,7 @@
 #include "probes/input_file.hpp"
 #include "probes/library_versions.hpp"
 #include "probes/nccl/log.hpp"
+#include "probes/process.hpp"
 #include "probes/spelling.hpp"
 #include "probes/sysroot.hpp"
 #include "probes/topology.hpp"
@@ -110,28 +112,83 @@ std::vector<std::string> snapshot_files(const std::vector<std::string>& given)
     return files;
 }
 
-/// gpudoctor fleet --from: each file one node's snapshot, judged with check's probes and policy
-/// and merged (fleet::merge names each node). A file that cannot be read is an input error (exit
-/// 2); one that holds no snapshot is that node's answer.
-int run_fleet(const std::vector<std::string>& given, const std::vector<const check::Probe*>& selected,
-    const check::Policy& policy, bool strict, bool json, bool color, const std::string& healthy_file,
-    const check::VerdictFiles& verdict_files)
+/// gpudoctor fleet's options beside check's selection and policy.
+struct FleetCommand {
+    std::vector<std::string> files; ///< --from
+    std::string hosts; ///< -H
+    std::string hostfile;
+    std::string launcher;
+    std::string launcher_args;
+    double deadline = 0; ///< --deadline, or the default for the tier
+    bool node_side = false;
+    std::string healthy_file;
+    check::VerdictFiles verdict_files;
+};
+
+/// This gpudoctor's absolute path, as every node is to find it.
+std::string own_path()
 {
-    if (given.empty()) {
-        throw Error("fleet: give the nodes' snapshots, --from FILE for each node (gpudoctor snapshot > FILE on it) "
-                    "or --from DIR with one FILE.json per node");
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) {
+        throw probes::Unavailable(
+            fmt::format("fleet: cannot find gpudoctor's own location (/proc/self/exe: {})", ec.message()));
+    }
+    return self.string();
+}
+
+/// gpurun: beside this gpudoctor (an install, a build tree), else in PATH.
+std::string find_gpurun(const std::string& self)
+{
+    const auto beside = std::filesystem::path(self).parent_path() / "gpurun";
+    if (access(beside.c_str(), X_OK) == 0) {
+        return beside.string();
+    }
+    if (auto found = probes::find_executable("gpurun", std::getenv("PATH"))) {
+        return *found;
+    }
+    throw probes::Unavailable("fleet: gpurun, which starts the checks on the nodes, is neither beside gpudoctor nor "
+                              "in PATH; install gpukit's gpurun, or collect snapshots and use --from");
+}
+
+/// gpudoctor fleet: the nodes' snapshots, from files (--from) or from a launch through gpurun on
+/// every node (-H, --hostfile, a Slurm allocation), judged with check's probes and policy and
+/// merged (fleet::merge names each node). A file that cannot be read is an input error (exit 2);
+/// one that holds no snapshot, or a node that did not answer, is that node's answer.
+int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
+    const std::vector<const check::Probe*>& selected, const check::Policy& policy, bool strict, bool json, bool color)
+{
+    const auto hosts = fleet::fleet_hosts(f.hosts, f.hostfile, [](const char* name) { return std::getenv(name); });
+    if (!f.files.empty() && (!f.hosts.empty() || !f.hostfile.empty())) {
+        throw Error("fleet: --from and -H/--hostfile: judge snapshots already collected, or check the nodes; not both");
     }
     std::vector<fleet::NodeOutput> outputs;
-    for (const auto& file : snapshot_files(given)) {
-        outputs.push_back({file, fleet::Answer::snapshot, probes::read_input_file(file, "snapshot")});
+    int signal = 0; // passed on to the launch: the report is printed, and the status says so
+    if (!f.files.empty()) {
+        for (const auto& file : snapshot_files(f.files)) {
+            outputs.push_back({file, fleet::Answer::snapshot, probes::read_input_file(file, "snapshot")});
+        }
+    } else if (!hosts.empty()) {
+        fleet::LaunchOptions launch;
+        launch.hosts = hosts;
+        launch.gpudoctor = own_path();
+        launch.gpurun = find_gpurun(launch.gpudoctor);
+        launch.launcher = f.launcher;
+        launch.launcher_args = f.launcher_args;
+        launch.deadline_seconds = f.deadline;
+        launch.node_args = node_args;
+        outputs = fleet::launch(launch, &signal);
+    } else {
+        throw Error("fleet: name the nodes: -H LIST, --hostfile FILE, or run inside a Slurm allocation; or judge "
+                    "snapshots already collected with --from FILE (gpudoctor snapshot > FILE on each node)");
     }
     const fleet::FleetReport report = fleet::merge(outputs, selected, policy, strict);
-    check::write_verdict_files(verdict_files, fleet::verdict(report), nullptr);
-    if (!healthy_file.empty()) {
-        probes::write_file_atomically(healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
+    check::write_verdict_files(f.verdict_files, fleet::verdict(report), nullptr);
+    if (!f.healthy_file.empty()) {
+        probes::write_file_atomically(f.healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
     }
     std::cout << (json ? fleet::render_json(report).dump(2) + "\n" : fleet::render_text(report, color));
-    return fleet::exit_status(report);
+    return signal != 0 ? 128 + signal : fleet::exit_status(report);
 }
 
 struct NcclLogOptions {
@@ -191,8 +248,7 @@ struct Subcommand {
 constexpr Subcommand subcommands[] = {
     {"check", "Check the node and report (the default)", nullptr},
     {"snapshot", "Print every collected fact as JSON, for check --from", nullptr},
-    {"fleet", "Judge several nodes' snapshots together: the odd node, the facts that differ, the healthy hosts",
-        nullptr},
+    {"fleet", "Check every node of a job at once: the odd node, the facts that differ, the healthy hosts", nullptr},
     {"list", "List the probes in the order they run", nullptr},
     {"explain", "Explain a finding code and its remedy", nullptr},
     {"topo", "Print the GPU link matrix like nvidia-smi topo -m, with NUMA and NIC", nullptr},
@@ -282,12 +338,30 @@ int run(int argc, char** argv)
         "Exit status: 0 done, 2 usage or input error, 3 gpudoctor itself could not run. See gpudoctor(1).");
 
     auto* fleet = app.add_subcommand("fleet", summary_of("fleet"));
-    std::vector<std::string> fleet_files;
-    std::string healthy_file;
-    check::VerdictFiles fleet_verdict_files;
+    FleetCommand f;
+    fleet->add_option("-H,--host", f.hosts, "The nodes, as gpurun takes them: n01,n02 or 'gpu[01-16]' (slots ignored)")
+        ->type_name("LIST");
+    fleet->add_option("--hostfile", f.hostfile, "The nodes of a hostfile (gpurun's: 'host slots=N' or 'host:N')")
+        ->type_name("FILE");
     fleet
-        ->add_option("--from", fleet_files,
-            "A node's snapshot (gpudoctor snapshot > FILE on the node), once per node; a directory: every *.json in it")
+        ->add_option("--launcher", f.launcher,
+            "What starts the checks, as gpurun's --launcher (default auto; local: this node only)")
+        ->type_name("auto|openmpi|mpich|srun|local");
+    fleet->add_option("--launcher-args", f.launcher_args, "Extra arguments for the launcher, split like shell words")
+        ->type_name("'ARGS'");
+    probes::add_number(*fleet, "--deadline", f.deadline,
+        "Seconds each node's check may take; a node still checking is reported as timed out (default 60, 900 with "
+        "--deep)",
+        "S");
+    fleet->add_flag(
+        "--deep", c.deep, "Also measure on every node: copy bandwidth and an NCCL all-reduce; slow nodes are outliers");
+    probes::add_number(*fleet, "--timeout", c.timeout, "Seconds each collector may take on a node (default 10)", "S");
+    probes::add_number(
+        *fleet, "--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)", "S");
+    fleet
+        ->add_option("--from", f.files,
+            "Judge snapshots already collected instead (gpudoctor snapshot > FILE on each node), once per node; a "
+            "directory: every *.json in it")
         ->type_name("FILE");
     fleet->add_option("--only", c.only, "Judge only these probes (names or prefixes, comma-separated)")
         ->type_name("LIST");
@@ -299,11 +373,14 @@ int run(int argc, char** argv)
     fleet->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     fleet
         ->add_option(
-            "--healthy-hostfile", healthy_file, "Write the fit nodes to FILE (atomically), as a hostfile for gpurun")
+            "--healthy-hostfile", f.healthy_file, "Write the fit nodes to FILE (atomically), as a hostfile for gpurun")
         ->type_name("FILE");
-    cli::add_verdict_files(*fleet, fleet_verdict_files);
+    cli::add_verdict_files(*fleet, f.verdict_files);
+    // The node's side of a launch: gpurun starts it on every node.
+    fleet->add_flag(fleet::node_side_option, f.node_side)->group("");
     fleet->footer("Exit status: 0 every node fit, 1 a node failed or did not answer, 2 usage or input error, 3 "
-                  "gpudoctor itself could not run. See gpudoctor(1).");
+                  "gpudoctor itself could not run, 128+N stopped by signal N (the report is printed). See "
+                  "gpudoctor(1).");
 
     auto* list = app.add_subcommand("list", summary_of("list"));
     bool list_json = false;
@@ -451,11 +528,24 @@ int run(int argc, char** argv)
         return checks::run_topo(ctx, c.json);
     }
 
-    if (snapshot->parsed()) {
-        nlohmann::json doc = {{"gpudoctor_snapshot", check::snapshot_format}, {"version", GPUKIT_VERSION},
+    auto snapshot_document = [&] {
+        return nlohmann::json{{"gpudoctor_snapshot", check::snapshot_format}, {"version", GPUKIT_VERSION},
             {"facts", check::collect(checks::collectors_for(probes), ctx)}};
-        std::cout << doc.dump(2) << '\n';
+    };
+    if (snapshot->parsed()) {
+        std::cout << snapshot_document().dump(2) << '\n';
         return 0;
+    }
+    if (fleet->count("--deadline") == 0) {
+        f.deadline = c.deep ? 900 : 60;
+    } else if (!(f.deadline > 0 && f.deadline <= 86400)) {
+        throw Error(fmt::format("--deadline {}: expected seconds, more than 0 and at most 86400", f.deadline));
+    }
+    if (fleet->parsed() && f.node_side) {
+        ctx.progress = false;
+        return fleet::answer_as_node(
+            [&] { return snapshot_document().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); },
+            f.deadline);
     }
 
     if (c.expect_gpus >= 0) {
@@ -465,8 +555,18 @@ int run(int argc, char** argv)
     }
 
     if (fleet->parsed()) {
-        return run_fleet(
-            fleet_files, probes, policy, c.strict, c.json, use_color(c.no_color), healthy_file, fleet_verdict_files);
+        // What every node's check collects: the same selection and tier, the same collector times.
+        std::vector<std::string> node_args;
+        for (const auto& [option, value] : {std::pair{"--only", c.only}, {"--skip", c.skip}}) {
+            if (!value.empty()) {
+                node_args.insert(node_args.end(), {option, value});
+            }
+        }
+        node_args.insert(node_args.end(), {"--timeout", fmt::format("{:g}", c.timeout)});
+        if (c.deep) {
+            node_args.insert(node_args.end(), {"--deep", "--deep-timeout", fmt::format("{:g}", c.deep_timeout)});
+        }
+        return run_fleet(f, node_args, probes, policy, c.strict, c.json, use_color(c.no_color));
     }
 
     check::ReportOptions options;

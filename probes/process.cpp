@@ -647,8 +647,8 @@ Supervisor::~Supervisor()
     sigprocmask(SIG_SETMASK, &m_previous, nullptr);
 }
 
-void Supervisor::start(
-    const std::vector<std::string>& argv, bool own_group, const std::string& exec_error, int stderr_fd)
+void Supervisor::start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error,
+    int stderr_fd, int stdout_fd, bool stdin_null)
 {
     SpawnOptions options;
     options.own_group = own_group;
@@ -659,10 +659,12 @@ void Supervisor::start(
     options.mask = &m_previous;
     options.exec_error = exec_error;
     options.stderr_fd = stderr_fd;
+    options.stdout_fd = stdout_fd;
+    options.stdin_null = stdin_null;
     m_child = spawn_program(argv, options);
 }
 
-Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout, int watch_fd)
+Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout, int watch_fd, int watch_fd2)
 {
     Event event;
     auto check_child = [&] {
@@ -685,9 +687,9 @@ Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout, int watch_f
         return event;
     }
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::max(timeout, std::chrono::nanoseconds(0)));
-    std::array<pollfd, 2> fds{pollfd{m_signals, POLLIN, 0}, pollfd{watch_fd, POLLIN, 0}};
-    const nfds_t n = watch_fd >= 0 ? 2 : 1;
-    if (poll(fds.data(), n, static_cast<int>(std::min<long long>(ms.count(), 1 << 30))) > 0) {
+    std::array<pollfd, 3> fds{pollfd{m_signals, POLLIN, 0}, pollfd{watch_fd, POLLIN, 0}, pollfd{watch_fd2, POLLIN, 0}};
+    // poll skips a negative descriptor.
+    if (poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(ms.count(), 1 << 30))) > 0) {
         signalfd_siginfo info{};
         if (read(m_signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
             const auto sig = static_cast<int>(info.ssi_signo);
@@ -696,7 +698,7 @@ Supervisor::Event Supervisor::wait(std::chrono::nanoseconds timeout, int watch_f
                 event.from_terminal = info.ssi_code == SI_KERNEL;
             }
         }
-        event.readable = n == 2 && fds[1].revents != 0;
+        event.readable = fds[1].revents != 0 || fds[2].revents != 0;
     }
     check_child();
     return event;

@@ -175,8 +175,11 @@ public:
 
     /// Starts the program with the signal mask the caller had; it gets SIGTERM if the caller dies
     /// (even by SIGKILL). Throws probes::Error as spawn_program.
-    /// `stderr_fd`, when not -1, becomes its standard error (a pipe the caller reads).
-    void start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error, int stderr_fd = -1);
+    /// `stderr_fd` and `stdout_fd`, when not -1, become its standard error and output (pipes the
+    /// caller reads; one pipe for both keeps their order); `stdin_null`: standard input from
+    /// /dev/null (a program that reads the terminal's must not get it).
+    void start(const std::vector<std::string>& argv, bool own_group, const std::string& exec_error, int stderr_fd = -1,
+        int stdout_fd = -1, bool stdin_null = false);
     bool started() const { return m_child.pid() > 0; }
     const Child& child() const { return m_child; }
 
@@ -187,11 +190,11 @@ public:
         bool from_terminal = false;
         bool exited = false; ///< the child ended (or was reaped elsewhere: status 0)
         int exit_code = 0; ///< its exit code, or 128+N for signal N
-        bool readable = false; ///< `watch_fd` has something to read (or was closed)
+        bool readable = false; ///< a watched descriptor has something to read (or was closed)
     };
-    /// Waits up to `timeout` for a watched signal, the child's end or, when `watch_fd` is not -1,
-    /// something to read from it, whichever comes first.
-    Event wait(std::chrono::nanoseconds timeout, int watch_fd = -1);
+    /// Waits up to `timeout` for a watched signal, the child's end or something to read from
+    /// `watch_fd` or `watch_fd2` (-1: none), whichever comes first.
+    Event wait(std::chrono::nanoseconds timeout, int watch_fd = -1, int watch_fd2 = -1);
     /// SIGKILL to the child and its group.
     void kill_now() const;
 

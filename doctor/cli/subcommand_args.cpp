@@ -33,7 +33,9 @@ void reject_unknown_options(const CLI::App& app, const CommandLine& line, const 
 {
     std::vector<std::string> known = {"--help"};
     for (const auto* option : app.get_options()) {
-        known.push_back(option->get_name());
+        for (const auto& name : option->get_lnames()) { // get_name() is "" for a hidden flag
+            known.push_back("--" + name);
+        }
     }
     for (std::size_t i = 1; i < line.own.size(); ++i) {
         const std::string word = std::string(line.own[i]).substr(0, std::string(line.own[i]).find('='));

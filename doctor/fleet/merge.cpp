@@ -419,7 +419,7 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
         }
         NodeResult node = judge_node(output, probes, policy);
         const std::string hostname = hostname_of(node.facts);
-        if (!hostname.empty() && hosts.count(hostname) == 0) {
+        if (!output.origin_is_host && !hostname.empty() && hosts.count(hostname) == 0) {
             node.host = hostname;
         }
         hosts.insert(node.host);
@@ -524,8 +524,8 @@ nlohmann::json render_json(const FleetReport& report)
 std::string render_text(const FleetReport& report, bool color)
 {
     const Summary sum = summarize(report);
-    std::string out = fmt::format(
-        "fleet: {} nodes: {} fit, {} failed, {} did not answer\n", sum.nodes, sum.fit, sum.failed(), sum.not_answering);
+    std::string out = fmt::format("fleet: {} node{}: {} fit, {} failed, {} did not answer\n", sum.nodes,
+        sum.nodes == 1 ? "" : "s", sum.fit, sum.failed(), sum.not_answering);
     if (!report.groups.empty()) {
         out += "\nFindings:\n";
         for (const auto& g : report.groups) {

@@ -31,12 +31,16 @@ struct NodeOutput {
     std::string origin;
     Answer answer = Answer::snapshot;
     std::string text;
+    /// The origin is the host a launcher reached: the node keeps that name (the one gpurun and a
+    /// hostfile know it by) rather than its snapshot's hostname.
+    bool origin_is_host = false;
 };
 
 /// One node, judged.
 struct NodeResult {
     /// The hostname its snapshot gives; its origin when it gives none, or one another node took
-    /// already (containers often share a hostname), or when it did not answer.
+    /// already (containers often share a hostname), or when it did not answer, or when the origin
+    /// is the host a launcher reached.
     std::string host;
     Answer answer = Answer::snapshot;
     std::string why; ///< not answered: what was seen

@@ -308,7 +308,10 @@ TEST_F(FleetCli, BadInputIsExitTwo)
 {
     const auto none = gpudoctor({});
     EXPECT_EQ(none.exit_code, 2);
-    EXPECT_NE(none.err.find("--from FILE for each node"), std::string::npos) << none.err;
+    EXPECT_NE(none.err.find("name the nodes: -H LIST, --hostfile FILE, or run inside a Slurm allocation; or judge "
+                            "snapshots already collected with --from FILE"),
+        std::string::npos)
+        << none.err;
     const auto missing = gpudoctor({"--from", (m_dir / "absent.json").string()});
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("absent.json"), std::string::npos) << missing.err;
@@ -320,6 +323,14 @@ TEST_F(FleetCli, BadInputIsExitTwo)
     const auto empty = gpudoctor({"--from", (m_dir / "empty").string()});
     EXPECT_EQ(empty.exit_code, 2);
     EXPECT_NE(empty.err.find("no *.json snapshots in this directory"), std::string::npos) << empty.err;
-    const auto unknown = gpudoctor({"--deep", "--from", n01});
+    // A check option that fleet does not take: each node reads its own /sys.
+    const auto unknown = gpudoctor({"--sysroot", "/", "--from", n01});
     EXPECT_EQ(unknown.exit_code, 2) << unknown.out;
+    EXPECT_NE(unknown.err.find("fleet: unknown option --sysroot"), std::string::npos) << unknown.err;
+    const auto both = gpudoctor({"-H", "n01", "--from", n01});
+    EXPECT_EQ(both.exit_code, 2);
+    EXPECT_NE(both.err.find("--from and -H/--hostfile"), std::string::npos) << both.err;
+    const auto deadline = gpudoctor({"-H", "n01", "--deadline", "0"});
+    EXPECT_EQ(deadline.exit_code, 2);
+    EXPECT_NE(deadline.err.find("--deadline 0: expected seconds"), std::string::npos) << deadline.err;
 }

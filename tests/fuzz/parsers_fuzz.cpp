@@ -11,7 +11,9 @@
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/hf_config.hpp"
 #include "doctor/fit/search.hpp"
+#include "doctor/fleet/answers.hpp"
 #include "doctor/profile/report.hpp"
+#include "launcher/backends/backends.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/node_handoff.hpp"
@@ -643,6 +645,57 @@ void fuzz_failure_scanner(const std::string& text)
     }
 }
 
+void fuzz_fleet_answers(const std::string& text)
+{
+    // gpudoctor fleet's reading of a launcher's output: any bytes are read without a crash, and a
+    // node's framed answer put among them (between their lines, or cut into Open MPI's marked
+    // pieces) comes back whole, unless the bytes hold frames of their own.
+    namespace fleet = doctor::fleet;
+    const std::size_t half = text.size() / 2;
+    const auto got =
+        fleet::collect_answers(std::string_view(text).substr(0, half), std::string_view(text).substr(half));
+    for (const auto& [rank, answer] : got.answers) {
+        if (answer.parts > answer.total || answer.payload.size() > std::size_t{answer.total} * fleet::frame_payload) {
+            std::abort();
+        }
+        fleet::node_output("n", rank, got, {});
+    }
+    fleet::node_output("n", 0, got, {1, false, 1});
+    // Bytes with frames or Open MPI's marks of their own may take the pieces for themselves.
+    if (text.find(fleet::frame_marker.substr(0, 10)) != std::string::npos || text.find("]<std") != std::string::npos) {
+        return;
+    }
+    std::string payload = text;
+    payload.erase(std::remove(payload.begin(), payload.end(), '\n'), payload.end());
+    const std::string frames = fleet::frame_answer(7, fleet::Answer::snapshot, payload);
+    const std::size_t cut = text.empty() ? 0 : static_cast<unsigned char>(text[0]) % (frames.size() + 1);
+    const std::string mark = "[1,7]<stdout>:";
+    const std::string mixed =
+        text + "\n" + mark + frames.substr(0, cut) + "[1,3]<stderr>:" + text + "\n" + mark + frames.substr(cut) + text;
+    std::string sent; // as frame_answer writes it: every '<' as \u003c
+    for (char c : payload) {
+        sent += c == '<' ? std::string("\\u003c") : std::string(1, c);
+    }
+    for (const std::string& stream : {text + "\n" + frames + text, mixed}) {
+        const auto back = fleet::collect_answers(stream, text);
+        const auto it = back.answers.find(7);
+        if (it == back.answers.end() || !it->second.complete() || it->second.payload != sent) {
+            std::abort();
+        }
+    }
+}
+
+void fuzz_elf_needed(const std::string& text)
+{
+    // The libraries an ELF file needs, from any bytes: no crash, and each name is in the bytes.
+    for (const auto& name : launcher::backends::elf_needed(text)) {
+        if (text.find(name) == std::string::npos) {
+            std::abort();
+        }
+    }
+    launcher::backends::srun_mpi_for(text);
+}
+
 struct Target {
     const char* name;
     void (*run)(const std::string& text);
@@ -668,6 +721,8 @@ constexpr Target kTargets[] = {
     {"snapshot", fuzz_snapshot},
     {"path_walker", fuzz_path_walker},
     {"failure_scanner", fuzz_failure_scanner},
+    {"fleet_answers", fuzz_fleet_answers},
+    {"elf_needed", fuzz_elf_needed},
 };
 
 /// The target this program runs: its name is compiled into each fuzz_NAME program (fuzz_target.cpp).

@@ -4,6 +4,8 @@
 // so the two nodes bind their ranks differently. Needs root and `ip`; skipped otherwise.
 #include "probes/cpu_set.hpp"
 #include "probes/topology.hpp"
+#include "tests/support/fake_gpu_node.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/rank_files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -18,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -341,17 +344,18 @@ protected:
     }
 
     /// The rsh agent: runs the command on the node of the address it is given, with the node's
-    /// hostname and topology.
-    std::filesystem::path write_agent() const
+    /// hostname and topology, in a mount namespace of its own, after the node's `setup` (shell
+    /// commands: what makes one node differ from the other).
+    std::filesystem::path write_agent(const std::vector<std::string>& setup = {}) const
     {
         std::string script = "#!/bin/sh\nhost=$1; shift\ncase \"$host\" in\n";
         for (unsigned n = 0; n < 2; ++n) {
             script += s_nodes->addresses()[n] + ") ns='" + s_nodes->namespaces()[n] + "'; xml='" + m_xml[n].string() +
-                "' ;;\n";
+                "'; setup='" + (n < setup.size() ? setup[n] : std::string()) + "' ;;\n";
         }
         script += "*) echo \"agent: unknown host $host\" >&2; exit 1 ;;\nesac\n"
-                  "exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $ns; export HWLOC_XMLFILE='$xml' "
-                  "HWLOC_THISSYSTEM=1; $*\"\n";
+                  "exec ip netns exec \"$ns\" unshare --uts --mount sh -c \"hostname $ns; export HWLOC_XMLFILE='$xml' "
+                  "HWLOC_THISSYSTEM=1; $setup $*\"\n";
         auto path = m_dir / "agent.sh";
         std::ofstream(path) << script;
         std::filesystem::permissions(path, std::filesystem::perms::owner_all);
@@ -468,4 +472,128 @@ TEST_F(GpurunMultiNode, SigintLeavesNothingBehindOnAnyNode)
     for (const auto& what : left) {
         ADD_FAILURE() << "survived gpurun: " << what;
     }
+}
+
+namespace {
+
+using nlohmann::json;
+
+/// gpudoctor fleet across the two nodes: each node's check runs there through Open MPI (the rsh
+/// agent reaches the node), with the fake NVML its fixture describes.
+class FleetMultiNode : public GpurunMultiNode {
+protected:
+    void SetUp() override
+    {
+        GpurunMultiNode::SetUp();
+        if (IsSkipped()) {
+            return;
+        }
+        std::ofstream(m_dir / "two.json") << test_support::healthy_gpu_node(2).dump();
+        std::ofstream(m_dir / "one.json") << test_support::healthy_gpu_node(1).dump();
+        json hung = test_support::healthy_gpu_node(2);
+        hung["hang_in"] = "nvmlDeviceGetCount_v2";
+        std::ofstream(m_dir / "hung.json") << hung.dump();
+    }
+
+    /// The shell words that give a node the fixture `name`, and `more`.
+    std::string node_setup(const std::string& fixture, const std::string& more = "") const
+    {
+        return "export FAKE_NVML_FIXTURE=" + (m_dir / fixture).string() + "; " + more;
+    }
+
+    test_support::Finished fleet(std::vector<std::string> args, const std::vector<std::string>& setup)
+    {
+        m_agent = write_agent(setup);
+        args.insert(args.begin(), {"fleet", "--launcher", "openmpi"});
+        const std::string path = std::filesystem::path(GPURUN_PATH).parent_path().string() + ":" + std::getenv("PATH");
+        return test_support::run_with(GPUDOCTOR_PATH, std::move(args), m_env,
+            {{"PATH", path}, {"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"NO_COLOR", "1"}}, std::chrono::seconds(60));
+    }
+
+    std::string hosts() const { return s_nodes->addresses()[0] + "," + s_nodes->addresses()[1]; }
+};
+
+/// The findings of `host` in a fleet report, by code.
+std::set<std::string> codes_of(const json& report, const std::string& host)
+{
+    std::set<std::string> codes;
+    for (const auto& node : report["nodes"]) {
+        if (node["host"] == host) {
+            for (const auto& f : node["findings"]) {
+                codes.insert(f["code"].get<std::string>());
+            }
+        }
+    }
+    return codes;
+}
+
+} // namespace
+
+TEST_F(FleetMultiNode, TheOddNodeIsNamedWithItsFindingsAndTheVariableThatDrifts)
+{
+    // Node 2: one GPU of two, a 1 MiB /dev/shm, NCCL_P2P_DISABLE left in its environment.
+    const auto r = fleet({"-H", hosts(), "--only", "driver,gpus,limits,nccl-env", "--expect-gpus", "2", "--json",
+                             "--healthy-hostfile", (m_dir / "healthy").string()},
+        {node_setup("two.json"),
+            node_setup("one.json", "mount -t tmpfs -o size=1m tmpfs /dev/shm; export NCCL_P2P_DISABLE=1;")});
+    ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+    const json j = json::parse(r.out);
+    const std::string n1 = s_nodes->addresses()[0];
+    const std::string n2 = s_nodes->addresses()[1];
+    ASSERT_EQ(j["nodes"].size(), 2U);
+    for (const auto& node : j["nodes"]) {
+        ASSERT_EQ(node["answer"], "snapshot") << node["host"] << ": " << node["why"] << "\n" << r.err;
+    }
+    EXPECT_EQ(j["nodes"][0]["host"], n1) << "named as the launcher reached it, as a hostfile needs";
+    EXPECT_EQ(j["nodes"][0]["facts"]["host"]["hostname"], s_nodes->namespaces()[0]) << "answered from node 1 itself";
+    EXPECT_EQ(j["nodes"][1]["facts"]["host"]["hostname"], s_nodes->namespaces()[1]);
+    EXPECT_EQ(j["nodes"][0]["exit_code"], 0);
+    EXPECT_EQ(j["nodes"][1]["exit_code"], 1);
+    const auto odd = codes_of(j, n2);
+    EXPECT_EQ(odd.count("gpus.count"), 1U);
+    EXPECT_EQ(odd.count("limits.shm_small"), 1U);
+    EXPECT_EQ(odd.count("nccl-env.p2p_disabled"), 1U);
+    EXPECT_EQ(codes_of(j, n1).count("limits.shm_small"), 0U);
+    bool variable_drifts = false;
+    for (const auto& d : j["drift"]) {
+        if (d["fact"] == "NCCL_P2P_DISABLE") {
+            variable_drifts = true;
+            EXPECT_EQ(d["majority"], "(none)");
+            ASSERT_EQ(d["odd"].size(), 1U);
+            EXPECT_EQ(d["odd"][0]["host"], n2);
+            EXPECT_EQ(d["odd"][0]["value"], "1");
+        }
+    }
+    EXPECT_TRUE(variable_drifts) << j["drift"].dump();
+    EXPECT_EQ(test_support::file_text(m_dir / "healthy"), n1 + " slots=2\n");
+}
+
+TEST_F(FleetMultiNode, ANodeWhoseCheckHangsIsReportedAtTheDeadlineWhileTheOtherAnswers)
+{
+    const auto started = std::chrono::steady_clock::now();
+    const auto r = fleet({"-H", hosts(), "--only", "driver,gpus", "--deadline", "3", "--timeout", "60", "--json"},
+        {node_setup("two.json"), node_setup("hung.json")});
+    const auto took = std::chrono::steady_clock::now() - started;
+    ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+    EXPECT_LT(took, std::chrono::seconds(25));
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j["nodes"].size(), 2U);
+    EXPECT_EQ(j["nodes"][0]["answer"], "snapshot");
+    EXPECT_EQ(j["nodes"][0]["exit_code"], 0);
+    EXPECT_EQ(j["nodes"][1]["answer"], "timed out");
+    EXPECT_EQ(j["nodes"][1]["why"], "its check took longer than the deadline, 3 s");
+}
+
+TEST_F(FleetMultiNode, AHostTheLauncherCannotReachIsNamedWithWhatItSaid)
+{
+    const std::string absent = s_nodes->addresses()[0].substr(0, s_nodes->addresses()[0].rfind('.')) + ".77";
+    const auto r = fleet({"-H", s_nodes->addresses()[0] + "," + absent, "--only", "gpus", "--json"},
+        {node_setup("two.json"), node_setup("two.json")});
+    ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j["nodes"].size(), 2U);
+    EXPECT_EQ(j["nodes"][1]["host"], absent);
+    EXPECT_EQ(j["nodes"][1]["answer"], "unreachable");
+    EXPECT_EQ(j["nodes"][1]["why"], "agent: unknown host " + absent);
+    EXPECT_EQ(j["summary"]["not_answering"].get<int>() >= 1, true);
 }

@@ -3,12 +3,14 @@
 # started here, as root, with a configuration written into the scratch directory (own ports, own
 # munge socket, no cgroups). Checks the ranks' variables, that the first failing rank stops the
 # step and is named, and that SIGINT without a terminal stops every rank and leaves the node free
-# for the next step. Skipped (77) where Slurm is not installed or cannot start here.
-# usage: slurm_launch_test.sh GPURUN RANK_PROBE
+# for the next step; and gpudoctor fleet through srun, with -H and inside an allocation (salloc).
+# Skipped (77) where Slurm is not installed or cannot start here.
+# usage: slurm_launch_test.sh GPURUN RANK_PROBE GPUDOCTOR
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 gpurun=$1
 probe=$2
+gpudoctor=$3
 
 skip() {
     echo "SKIPPED: $*"
@@ -155,4 +157,27 @@ started=$SECONDS
 run "$probe"
 expect_eq "the next step runs" 0 "$status"
 expect_eq "the next step did not wait for the last to complete" 1 "$((SECONDS - started < 20))"
+
+# gpudoctor fleet: the node's check runs as a task of srun (--label marks its lines), its answer
+# comes back through srun's output; named by the host srun reached.
+fleet_json() { # fleet_json ARGS...: the report's JSON in $report, status in $status
+    report=$(PATH=$(dirname "$gpurun"):$PATH "$@" 2>"$scratch/fleet.err")
+    status=$?
+    [ "$status" -le 1 ] || cat "$scratch/fleet.err" >&2
+    [ "$(node_field 'n["answer"]')" = snapshot ] || echo "fleet: $(node_field 'n["why"]')" >&2
+}
+node_field() { # node_field FIELD: the first node's FIELD in $report
+    python3 -c 'import json, sys; n = json.loads(sys.stdin.read())["nodes"][0]; print(eval(sys.argv[1]))' "$1" \
+        <<<"$report" 2>/dev/null
+}
+fleet_json "$gpudoctor" fleet -H "$host" --launcher srun --only limits,nccl-env --json
+expect_eq "fleet through srun: a verdict" 1 "$((status <= 1))"
+expect_eq "the node answered with its snapshot" snapshot "$(node_field 'n["answer"]')"
+expect_eq "named as srun reached it" "$host" "$(node_field 'n["host"]')"
+expect_eq "its facts came from the node" "$(hostname)" "$(node_field 'n["facts"]["host"]["hostname"]')"
+# Inside an allocation the nodes are the allocation's, and srun starts the checks.
+fleet_json salloc -N 1 --quiet "$gpudoctor" fleet --only limits --json
+expect_eq "fleet inside salloc: a verdict" 1 "$((status <= 1))"
+expect_eq "the allocation's node" "$host" "$(node_field 'n["host"]')"
+expect_eq "it answered" snapshot "$(node_field 'n["answer"]')"
 finish

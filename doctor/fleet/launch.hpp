@@ -1,0 +1,60 @@
+#pragma once
+
+// gpudoctor fleet across the nodes of a job: gpurun starts one `gpudoctor fleet --answer-as-node`
+// on every node through its launchers (Open MPI's mpirun, Hydra, srun, or its own on this node),
+// each node's answer comes back framed (answers.hpp) through the launcher's output, and the merge
+// judges them here. No launcher of its own, no ssh, no shared file system.
+
+#include "doctor/fleet/answers.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace doctor::fleet {
+
+/// The option that makes `gpudoctor fleet` a node's side of the launch (not for users).
+inline constexpr const char* node_side_option = "--answer-as-node";
+
+/// The nodes to check: `-H LIST` (gpurun's syntax, Slurm ranges too; slots are ignored), else
+/// `--hostfile FILE`, else the Slurm allocation's (SLURM_JOB_NODELIST); empty when none is
+/// given. Throws probes::Error for a bad list or file, and for both -H and --hostfile.
+std::vector<std::string> fleet_hosts(
+    const std::string& host_list, const std::string& hostfile, const std::function<const char*(const char*)>& getenv);
+
+struct LaunchOptions {
+    std::vector<std::string> hosts;
+    std::string gpurun; ///< the gpurun program
+    std::string gpudoctor; ///< this gpudoctor, as every node finds it (an absolute path)
+    std::string launcher; ///< gpurun's --launcher word; "" or "auto": chosen as gpurun chooses
+    std::string launcher_args; ///< the user's --launcher-args
+    double deadline_seconds = 60; ///< each node's check
+    /// How much longer than the deadline the launch may take before it is stopped: the launcher's
+    /// start-up on every node and the answers' way back.
+    double launch_margin_seconds = 60;
+    std::vector<std::string> node_args; ///< the snapshot's options for every node (--deep, --only, ...)
+};
+
+/// The --launcher word gpurun will use for `word` ("" or "auto": found as gpurun finds it, from
+/// the environment and PATH). Throws probes::Error for an unknown word or no launcher found.
+std::string resolve_launcher(const std::string& word, const std::function<const char*(const char*)>& getenv);
+
+/// gpurun's argv: one rank on every host, no binding and no GPU of its own (the check sees the whole
+/// node), each rank running this gpudoctor's node side with the deadline and `node_args`; the
+/// launcher (`options.launcher`, resolved) told to mark its output with the writer's rank.
+std::vector<std::string> gpurun_command(const LaunchOptions& options);
+
+/// Runs gpurun, passing SIGINT, SIGTERM and SIGHUP on to it, and stops it (SIGTERM, then SIGKILL)
+/// when the deadline and the margin have passed. Returns every host's answer, in the order of the
+/// hosts; `signal` (when not null) is set to the signal passed on, 0 for none. Throws probes::Error
+/// with gpurun's own message when it refused the launch (exit status 2, no answer at all): a bad
+/// --launcher-args, no launcher found.
+std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal = nullptr);
+
+/// The node's side: runs `snapshot` (the snapshot document as compact JSON) in a child with
+/// `deadline_seconds`, and writes its answer as frames of rank $RANK (gpurun's) to standard
+/// output: the snapshot, "timed out" or "crashed" with why. Returns 0 whatever the answer, so the
+/// launcher does not stop the other nodes' checks; 3 when the answer could not be written.
+int answer_as_node(const std::function<std::string()>& snapshot, double deadline_seconds);
+
+} // namespace doctor::fleet
