@@ -529,13 +529,26 @@ std::set<std::string> codes_of(const json& report, const std::string& host)
 
 } // namespace
 
-TEST_F(FleetMultiNode, TheOddNodeIsNamedWithItsFindingsAndTheVariableThatDrifts)
+/// Shell words that give a node an InfiniBand HCA mlx5_0 whose port 1 is in `state` (a tmpfs over
+/// /sys/class in the node's mount namespace). No single quotes: the agent holds them in its own.
+std::string infiniband_port(const std::string& state, const std::string& phys_state)
 {
-    // Node 2: one GPU of two, a 1 MiB /dev/shm, NCCL_P2P_DISABLE left in its environment.
-    const auto r = fleet({"-H", hosts(), "--only", "driver,gpus,limits,nccl-env", "--expect-gpus", "2", "--json",
-                             "--healthy-hostfile", (m_dir / "healthy").string()},
-        {node_setup("two.json"),
-            node_setup("one.json", "mount -t tmpfs -o size=1m tmpfs /dev/shm; export NCCL_P2P_DISABLE=1;")});
+    const std::string port = "/sys/class/infiniband/mlx5_0/ports/1";
+    return "mount -t tmpfs tmpfs /sys/class && mkdir -p " + port + " && echo " + state + " > " + port +
+        "/state && echo " + phys_state + " > " + port + "/phys_state && echo 200 Gb/sec \\(4X HDR\\) > " + port +
+        "/rate && echo InfiniBand > " + port + "/link_layer;";
+}
+
+TEST_F(FleetMultiNode, TheOddNodeIsNamedWithItsFindingsAndTheFactsThatDrift)
+{
+    // Node 2: one GPU of two, a 1 MiB /dev/shm, NCCL_P2P_DISABLE left in its environment, its
+    // InfiniBand port down.
+    const auto r = fleet({"-H", hosts(), "--only", "driver,gpus,limits,nccl-env,network", "--expect-gpus", "2",
+                             "--json", "--healthy-hostfile", (m_dir / "healthy").string()},
+        {node_setup("two.json", infiniband_port("\"4: ACTIVE\"", "\"5: LinkUp\"")),
+            node_setup("one.json",
+                "mount -t tmpfs -o size=1m tmpfs /dev/shm; export NCCL_P2P_DISABLE=1; " +
+                    infiniband_port("\"1: DOWN\"", "\"3: Disabled\""))});
     ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
     const json j = json::parse(r.out);
     const std::string n1 = s_nodes->addresses()[0];
@@ -553,9 +566,18 @@ TEST_F(FleetMultiNode, TheOddNodeIsNamedWithItsFindingsAndTheVariableThatDrifts)
     EXPECT_EQ(odd.count("gpus.count"), 1U);
     EXPECT_EQ(odd.count("limits.shm_small"), 1U);
     EXPECT_EQ(odd.count("nccl-env.p2p_disabled"), 1U);
+    EXPECT_EQ(odd.count("network.port_down"), 1U);
     EXPECT_EQ(codes_of(j, n1).count("limits.shm_small"), 0U);
+    EXPECT_EQ(codes_of(j, n1).count("network.port_down"), 0U);
     bool variable_drifts = false;
+    bool ports_drift = false;
     for (const auto& d : j["drift"]) {
+        if (d["fact"] == "infiniband") {
+            ports_drift = true;
+            ASSERT_EQ(d["odd"].size(), 1U);
+            EXPECT_EQ(d["odd"][0]["host"], n2);
+            EXPECT_NE(d["odd"][0]["value"].get<std::string>().find("DOWN"), std::string::npos) << d.dump();
+        }
         if (d["fact"] == "NCCL_P2P_DISABLE") {
             variable_drifts = true;
             EXPECT_EQ(d["majority"], "(none)");
@@ -565,6 +587,7 @@ TEST_F(FleetMultiNode, TheOddNodeIsNamedWithItsFindingsAndTheVariableThatDrifts)
         }
     }
     EXPECT_TRUE(variable_drifts) << j["drift"].dump();
+    EXPECT_TRUE(ports_drift) << j["drift"].dump();
     EXPECT_EQ(test_support::file_text(m_dir / "healthy"), n1 + " slots=2\n");
 }
 
