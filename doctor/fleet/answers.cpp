@@ -108,12 +108,11 @@ std::optional<Frame> read_frame(std::string_view& text)
     return f;
 }
 
-/// Per rank, the parts received so far.
+/// Per rank, the parts received so far (as many as came: a header's count reserves nothing).
 struct Assembly {
     Answer answer = Answer::snapshot;
-    std::vector<std::string> parts;
-    std::vector<bool> have;
-    unsigned count = 0;
+    unsigned total = 0;
+    std::map<unsigned, std::string> parts;
 };
 
 /// The lines of `text`, blanks trimmed, without the empty ones and gpurun's own notes ("gpurun:
@@ -285,15 +284,11 @@ Collected collect_answers(std::string_view output_stream, std::string_view error
                 Assembly& a = it->second;
                 if (fresh) {
                     a.answer = frame->answer;
-                    a.parts.resize(frame->total);
-                    a.have.resize(frame->total);
+                    a.total = frame->total;
                 }
-                if (a.answer != frame->answer || a.parts.size() != frame->total || a.have[frame->seq]) {
-                    continue;
+                if (a.answer == frame->answer && a.total == frame->total) {
+                    a.parts.try_emplace(frame->seq, frame->payload); // a repeat keeps the first
                 }
-                a.parts[frame->seq] = std::string(frame->payload);
-                a.have[frame->seq] = true;
-                ++a.count;
             }
             if (!had_frame) {
                 collected.other.append(line).push_back('\n');
@@ -303,10 +298,10 @@ Collected collect_answers(std::string_view output_stream, std::string_view error
     for (auto& [rank, a] : assemblies) {
         ReceivedAnswer r;
         r.answer = a.answer;
-        r.parts = a.count;
-        r.total = static_cast<unsigned>(a.parts.size());
+        r.parts = static_cast<unsigned>(a.parts.size());
+        r.total = a.total;
         if (r.complete()) {
-            for (auto& part : a.parts) {
+            for (auto& [seq, part] : a.parts) { // in order: seq runs from 0 to total - 1
                 r.payload += part;
             }
         }

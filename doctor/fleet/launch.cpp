@@ -159,7 +159,8 @@ std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal)
     const auto stop_at = Clock::now() + seconds(end.deadline_seconds);
     auto kill_at = Clock::time_point::max();
     auto drain_until = Clock::time_point::max();
-    while ((out_open || err_open) && Clock::now() < drain_until) {
+    // Until gpurun has ended and its output is read (or a child it left holds the pipes open).
+    while ((!exited || out_open || err_open) && Clock::now() < drain_until) {
         const auto now = Clock::now();
         if (!exited && !end.timed_out && now >= stop_at) {
             end.timed_out = true;
