@@ -1,5 +1,6 @@
 #include "doctor/fleet/answers.hpp"
 
+#include "probes/error.hpp"
 #include "probes/text.hpp"
 
 #include <algorithm>
@@ -206,11 +207,30 @@ std::size_t open_mpi_tag(std::string_view text)
     return 0;
 }
 
+/// A part of the output and the rank that wrote it, where a mark says.
+struct Written {
+    std::optional<unsigned> rank;
+    std::string text;
+};
+
+/// The rank in a mark: Open MPI's "[JOB,RANK]<...>:"; nullopt for none.
+std::optional<unsigned> rank_of_mark(std::string_view mark)
+{
+    const std::size_t comma = mark.find(',');
+    const std::size_t close = mark.find(']');
+    unsigned rank = 0;
+    if (comma == std::string_view::npos || close == std::string_view::npos ||
+        std::from_chars(mark.data() + comma + 1, mark.data() + close, rank).ptr != mark.data() + close) {
+        return std::nullopt;
+    }
+    return rank;
+}
+
 /// The output split by who wrote it, each part in its order. Open MPI's mpirun relays a rank's
 /// output in pieces of up to 4 KiB, cutting lines, and puts its mark (--tag-output) before each
 /// piece and each line in it: the bytes after a mark, up to the next, are that rank's. Output
 /// without marks (mpirun's own, other launchers', whose lines arrive whole) is one part.
-std::vector<std::string> split_by_writer(std::string_view output)
+std::vector<Written> split_by_writer(std::string_view output)
 {
     std::map<std::string_view, std::string> parts;
     std::string* current = &parts[""];
@@ -226,11 +246,35 @@ std::vector<std::string> split_by_writer(std::string_view output)
         at += length - 1;
     }
     current->append(output.substr(from));
-    std::vector<std::string> out;
-    for (auto& [writer, text] : parts) {
-        out.push_back(std::move(text));
+    std::vector<Written> out;
+    for (auto& [mark, text] : parts) {
+        out.push_back({rank_of_mark(mark), std::move(text)});
     }
     return out;
+}
+
+/// The rank a line's own mark names, taken off the line: srun --label's "3: " (padded with
+/// blanks) or Hydra's -prepend-rank "[3] "; nullopt for a line without one.
+std::optional<unsigned> line_rank(std::string_view& line)
+{
+    std::string_view rest = line;
+    const bool bracket = !rest.empty() && rest.front() == '[';
+    if (bracket) {
+        rest.remove_prefix(1);
+    } else {
+        while (!rest.empty() && rest.front() == ' ') {
+            rest.remove_prefix(1);
+        }
+    }
+    unsigned rank = 0;
+    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), rank);
+    const std::string_view after = rest.substr(static_cast<std::size_t>(end - rest.data()));
+    const std::string_view closing = bracket ? "] " : ": ";
+    if (ec != std::errc() || end == rest.data() || after.substr(0, 2) != closing) {
+        return std::nullopt;
+    }
+    line = after.substr(2);
+    return rank;
 }
 
 } // namespace
@@ -259,12 +303,12 @@ Collected collect_answers(std::string_view output_stream, std::string_view error
 {
     Collected collected;
     std::map<unsigned, Assembly> assemblies;
-    std::vector<std::string> parts = split_by_writer(output_stream);
+    std::vector<Written> parts = split_by_writer(output_stream);
     for (auto& part : split_by_writer(error_stream)) {
         parts.push_back(std::move(part));
     }
-    for (const std::string& part : parts) {
-        std::string_view output = part;
+    for (const Written& part : parts) {
+        std::string_view output = part.text;
         while (!output.empty()) {
             const std::size_t end = output.find('\n');
             std::string_view line = output.substr(0, end);
@@ -292,6 +336,11 @@ Collected collect_answers(std::string_view output_stream, std::string_view error
             }
             if (!had_frame) {
                 collected.other.append(line).push_back('\n');
+                std::string_view text = line;
+                const std::optional<unsigned> rank = part.rank ? part.rank : line_rank(text);
+                if (rank && !probes::trim_blanks(text).empty()) {
+                    collected.said[*rank].append(text).push_back('\n');
+                }
             }
         }
     }
@@ -338,6 +387,11 @@ NodeOutput node_output(const std::string& host, unsigned rank, const Collected& 
     }
     if (std::string report = rank_report(collected.other, rank); !report.empty()) {
         return {host, Answer::crashed, report};
+    }
+    if (const auto said = collected.said.find(rank); said != collected.said.end()) {
+        const std::string_view text = said->second;
+        return {host, Answer::garbage,
+            fmt::format("no answer; it printed instead: {}", probes::quote_input(text.substr(0, text.find('\n'))))};
     }
     const auto lines = launcher_lines(collected.other);
     for (const auto line : lines) {

@@ -44,6 +44,9 @@ struct ReceivedAnswer {
 struct Collected {
     std::map<unsigned, ReceivedAnswer> answers; ///< by rank
     std::string other; ///< every line that holds no frame: the launcher's and the nodes' messages
+    /// The lines without a frame that a rank's mark says it wrote (Open MPI's, srun's "3: ",
+    /// Hydra's "[3] "), marks taken off, blank lines left out.
+    std::map<unsigned, std::string> said;
 };
 
 /// Finds the frames in a launcher's standard output and error (`errors`, read apart: a message of
@@ -66,9 +69,9 @@ struct LaunchEnd {
 /// failure it reported itself (timed out, crashed), or, with no whole answer, what the launcher's
 /// output says of it: timed out (the launch was stopped at the deadline); unreachable, saying so,
 /// when a signal stopped the launch; crashed (gpurun's
-/// report of its rank: "gpurun: rank R (host, ...) failed: ..."); unreachable (a launcher line
-/// that names the host, else the launcher's last line and exit status); garbage (only some of
-/// its frames arrived intact).
+/// report of its rank: "gpurun: rank R (host, ...) failed: ..."); garbage (only some of its
+/// frames arrived intact, or it printed something else: its first line is quoted); unreachable
+/// (a launcher line that names the host, else the launcher's first line and exit status).
 NodeOutput node_output(const std::string& host, unsigned rank, const Collected& collected, const LaunchEnd& end);
 
 } // namespace doctor::fleet

@@ -260,6 +260,25 @@ TEST(FleetAnswers, ASilentNodeIsNamedByWhatTheLauncherSaid)
     EXPECT_EQ(late.text, "no answer within 120 s; the launch was stopped");
 }
 
+TEST(FleetAnswers, ANodeThatPrintsSomethingElseIsGarbageWithItsFirstLine)
+{
+    const LaunchEnd end;
+    // Whose line it is, by the launcher's mark: Open MPI's, srun --label's, Hydra's.
+    for (const char* output : {"[1,1]<stdout>:<html>502 Bad Gateway</html>\n[1,1]<stdout>:second\n",
+             "  1: <html>502 Bad Gateway</html>\n", "[1] <html>502 Bad Gateway</html>\n"}) {
+        SCOPED_TRACE(output);
+        const auto got = collect_answers(frame_answer(0, Answer::snapshot, "{}"), output);
+        const auto one = node_output("n02", 1, got, end);
+        EXPECT_EQ(one.answer, Answer::garbage);
+        EXPECT_EQ(one.text, "no answer; it printed instead: '<html>502 Bad Gateway</html>'");
+        EXPECT_EQ(node_output("n01", 0, got, end).answer, Answer::snapshot) << "rank 0's answer is whole";
+    }
+    // A line without a rank's mark is the launcher's.
+    const auto got = collect_answers("", "1 warning: x\n[x] y\n");
+    EXPECT_TRUE(got.said.empty());
+    EXPECT_EQ(node_output("n02", 1, got, end).answer, Answer::unreachable);
+}
+
 TEST(FleetLaunch, GpurunStartsOneNodeSideOnEveryHostWithoutBindingOrAGpuOfItsOwn)
 {
     doctor::fleet::LaunchOptions o;

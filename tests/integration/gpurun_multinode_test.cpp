@@ -607,6 +607,23 @@ TEST_F(FleetMultiNode, ANodeWhoseCheckHangsIsReportedAtTheDeadlineWhileTheOtherA
     EXPECT_EQ(j["nodes"][1]["why"], "its check took longer than the deadline, 3 s");
 }
 
+TEST_F(FleetMultiNode, ANodeThatPrintsSomethingElseIsGarbageWithWhatItPrinted)
+{
+    // On node 2, what runs as gpudoctor is a script (bound over it in the node's mount namespace).
+    const auto script = m_dir / "not-gpudoctor.sh";
+    std::ofstream(script) << "#!/bin/sh\necho 'Welcome to node 2! Last login: never'\necho '{\"not\": \"a frame\"}'\n";
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    const auto r = fleet({"-H", hosts(), "--only", "gpus", "--json"},
+        {node_setup("two.json"),
+            node_setup("two.json", "mount --bind " + script.string() + " " + GPUDOCTOR_PATH + ";")});
+    ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j["nodes"].size(), 2U);
+    EXPECT_EQ(j["nodes"][0]["answer"], "snapshot");
+    EXPECT_EQ(j["nodes"][1]["answer"], "garbage");
+    EXPECT_EQ(j["nodes"][1]["why"], "no answer; it printed instead: 'Welcome to node 2! Last login: never'");
+}
+
 TEST_F(FleetMultiNode, AHostTheLauncherCannotReachIsNamedWithWhatItSaid)
 {
     const std::string absent = s_nodes->addresses()[0].substr(0, s_nodes->addresses()[0].rfind('.')) + ".77";
