@@ -660,6 +660,11 @@ void fuzz_fleet_answers(const std::string& text)
         }
         fleet::node_output("n", rank, got, {});
     }
+    for (const auto& [rank, said] : got.said) {
+        if (said.empty() || fleet::node_output("n", rank, got, {}).text.empty()) {
+            std::abort();
+        }
+    }
     fleet::node_output("n", 0, got, {1, false, 1});
     // Bytes with frames or Open MPI's marks of their own may take the pieces for themselves.
     if (text.find(fleet::frame_marker.substr(0, 10)) != std::string::npos || text.find("]<std") != std::string::npos) {
