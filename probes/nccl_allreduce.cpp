@@ -49,6 +49,8 @@ Nccl Nccl::load(const std::string& file)
             "{} is not a usable NCCL library: it lacks {}; point GPUKIT_NCCL_LIBRARY at libnccl.so.2", file, missing));
     }
     library.bind(api.error_string, "ncclGetErrorString");
+    library.bind(api.get_unique_id, "ncclGetUniqueId");
+    library.bind(api.comm_init_rank, "ncclCommInitRank");
     return Nccl(std::move(library), api);
 }
 
@@ -168,8 +170,8 @@ const void* as_pointer(DevicePtr p)
 
 } // namespace
 
-AllReduceResult measure_allreduce(
-    const Cuda& cuda, const Nccl& nccl, const std::vector<int>& devices, const AllReduceSettings& settings)
+AllReduceResult measure_allreduce(const Cuda& cuda, const Nccl& nccl, const std::vector<int>& devices,
+    const AllReduceSettings& settings, const JoinedComm* joined)
 {
     if (devices.empty()) {
         throw Error("the all-reduce needs at least one GPU");
@@ -186,7 +188,16 @@ AllReduceResult measure_allreduce(
     AllReduceResult result;
     result.settings = settings;
     result.devices = devices;
+    result.ranks = joined != nullptr ? joined->ranks : static_cast<int>(devices.size());
     result.nccl_version = nccl.version();
+    if (joined != nullptr &&
+        (nccl.api().comm_init_rank == nullptr || joined->first_rank < 0 ||
+            joined->first_rank + static_cast<int>(devices.size()) > joined->ranks)) {
+        throw Error(nccl.api().comm_init_rank == nullptr
+                ? fmt::format("{} lacks ncclCommInitRank", nccl.file())
+                : fmt::format("ranks {} to {} do not fit a communicator of {}", joined->first_rank,
+                      joined->first_rank + static_cast<int>(devices.size()) - 1, joined->ranks));
+    }
     const std::size_t count = settings.bytes / 4;
     const std::size_t bytes = count * 4;
     result.settings.bytes = bytes;
@@ -198,8 +209,23 @@ AllReduceResult measure_allreduce(
     Comms comms;
     comms.nccl = &nccl;
     comms.comms.assign(devices.size(), nullptr);
-    nccl.check(nccl.api().comm_init_all(comms.comms.data(), static_cast<int>(devices.size()), devices.data()),
-        fmt::format("ncclCommInitAll over GPUs {}", fmt::join(devices, ",")));
+    if (joined == nullptr) {
+        nccl.check(nccl.api().comm_init_all(comms.comms.data(), static_cast<int>(devices.size()), devices.data()),
+            fmt::format("ncclCommInitAll over GPUs {}", fmt::join(devices, ",")));
+    } else {
+        // Each device's rank made in its own context, all in one group: NCCL joins them together.
+        nccl.check(nccl.api().group_start(), "ncclGroupStart");
+        nccl_abi::Result first_error = nccl_abi::success;
+        for (std::size_t i = 0; i < ranks.size(); ++i) {
+            cuda.check(cuda.api().ctx_set_current(ranks[i]->context), "cuCtxSetCurrent");
+            const nccl_abi::Result rc = nccl.api().comm_init_rank(
+                &comms.comms[i], joined->ranks, joined->id, joined->first_rank + static_cast<int>(i));
+            first_error = first_error == nccl_abi::success ? rc : first_error;
+        }
+        const nccl_abi::Result end = nccl.api().group_end();
+        nccl.check(first_error, fmt::format("ncclCommInitRank (ranks {} of {})", joined->first_rank, joined->ranks));
+        nccl.check(end, "ncclGroupEnd (ncclCommInitRank)");
+    }
 
     const NcclApi& api = nccl.api();
     auto launch = [&] {
@@ -248,17 +274,16 @@ AllReduceResult measure_allreduce(
         throw Error("the all-reduces took no measurable time (the events report 0 ms)");
     }
     result.time_us = slowest_ms * 1000.0 / settings.iterations;
-    allreduce_rates(bytes, result.time_us, static_cast<int>(devices.size()), result.algbw_gbps, result.busbw_gbps);
+    allreduce_rates(bytes, result.time_us, result.ranks, result.algbw_gbps, result.busbw_gbps);
     return result;
 }
 
 nlohmann::json to_json(const AllReduceResult& result)
 {
-    return {{"nccl_version", result.nccl_version}, {"devices", result.devices}, {"ranks", result.devices.size()},
+    return {{"nccl_version", result.nccl_version}, {"devices", result.devices}, {"ranks", result.ranks},
         {"bytes", result.settings.bytes}, {"warmup", result.settings.warmup},
         {"iterations", result.settings.iterations}, {"time_us", result.time_us}, {"algbw_gbps", result.algbw_gbps},
-        {"bus_factor", allreduce_bus_factor(static_cast<int>(result.devices.size()))},
-        {"busbw_gbps", result.busbw_gbps}};
+        {"bus_factor", allreduce_bus_factor(result.ranks)}, {"busbw_gbps", result.busbw_gbps}};
 }
 
 } // namespace probes

@@ -17,6 +17,10 @@ using Comm = struct ncclComm*;
 constexpr Result success = 0;
 constexpr int float32 = 7; // ncclFloat32
 constexpr int sum = 0; // ncclSum
+/// ncclUniqueId: what every process of one communicator is given (NCCL_UNIQUE_ID_BYTES).
+struct UniqueId {
+    char internal[128];
+};
 } // namespace nccl_abi
 
 /// ncclGetVersion()'s number as text: major*1000+minor*100+patch up to 2.8, major*10000+minor*100+patch
@@ -32,6 +36,9 @@ struct NcclApi {
     nccl_abi::Result (*group_start)() = nullptr; // ncclGroupStart
     nccl_abi::Result (*group_end)() = nullptr; // ncclGroupEnd
     const char* (*error_string)(nccl_abi::Result) = nullptr; // ncclGetErrorString, optional
+    // For a communicator across processes (every NCCL 2 has them; a library without is refused there).
+    nccl_abi::Result (*get_unique_id)(nccl_abi::UniqueId*) = nullptr; // ncclGetUniqueId
+    nccl_abi::Result (*comm_init_rank)(nccl_abi::Comm*, int, nccl_abi::UniqueId, int) = nullptr; // ncclCommInitRank
 };
 
 /// libnccl.so.2 (or GPUKIT_NCCL_LIBRARY), loaded with dlopen. Throws probes::Error naming the
@@ -72,6 +79,7 @@ struct AllReduceResult {
     AllReduceSettings settings;
     std::string nccl_version;
     std::vector<int> devices; ///< CUDA device ordinals, one rank each
+    int ranks = 0; ///< of the communicator: the devices, or a joined communicator's ranks
     double time_us = 0; ///< one all-reduce
     double algbw_gbps = 0; ///< bytes / time
     double busbw_gbps = 0; ///< algbw × 2(n-1)/n
@@ -82,11 +90,22 @@ double allreduce_bus_factor(int ranks);
 /// algbw and busbw (GB/s) of an all-reduce of `bytes` per rank that took `time_us`.
 void allreduce_rates(std::size_t bytes, double time_us, int ranks, double& algbw_gbps, double& busbw_gbps);
 
-/// One process, one thread, ncclCommInitAll over `devices`: warm-up, then the timed all-reduces.
-/// Throws probes::Error naming the CUDA or NCCL call that failed. NCCL writes its own debug output
-/// where the environment says (NCCL_DEBUG, NCCL_DEBUG_FILE); the caller sets those beforehand.
-AllReduceResult measure_allreduce(
-    const Cuda& cuda, const Nccl& nccl, const std::vector<int>& devices, const AllReduceSettings& settings);
+/// A communicator that other processes (on other nodes) join too: `ranks` in all, this process's
+/// devices being ranks `first_rank`, `first_rank` + 1, ...; every process is given the same id
+/// (ncclGetUniqueId's, made by one of them).
+struct JoinedComm {
+    int ranks = 0;
+    int first_rank = 0;
+    nccl_abi::UniqueId id{};
+};
+
+/// One process, one thread, ncclCommInitAll over `devices` (or, with `joined`, ncclCommInitRank
+/// for each device in one group, which returns once every process has joined): warm-up, then the
+/// timed all-reduces; busbw counts every rank of the communicator. Throws probes::Error naming
+/// the CUDA or NCCL call that failed. NCCL writes its own debug output where the environment says
+/// (NCCL_DEBUG, NCCL_DEBUG_FILE); the caller sets those beforehand.
+AllReduceResult measure_allreduce(const Cuda& cuda, const Nccl& nccl, const std::vector<int>& devices,
+    const AllReduceSettings& settings, const JoinedComm* joined = nullptr);
 
 nlohmann::json to_json(const AllReduceResult& result);
 

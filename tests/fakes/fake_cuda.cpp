@@ -48,7 +48,9 @@
 //   FAKE_CUDNN        cudnnGetVersion: FAKE_CUDNN_VERSION (default 90100).
 //   FAKE_CUBLAS       cublasGetProperty: FAKE_CUBLAS_VERSION "major.minor.patch" (default 12.4.5).
 //   FAKE_NCCL         libnccl.so.2: ncclGetVersion, ncclCommInitAll, ncclCommDestroy, ncclAllReduce,
-//                     ncclGroupStart, ncclGroupEnd, ncclGetErrorString.
+//                     ncclGroupStart, ncclGroupEnd, ncclGetErrorString; ncclGetUniqueId and
+//                     ncclCommInitRank (a rank of a communicator across processes, made at once:
+//                     no process waits for the others; an id it did not make is refused).
 //                     FAKE_NCCL_VERSION (default 21803); FAKE_NCCL_INIT_ERROR=<code>: what
 //                     ncclCommInitAll returns instead of making communicators; its devices must be
 //                     distinct and below FAKE_CUDA_DEVICE_COUNT (default 1).
@@ -1197,6 +1199,46 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist)
         }
     }
     log_init(made);
+    return nccl_success;
+}
+
+/// ncclUniqueId.
+struct ncclUniqueId {
+    char internal[128];
+};
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id)
+{
+    if (ncclResult_t rc = nccl_enter("ncclGetUniqueId"); rc != nccl_success) {
+        return rc;
+    }
+    if (id == nullptr) {
+        return invalid_argument;
+    }
+    std::memset(id->internal, 0, sizeof id->internal);
+    const unsigned long long comm = new_comm_id();
+    std::memcpy(id->internal, &comm, sizeof comm);
+    return nccl_success;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank)
+{
+    if (ncclResult_t rc = nccl_enter("ncclCommInitRank"); rc != nccl_success) {
+        return rc;
+    }
+    if (const long error = env_number("FAKE_NCCL_INIT_ERROR", 0); error != 0) {
+        return static_cast<ncclResult_t>(error);
+    }
+    unsigned long long comm_id = 0;
+    std::memcpy(&comm_id, id.internal, sizeof comm_id);
+    if (comm == nullptr || nranks < 1 || rank < 0 || rank >= nranks || comm_id == 0) {
+        return invalid_argument; // an id that ncclGetUniqueId did not make
+    }
+    NcclState& state = nccl_state();
+    std::lock_guard lock(state.mutex);
+    auto* c = new Communicator{rank, nranks, 0, comm_id};
+    state.comms.insert(c);
+    *comm = reinterpret_cast<ncclComm_t>(c);
     return nccl_success;
 }
 

@@ -215,6 +215,41 @@ TEST_F(FakeDriver, AllReduceTimesTheSlowestGpuAndFreesEverything)
     EXPECT_EQ(probes::to_json(r)["bus_factor"], 1.5);
 }
 
+TEST_F(FakeDriver, AJoinedCommunicatorCountsEveryRankOfEveryProcess)
+{
+    // This process's two GPUs are ranks 2 and 3 of four (another node holds 0 and 1).
+    set("FAKE_CUDA_DEVICE_COUNT", "2");
+    set("FAKE_NCCL_ALGBW_GBPS", "100,100,40,100");
+    auto cuda = probes::Cuda::load();
+    auto nccl = probes::Nccl::load(FAKE_NCCL_PATH);
+    probes::JoinedComm joined;
+    joined.ranks = 4;
+    joined.first_rank = 2;
+    nccl.check(nccl.api().get_unique_id(&joined.id), "ncclGetUniqueId");
+    probes::AllReduceSettings settings;
+    settings.bytes = std::size_t{64} << 20;
+    settings.iterations = 2;
+    const auto r = probes::measure_allreduce(cuda, nccl, {0, 1}, settings, &joined);
+    EXPECT_EQ(r.ranks, 4);
+    EXPECT_NEAR(r.algbw_gbps, 40, 0.01) << "rank 2, this process's first GPU, is the slowest";
+    EXPECT_NEAR(r.busbw_gbps, 60, 0.01) << "2(n-1)/n with n = 4";
+    EXPECT_EQ(probes::to_json(r)["ranks"], 4);
+    EXPECT_EQ(live_allocations(), 0);
+    // Ranks past the communicator's end, and an id NCCL did not make, are refused.
+    joined.first_rank = 3;
+    EXPECT_EQ(error_of([&] {
+        probes::measure_allreduce(cuda, nccl, {0, 1}, settings, &joined);
+    }),
+        "ranks 3 to 4 do not fit a communicator of 4");
+    joined.first_rank = 0;
+    joined.id = {};
+    EXPECT_NE(error_of([&] {
+        probes::measure_allreduce(cuda, nccl, {0, 1}, settings, &joined);
+    }).find("ncclCommInitRank (ranks 0 of 4) failed"),
+        std::string::npos);
+    EXPECT_EQ(live_allocations(), 0);
+}
+
 TEST_F(FakeDriver, AnAllReduceErrorNamesTheCallAndFreesEverything)
 {
     set("FAKE_CUDA_DEVICE_COUNT", "2");
