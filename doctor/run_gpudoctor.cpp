@@ -121,9 +121,27 @@ struct FleetCommand {
     std::string launcher_args;
     double deadline = 0; ///< --deadline, or the default for the tier
     bool node_side = false;
+    // The node's side of a round of node pairs (set by the fleet, not by users).
+    std::string pair_hosts;
+    int pair_port = fleet::PairLaunch::default_pair_port;
+    double pair_timeout = 60;
     std::string healthy_file;
     check::VerdictFiles verdict_files;
 };
+
+/// "a,b,c" as {"a", "b", "c"}.
+std::vector<std::string> split_commas(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::size_t from = 0;
+    for (std::size_t comma = text.find(',');; comma = text.find(',', from)) {
+        out.push_back(text.substr(from, comma - from));
+        if (comma == std::string::npos) {
+            return out;
+        }
+        from = comma + 1;
+    }
+}
 
 /// This gpudoctor's absolute path, as every node is to find it.
 std::string own_path()
@@ -156,7 +174,8 @@ std::string find_gpurun(const std::string& self)
 /// merged (fleet::merge names each node). A file that cannot be read is an input error (exit 2);
 /// one that holds no snapshot, or a node that did not answer, is that node's answer.
 int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
-    const std::vector<const check::Probe*>& selected, const check::Policy& policy, bool strict, bool json, bool color)
+    const std::vector<const check::Probe*>& selected, const check::Policy& policy, bool strict, bool deep, bool json,
+    bool color)
 {
     const auto hosts = fleet::fleet_hosts(f.hosts, f.hostfile, [](const char* name) { return std::getenv(name); });
     if (!f.files.empty() && (!f.hosts.empty() || !f.hostfile.empty())) {
@@ -168,8 +187,9 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
         for (const auto& file : snapshot_files(f.files)) {
             outputs.push_back({file, fleet::Answer::snapshot, probes::read_input_file(file, "snapshot")});
         }
-    } else if (!hosts.empty()) {
-        fleet::LaunchOptions launch;
+    }
+    fleet::LaunchOptions launch;
+    if (f.files.empty() && !hosts.empty()) {
         launch.hosts = hosts;
         launch.gpudoctor = own_path();
         launch.gpurun = find_gpurun(launch.gpudoctor);
@@ -178,11 +198,24 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
         launch.deadline_seconds = f.deadline;
         launch.node_args = node_args;
         outputs = fleet::launch(launch, &signal);
-    } else {
+    } else if (f.files.empty()) {
         throw Error("fleet: name the nodes: -H LIST, --hostfile FILE, or run inside a Slurm allocation; or judge "
                     "snapshots already collected with --from FILE (gpudoctor snapshot > FILE on each node)");
     }
-    const fleet::FleetReport report = fleet::merge(outputs, selected, policy, strict);
+    fleet::FleetReport report = fleet::merge(outputs, selected, policy, strict);
+    if (deep && !launch.hosts.empty() && signal == 0) {
+        // Across nodes: the answering nodes paired, each pair's all-reduce measured, slow pairs taken apart.
+        for (const auto& node : report.nodes) {
+            if (node.answer == fleet::Answer::snapshot) {
+                report.pair_hosts.push_back(node.host);
+            }
+        }
+        if (report.pair_hosts.size() >= 2) {
+            fleet::PairLaunch pair;
+            pair.timeout = std::chrono::milliseconds(static_cast<long>(f.deadline * 1000));
+            report.pairs = fleet::search_node_pairs(launch, report.pair_hosts, policy.outlier_fraction, pair);
+        }
+    }
     check::write_verdict_files(f.verdict_files, fleet::verdict(report), nullptr);
     if (!f.healthy_file.empty()) {
         probes::write_file_atomically(f.healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
@@ -353,8 +386,9 @@ int run(int argc, char** argv)
         "Seconds each node's check may take; a node still checking is reported as timed out (default 60, 900 with "
         "--deep)",
         "S");
-    fleet->add_flag(
-        "--deep", c.deep, "Also measure on every node: copy bandwidth and an NCCL all-reduce; slow nodes are outliers");
+    fleet->add_flag("--deep", c.deep,
+        "Also measure: copy bandwidth and an NCCL all-reduce on every node, and all-reduces across node pairs "
+        "(slow nodes and links)");
     probes::add_number(*fleet, "--timeout", c.timeout, "Seconds each collector may take on a node (default 10)", "S");
     probes::add_number(
         *fleet, "--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)", "S");
@@ -378,6 +412,9 @@ int run(int argc, char** argv)
     cli::add_verdict_files(*fleet, f.verdict_files);
     // The node's side of a launch: gpurun starts it on every node.
     fleet->add_flag(fleet::node_side_option, f.node_side)->group("");
+    fleet->add_option("--pair-hosts", f.pair_hosts)->group("");
+    fleet->add_option("--pair-port", f.pair_port)->group("");
+    fleet->add_option("--pair-timeout", f.pair_timeout)->group("");
     fleet->footer("Exit status: 0 every node fit, 1 a node failed or did not answer, 2 usage or input error, 3 "
                   "gpudoctor itself could not run, 128+N stopped by signal N (the report is printed). See "
                   "gpudoctor(1).");
@@ -543,8 +580,19 @@ int run(int argc, char** argv)
     }
     if (fleet->parsed() && f.node_side) {
         ctx.progress = false;
+        if (!f.pair_hosts.empty()) {
+            fleet::PairLaunch pair;
+            pair.hosts = split_commas(f.pair_hosts);
+            pair.base_port = f.pair_port;
+            pair.settings.bytes = policy.allreduce_bytes;
+            pair.settings.iterations = policy.allreduce_iterations;
+            pair.timeout = std::chrono::milliseconds(static_cast<long>(f.pair_timeout * 1000));
+            return fleet::answer_as_node([&](unsigned rank) { return fleet::measure_pair(rank, pair); }, f.deadline);
+        }
         return fleet::answer_as_node(
-            [&] { return snapshot_document().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); },
+            [&](unsigned) {
+                return snapshot_document().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+            },
             f.deadline);
     }
 
@@ -566,7 +614,7 @@ int run(int argc, char** argv)
         if (c.deep) {
             node_args.insert(node_args.end(), {"--deep", "--deep-timeout", fmt::format("{:g}", c.deep_timeout)});
         }
-        return run_fleet(f, node_args, probes, policy, c.strict, c.json, use_color(c.no_color));
+        return run_fleet(f, node_args, probes, policy, c.strict, c.deep, c.json, use_color(c.no_color));
     }
 
     check::ReportOptions options;

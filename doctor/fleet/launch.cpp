@@ -2,8 +2,10 @@
 
 #include "launcher/backends/backends.hpp"
 #include "launcher/hostfile.hpp"
+#include "probes/cuda.hpp"
 #include "probes/error.hpp"
 #include "probes/process.hpp"
+#include "probes/rendezvous.hpp"
 #include "probes/text.hpp"
 
 #include <algorithm>
@@ -204,7 +206,91 @@ std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal)
     return outputs;
 }
 
-int answer_as_node(const std::function<std::string()>& snapshot, double deadline_seconds)
+std::string measure_pair(unsigned rank, const PairLaunch& round)
+{
+    if (rank >= round.hosts.size() || (rank ^ 1U) >= round.hosts.size()) {
+        throw Error(fmt::format("rank {} has no pair among {} hosts", rank, round.hosts.size()));
+    }
+    const probes::Cuda cuda = probes::Cuda::load();
+    const probes::Nccl nccl = probes::Nccl::load();
+    cuda.init();
+    const int gpus = cuda.device_count();
+    if (gpus < 1) {
+        throw Error("no GPU on this node");
+    }
+    if (nccl.api().get_unique_id == nullptr || nccl.api().comm_init_rank == nullptr) {
+        throw Error(fmt::format("{} lacks ncclGetUniqueId or ncclCommInitRank", nccl.file()));
+    }
+    const bool leader = rank % 2 == 0;
+    const std::string leader_host = round.hosts[rank & ~1U];
+    const int port = round.base_port + static_cast<int>(rank / 2);
+    const std::string count = fmt::format("{:08}", gpus);
+    probes::JoinedComm joined;
+    int peer_gpus = 0;
+    std::string peer_count;
+    if (leader) {
+        nccl.check(nccl.api().get_unique_id(&joined.id), "ncclGetUniqueId");
+        const std::string id(joined.id.internal, sizeof joined.id.internal);
+        peer_count = probes::meet_as_leader(port, id + count, count.size(), round.timeout);
+    } else {
+        const std::string got =
+            probes::meet_leader(leader_host, port, count, sizeof joined.id.internal + count.size(), round.timeout);
+        std::memcpy(joined.id.internal, got.data(), sizeof joined.id.internal);
+        peer_count = got.substr(sizeof joined.id.internal);
+    }
+    if (std::from_chars(peer_count.data(), peer_count.data() + peer_count.size(), peer_gpus).ptr !=
+            peer_count.data() + peer_count.size() ||
+        peer_gpus < 1 || peer_gpus > 4096) {
+        throw Error(fmt::format("the other node sent {} as its GPU count", probes::quote_input(peer_count)));
+    }
+    joined.ranks = gpus + peer_gpus;
+    joined.first_rank = leader ? 0 : peer_gpus;
+    std::vector<int> devices(static_cast<std::size_t>(gpus));
+    for (int d = 0; d < gpus; ++d) {
+        devices[static_cast<std::size_t>(d)] = d;
+    }
+    const auto result = probes::measure_allreduce(cuda, nccl, devices, round.settings, &joined);
+    return nlohmann::json{{"busbw_gbps", result.busbw_gbps}, {"algbw_gbps", result.algbw_gbps}, {"gpus", gpus},
+        {"ranks", result.ranks}, {"peer", round.hosts[rank ^ 1U]}}
+        .dump();
+}
+
+PairSearch search_node_pairs(
+    const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction, const PairLaunch& settings)
+{
+    auto measure = [&](const std::vector<NodePair>& pairs) {
+        LaunchOptions round = options;
+        round.hosts.clear();
+        for (const auto& [a, b] : pairs) {
+            round.hosts.insert(round.hosts.end(), {hosts[a], hosts[b]});
+        }
+        round.node_args = {"--pair-hosts", fmt::format("{}", fmt::join(round.hosts, ",")), "--pair-port",
+            std::to_string(settings.base_port), "--pair-timeout", fmt::format("{:g}", settings.timeout.count() / 1e3)};
+        std::vector<NodeOutput> answers;
+        try {
+            answers = launch(round);
+        } catch (const probes::Error&) {
+            return std::vector<double>(pairs.size(), -1.0); // gpurun refused this round: every pair failed
+        }
+        auto busbw = [&](std::size_t rank) {
+            const NodeOutput& a = answers[rank];
+            const auto doc = nlohmann::json::parse(a.text, nullptr, false);
+            return a.answer == Answer::snapshot && doc.is_object() && doc.value("busbw_gbps", -1.0) > 0
+                ? doc.value("busbw_gbps", -1.0)
+                : -1.0;
+        };
+        std::vector<double> gbps;
+        for (std::size_t i = 0; i < pairs.size(); ++i) {
+            const double a = busbw(2 * i);
+            const double b = busbw(2 * i + 1);
+            gbps.push_back(a < 0 || b < 0 ? -1.0 : std::min(a, b));
+        }
+        return gbps;
+    };
+    return search_pairs(hosts.size(), fraction, measure);
+}
+
+int answer_as_node(const std::function<std::string(unsigned rank)>& answer, double deadline_seconds)
 {
     const char* rank_text = std::getenv("RANK");
     unsigned rank = 0;
@@ -218,7 +304,7 @@ int answer_as_node(const std::function<std::string()>& snapshot, double deadline
     spawn.own_group = true; // whatever the collectors started goes with it at the deadline
     spawn.die_with_parent = true;
     std::vector<probes::Child> children;
-    children.push_back(probes::spawn_function(snapshot, spawn));
+    children.push_back(probes::spawn_function([&] { return answer(rank); }, spawn));
     const auto outcome = probes::wait_for_children(children,
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(deadline_seconds)))[0];
     std::string frames;

@@ -6,7 +6,10 @@
 // judges them here. No launcher of its own, no ssh, no shared file system.
 
 #include "doctor/fleet/answers.hpp"
+#include "doctor/fleet/pairs.hpp"
+#include "probes/nccl_allreduce.hpp"
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -51,10 +54,34 @@ std::vector<std::string> gpurun_command(const LaunchOptions& options);
 /// --launcher-args, no launcher found.
 std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal = nullptr);
 
-/// The node's side: runs `snapshot` (the snapshot document as compact JSON) in a child with
-/// `deadline_seconds`, and writes its answer as frames of rank $RANK (gpurun's) to standard
-/// output: the snapshot, "timed out" or "crashed" with why. Returns 0 whatever the answer, so the
-/// launcher does not stop the other nodes' checks; 3 when the answer could not be written.
-int answer_as_node(const std::function<std::string()>& snapshot, double deadline_seconds);
+/// The node pairs' all-reduce across nodes: the hosts of one round, in pair order (ranks 0 and
+/// 1 are a pair, 2 and 3, ...), and where each pair meets: its even rank's host, port
+/// `base_port` + rank / 2.
+struct PairLaunch {
+    std::vector<std::string> hosts;
+    int base_port = default_pair_port;
+    probes::AllReduceSettings settings;
+    std::chrono::milliseconds timeout{60000}; ///< to meet the other node
+    static constexpr int default_pair_port = 29600;
+};
+
+/// The node's side of a pair round, as rank `rank`: every GPU of this node joins one NCCL
+/// communicator with every GPU of the other node of its pair (the even rank makes the id and
+/// sends it with its GPU count; the odd one answers with its count), and the all-reduce is
+/// timed. Returns {"busbw_gbps","algbw_gbps","gpus","ranks","peer"} as compact JSON. Throws
+/// probes::Error (no CUDA or NCCL, the other node not met, an NCCL call failed).
+std::string measure_pair(unsigned rank, const PairLaunch& round);
+
+/// Rounds of pair all-reduces across `hosts` (search_pairs chooses the pairs), each round one
+/// launch through gpurun as `options` says, each pair's bus bandwidth the lower of its two
+/// ranks' (-1 when either did not answer). `fraction`: the policy's outlier_fraction.
+PairSearch search_node_pairs(
+    const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction, const PairLaunch& settings);
+
+/// The node's side: runs `snapshot` (the snapshot document, or a pair's measurement, as compact
+/// JSON) in a child with `deadline_seconds`, and writes its answer as frames of rank $RANK
+/// (gpurun's) to standard output: the snapshot, "timed out" or "crashed" with why. Returns 0 whatever the answer, so
+/// the launcher does not stop the other nodes' checks; 3 when the answer could not be written.
+int answer_as_node(const std::function<std::string(unsigned rank)>& answer, double deadline_seconds);
 
 } // namespace doctor::fleet

@@ -270,6 +270,38 @@ std::vector<check::Finding> node_findings(const FleetReport& report, const NodeR
                     report.outlier_fraction * 100, o.median_gbps)));
         }
     }
+    if (report.pairs) {
+        for (std::size_t n : report.pairs->bad_nodes) {
+            if (report.pair_hosts[n] == node.host) {
+                out.push_back(probes::finding_from(fleet_codes(), "fleet.slow_node", node.host,
+                    fmt::format("its all-reduce with a good node is below {:.1f} GB/s (bus bandwidth)",
+                        report.pairs->threshold_gbps)));
+            }
+        }
+    }
+    return out;
+}
+
+/// "n01 ↔ n02".
+std::string pair_name(const FleetReport& report, const NodePair& pair)
+{
+    return fmt::format("{} \u2194 {}", report.pair_hosts[pair.first], report.pair_hosts[pair.second]);
+}
+
+/// The pairs group of the verdict: slow links, nodes not told apart.
+std::vector<check::Finding> pair_findings(const FleetReport& report)
+{
+    std::vector<check::Finding> out;
+    for (const auto& link : report.pairs->bad_links) {
+        out.push_back(probes::finding_from(fleet_codes(), "fleet.slow_link", pair_name(report, link),
+            fmt::format("their all-reduce is below {:.1f} GB/s (bus bandwidth), while each is fast beside another "
+                        "node",
+                report.pairs->threshold_gbps)));
+    }
+    for (std::size_t n : report.pairs->unresolved) {
+        out.push_back(probes::finding_from(fleet_codes(), "fleet.pairs_unresolved", report.pair_hosts[n],
+            "in a slow pair, and not measured beside a node known to be good"));
+    }
     return out;
 }
 
@@ -464,6 +496,9 @@ check::Verdict verdict(const FleetReport& report)
         }
     }
     v.groups.push_back(std::move(drift));
+    if (report.pairs) {
+        v.groups.push_back({"pairs", pair_findings(report)});
+    }
     return v;
 }
 
@@ -514,8 +549,36 @@ nlohmann::json render_json(const FleetReport& report)
     for (const auto& o : report.outliers) {
         outliers.push_back({{"metric", o.metric}, {"host", o.host}, {"gbps", o.gbps}, {"median_gbps", o.median_gbps}});
     }
+    json pairs;
+    if (report.pairs) {
+        auto hosts_of = [&](const NodePair& p) {
+            return json::array({report.pair_hosts[p.first], report.pair_hosts[p.second]});
+        };
+        json rounds = json::array();
+        for (const auto& r : report.pairs->rounds) {
+            json named = json::array();
+            for (const auto& p : r.pairs) {
+                named.push_back(hosts_of(p));
+            }
+            rounds.push_back({{"pairs", named}, {"gbps", r.gbps}});
+        }
+        json slow_nodes = json::array();
+        for (std::size_t n : report.pairs->bad_nodes) {
+            slow_nodes.push_back(report.pair_hosts[n]);
+        }
+        json slow_links = json::array();
+        for (const auto& l : report.pairs->bad_links) {
+            slow_links.push_back(hosts_of(l));
+        }
+        json unresolved = json::array();
+        for (std::size_t n : report.pairs->unresolved) {
+            unresolved.push_back(report.pair_hosts[n]);
+        }
+        pairs = {{"threshold_gbps", report.pairs->threshold_gbps}, {"rounds", rounds}, {"slow_nodes", slow_nodes},
+            {"slow_links", slow_links}, {"unresolved", unresolved}};
+    }
     const Summary sum = summarize(report);
-    return {{"nodes", nodes}, {"groups", groups}, {"drift", drift}, {"outliers", outliers},
+    return {{"nodes", nodes}, {"groups", groups}, {"drift", drift}, {"outliers", outliers}, {"pairs", pairs},
         {"summary",
             {{"nodes", sum.nodes}, {"fit", sum.fit}, {"failed", sum.failed()}, {"not_answering", sum.not_answering},
                 {"strict", report.strict}}}};
@@ -549,6 +612,28 @@ std::string render_text(const FleetReport& report, bool color)
         for (const auto& o : report.outliers) {
             out += fmt::format("  {} {} on {}: {:.1f} GB/s, median {:.1f} GB/s\n",
                 probes::severity_label(check::Severity::warn, color), o.metric, o.host, o.gbps, o.median_gbps);
+        }
+    }
+    if (report.pairs) {
+        const PairSearch& p = *report.pairs;
+        std::size_t pairs_measured = 0;
+        for (const auto& r : p.rounds) {
+            pairs_measured += r.pairs.size();
+        }
+        out += fmt::format("\nNode pairs (all-reduce across two nodes; slow below {:.1f} GB/s): {} round{}, {} "
+                           "pair{} measured\n",
+            p.threshold_gbps, p.rounds.size(), p.rounds.size() == 1 ? "" : "s", pairs_measured,
+            pairs_measured == 1 ? "" : "s");
+        for (const auto& f : pair_findings(report)) {
+            out += fmt::format(
+                "  {} {} {}: {}\n", probes::severity_label(f.severity, color), f.code, f.subject, f.message);
+        }
+        for (std::size_t n : p.bad_nodes) {
+            out += fmt::format("  {} fleet.slow_node {}: slow beside good nodes\n",
+                probes::severity_label(check::Severity::warn, color), report.pair_hosts[n]);
+        }
+        if (p.bad_nodes.empty() && p.bad_links.empty() && p.unresolved.empty()) {
+            out += "  no slow node or link\n";
         }
     }
     bool header = false;

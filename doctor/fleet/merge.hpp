@@ -11,8 +11,10 @@
 #include "doctor/check/probe.hpp"
 #include "doctor/check/runner.hpp"
 #include "doctor/check/verdict.hpp"
+#include "doctor/fleet/pairs.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,10 @@ struct FleetReport {
     std::vector<Outlier> outliers; ///< a warning each: with strict, the node is not fit
     double outlier_fraction = 0;
     bool strict = false;
+    /// The all-reduce across node pairs (--deep through a launch), when it ran: the hosts it
+    /// numbers, and what the search found (a slow node or link is a warning, as an outlier is).
+    std::vector<std::string> pair_hosts;
+    std::optional<PairSearch> pairs;
 };
 
 /// The outliers among `nodes` (host and facts): for each measurement that at least two nodes
@@ -108,8 +114,11 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
     const check::Policy& policy, bool strict);
 
 /// The fleet's verdict, for the exit status, --junit and --prometheus: one group per node (its
-/// findings, fleet.no_answer when it gave no snapshot, fleet.outlier for each slow measurement)
-/// and a group "drift" (fleet.drift, info, per odd value); warnings fail with strict.
+/// findings, fleet.no_answer when it gave no snapshot, fleet.outlier for each slow measurement,
+/// fleet.slow_node when the pair search found it slow beside good nodes), a group "drift"
+/// (fleet.drift, info, per odd value) and, when the pairs were measured, a group "pairs"
+/// (fleet.slow_link per slow link, fleet.pairs_unresolved per node not told apart); warnings
+/// fail with strict.
 check::Verdict verdict(const FleetReport& report);
 
 /// 0 every node answered and is fit, 1 otherwise (the verdict's).
@@ -125,12 +134,13 @@ std::string healthy_hostfile(const FleetReport& report);
 
 /// {"nodes":[{"host","answer","why","exit_code" (0 fit, 1 not),"findings","facts"}],"groups":[{"code",
 /// "severity","message","hosts"}],"drift":[{"fact","majority","odd":[{"host","value"}]}],
-/// "outliers":[{"metric","host","gbps","median_gbps"}],"summary":{"nodes","fit","failed",
-/// "not_answering","strict"}}
+/// "outliers":[{"metric","host","gbps","median_gbps"}],"pairs":null or {"threshold_gbps",
+/// "rounds":[{"pairs":[[host,host]],"gbps":[...]}],"slow_nodes","slow_links":[[host,host]],
+/// "unresolved"},"summary":{"nodes","fit","failed","not_answering","strict"}}
 nlohmann::json render_json(const FleetReport& report);
 
-/// The text report: the summary line, the grouped findings, the drift, the nodes that did not
-/// answer.
+/// The text report: the summary line, the grouped findings, the drift, the outliers, the node
+/// pairs, the nodes that did not answer.
 std::string render_text(const FleetReport& report, bool color);
 
 } // namespace doctor::fleet

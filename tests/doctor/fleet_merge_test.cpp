@@ -161,6 +161,52 @@ TEST(FleetMerge, AThousandNodesWithAFewOddOnes)
     EXPECT_EQ(report.drift[0].odd[0].host, "n0007");
 }
 
+TEST(FleetMerge, ThePairSearchNamesTheSlowNodeAndLinkInEveryReport)
+{
+    std::vector<NodeOutput> outputs;
+    for (const char* host : {"n01", "n02", "n03", "n04", "n05", "n06"}) {
+        outputs.push_back(snapshot_of(host, node_facts(host)));
+    }
+    auto report = merge(outputs);
+    report.pair_hosts = {"n01", "n02", "n03", "n04", "n05", "n06"};
+    doctor::fleet::PairSearch search;
+    search.threshold_gbps = 108;
+    // n03-n04 and n05-n06 slow; beside good nodes n04 stays slow, n03, n05 and n06 do not.
+    search.rounds = {
+        {{{0, 1}, {2, 3}, {4, 5}}, {180, 40, 60}}, {{{2, 0}, {3, 1}}, {181, 35}}, {{{4, 0}, {5, 1}}, {179, 178}}};
+    search.bad_nodes = {3};
+    search.bad_links = {{4, 5}};
+    search.unresolved = {};
+    report.pairs = search;
+    // A warning each: the fleet passes unless --strict, which leaves n04 out of the hostfile.
+    EXPECT_EQ(doctor::fleet::exit_status(report), 0);
+    EXPECT_EQ(doctor::fleet::healthy_hostfile(report),
+        "n01 slots=8\nn02 slots=8\nn03 slots=8\nn04 slots=8\nn05 "
+        "slots=8\nn06 slots=8\n");
+    const auto v = doctor::fleet::verdict(report);
+    ASSERT_EQ(v.groups.back().name, "pairs");
+    ASSERT_EQ(v.groups.back().findings.size(), 1U);
+    EXPECT_EQ(v.groups.back().findings[0].code, "fleet.slow_link");
+    EXPECT_EQ(v.groups.back().findings[0].subject, "n05 \u2194 n06");
+    const json j = doctor::fleet::render_json(report);
+    EXPECT_EQ(j["pairs"]["slow_nodes"], json::array({"n04"}));
+    EXPECT_EQ(j["pairs"]["slow_links"], json::array({json::array({"n05", "n06"})}));
+    EXPECT_EQ(j["pairs"]["rounds"][0]["pairs"][1], json::array({"n03", "n04"}));
+    EXPECT_EQ(j["pairs"]["rounds"][0]["gbps"][1], 40);
+    const std::string text = doctor::fleet::render_text(report, false);
+    EXPECT_NE(text.find("Node pairs (all-reduce across two nodes; slow below 108.0 GB/s): 3 rounds, 7 pairs measured"),
+        std::string::npos)
+        << text;
+    EXPECT_NE(text.find("fleet.slow_node n04"), std::string::npos) << text;
+    EXPECT_NE(text.find("fleet.slow_link n05 \u2194 n06"), std::string::npos) << text;
+    report.strict = true;
+    EXPECT_EQ(doctor::fleet::exit_status(report), 1);
+    EXPECT_EQ(doctor::fleet::healthy_hostfile(report).find("n04"), std::string::npos);
+    // Without the search (snapshots from files), no pairs.
+    report.pairs.reset();
+    EXPECT_TRUE(doctor::fleet::render_json(report)["pairs"].is_null());
+}
+
 TEST(FleetMerge, ASlowNodeAmongMeasuredOnesIsAnOutlier)
 {
     // check --deep's facts: each GPU's copy medians and the node's all-reduce.

@@ -507,7 +507,9 @@ protected:
         args.insert(args.begin(), {"fleet", "--launcher", "openmpi"});
         const std::string path = std::filesystem::path(GPURUN_PATH).parent_path().string() + ":" + std::getenv("PATH");
         return test_support::run_with(GPUDOCTOR_PATH, std::move(args), m_env,
-            {{"PATH", path}, {"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"NO_COLOR", "1"}}, std::chrono::seconds(60));
+            {{"PATH", path}, {"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"GPUKIT_CUDA_LIBRARY", FAKE_CUDA_PATH},
+                {"GPUKIT_NCCL_LIBRARY", FAKE_NCCL_PATH}, {"NO_COLOR", "1"}},
+            std::chrono::seconds(60));
     }
 
     std::string hosts() const { return s_nodes->addresses()[0] + "," + s_nodes->addresses()[1]; }
@@ -622,6 +624,24 @@ TEST_F(FleetMultiNode, ANodeThatPrintsSomethingElseIsGarbageWithWhatItPrinted)
     EXPECT_EQ(j["nodes"][0]["answer"], "snapshot");
     EXPECT_EQ(j["nodes"][1]["answer"], "garbage");
     EXPECT_EQ(j["nodes"][1]["why"], "no answer; it printed instead: 'Welcome to node 2! Last login: never'");
+}
+
+TEST_F(FleetMultiNode, DeepPairsTheNodesInAnAllReduceAcrossThem)
+{
+    // Two GPUs per node (the fake CUDA driver and NCCL); node 2's ranks of the joined
+    // communicator (2 and 3) run at 40 GB/s, node 1's at 100.
+    const std::string gpus = "export FAKE_CUDA_DEVICE_COUNT=2 FAKE_NCCL_ALGBW_GBPS=100,100,40,40;";
+    const auto r = fleet({"-H", hosts(), "--deep", "--only", "gpus", "--json"},
+        {node_setup("two.json", gpus), node_setup("two.json", gpus)});
+    ASSERT_LE(r.exit_code, 1) << r.err << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_TRUE(j["pairs"].is_object()) << r.out.substr(0, 3000) << r.err;
+    const json& round = j["pairs"]["rounds"][0];
+    ASSERT_EQ(round["pairs"].size(), 1U) << j["pairs"].dump();
+    EXPECT_EQ(round["pairs"][0], json::array({s_nodes->addresses()[0], s_nodes->addresses()[1]}));
+    // Four ranks over two nodes: the slowest rank's 40 GB/s algbw, busbw 40 × 2(4-1)/4 = 60.
+    EXPECT_NEAR(round["gbps"][0].get<double>(), 60, 0.5) << j["pairs"].dump();
+    EXPECT_EQ(j["pairs"]["slow_nodes"].size(), 0U) << "one pair is measured against itself";
 }
 
 TEST_F(FleetMultiNode, AHostTheLauncherCannotReachIsNamedWithWhatItSaid)
