@@ -1,4 +1,4 @@
-// gpurun across two "nodes" with the real Open MPI mpirun: each node is a network namespace on a
+// gpurun (and gpudoctor fleet) across "nodes" with the real Open MPI mpirun: each node is a network namespace on a
 // bridge with its own hostname and its own hwloc XML topology, reached through an rsh agent
 // (/work/shared/reference/multinode-on-one-machine.md). Each node plans from its own topology,
 // so the two nodes bind their ranks differently. Needs root and `ip`; skipped otherwise.
@@ -122,11 +122,13 @@ std::vector<pid_t> processes_of(const std::string& program, const std::string& d
     return found;
 }
 
-/// Two nodes, 10.213.X.1 and .2, as network namespaces on a bridge at 10.213.X.254. X starts
-/// from this process's pid and skips subnets in use; names carry the pid, so two test processes
-/// never share anything and a later run removes what a killed one left.
-class TwoNodes {
+/// Nodes 10.213.X.1, .2, ... (two unless told), as network namespaces on a bridge at
+/// 10.213.X.254. X starts from this process's pid and skips subnets in use; names carry the pid,
+/// so two test processes never share anything and a later run removes what a killed one left.
+class SimulatedNodes {
 public:
+    explicit SimulatedNodes(unsigned count = 2) : m_count(count) { }
+
     static constexpr const char* ns_prefix = "gkmn";
     static constexpr const char* bridge_prefix = "gkmb";
     static constexpr const char* veth_prefix = "gkmv";
@@ -176,7 +178,7 @@ public:
             }
         }
         unlock.reset();
-        for (int i = 1; i <= 2; ++i) {
+        for (unsigned i = 1; i <= m_count; ++i) {
             const std::string ns = ns_prefix + tag + "-" + std::to_string(i);
             const std::string veth = veth_prefix + tag + "-" + std::to_string(i);
             if (auto e = command({"ip", "netns", "add", ns}); !e.empty()) {
@@ -223,7 +225,7 @@ public:
             command({"ip", "netns", "del", ns}); // takes the veth pair with it
         }
         const std::string tag = std::to_string(getpid());
-        for (int i = 1; i <= 2; ++i) {
+        for (unsigned i = 1; i <= m_count; ++i) {
             const std::string veth = veth_prefix + tag + "-" + std::to_string(i);
             if (std::filesystem::exists("/sys/class/net/" + veth)) {
                 command({"ip", "link", "del", veth});
@@ -265,17 +267,19 @@ private:
         }
     }
 
+    unsigned m_count;
     std::string m_subnet; ///< "10.213.X."
     std::string m_bridge;
     std::vector<std::string> m_namespaces;
     std::vector<std::string> m_addresses;
 };
 
-class GpurunMultiNode : public ::testing::Test {
+/// A suite over `Count` simulated nodes, set up once for its tests.
+template <unsigned Count> class NodesSuite : public ::testing::Test {
 protected:
     static void SetUpTestSuite()
     {
-        s_nodes = new TwoNodes;
+        s_nodes = new SimulatedNodes(Count);
         s_skip = s_nodes->set_up();
         if (!s_skip.empty()) {
             s_nodes->tear_down();
@@ -289,6 +293,12 @@ protected:
         s_nodes = nullptr;
     }
 
+    static inline SimulatedNodes* s_nodes = nullptr;
+    static inline std::string s_skip;
+};
+
+class GpurunMultiNode : public NodesSuite<2> {
+protected:
     void SetUp() override
     {
         if (!s_skip.empty()) {
@@ -366,9 +376,6 @@ protected:
     {
         return test_support::run_with(GPURUN_PATH, std::move(args), m_env, extra, std::chrono::seconds(25));
     }
-
-    static inline TwoNodes* s_nodes = nullptr;
-    static inline std::string s_skip;
 
     TempDir m_dir;
     unsigned m_a = 0;
@@ -656,4 +663,106 @@ TEST_F(FleetMultiNode, AHostTheLauncherCannotReachIsNamedWithWhatItSaid)
     EXPECT_EQ(j["nodes"][1]["answer"], "unreachable");
     EXPECT_EQ(j["nodes"][1]["why"], "agent: unknown host " + absent);
     EXPECT_EQ(j["summary"]["not_answering"].get<int>() >= 1, true);
+}
+
+namespace {
+
+/// gpudoctor fleet --deep across four nodes, two fake GPUs each: the rounds of node pairs.
+class FleetFourNodes : public NodesSuite<4> {
+protected:
+    void SetUp() override
+    {
+        if (!s_skip.empty()) {
+            GTEST_SKIP() << "cannot simulate four nodes: " << s_skip;
+        }
+        TopologyXml xml("node");
+        xml.numa(xml.package(), 0, 2);
+        m_xml = xml.write(m_dir / "node.xml");
+        std::ofstream(m_dir / "two.json") << test_support::healthy_gpu_node(2).dump();
+    }
+
+    void TearDown() override
+    {
+        if (s_nodes != nullptr) {
+            s_nodes->kill_processes();
+        }
+    }
+
+    /// The rsh agent: node n runs with its hostname, the shared topology, the fake NVML fixture
+    /// and `setup[n]`.
+    std::string write_agent(const std::vector<std::string>& setup) const
+    {
+        std::string script = "#!/bin/sh\nhost=$1; shift\ncase \"$host\" in\n";
+        for (unsigned n = 0; n < 4; ++n) {
+            script +=
+                s_nodes->addresses()[n] + ") ns='" + s_nodes->namespaces()[n] + "'; setup='" + setup[n] + "' ;;\n";
+        }
+        script += "*) echo \"agent: unknown host $host\" >&2; exit 1 ;;\nesac\n"
+                  "exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $ns; export HWLOC_XMLFILE='" +
+            m_xml.string() + "' HWLOC_THISSYSTEM=1 FAKE_NVML_FIXTURE='" + (m_dir / "two.json").string() +
+            "' FAKE_CUDA_DEVICE_COUNT=2; $setup $*\"\n";
+        const auto path = m_dir / "agent.sh";
+        std::ofstream(path) << script;
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+        return path.string();
+    }
+
+    test_support::Finished fleet(std::vector<std::string> args, const std::vector<std::string>& setup)
+    {
+        const std::string agent = write_agent(setup);
+        args.insert(args.begin(), {"fleet", "--launcher", "openmpi"});
+        const std::string path = std::filesystem::path(GPURUN_PATH).parent_path().string() + ":" + std::getenv("PATH");
+        const std::string subnet = s_nodes->subnet_cidr();
+        return test_support::run_with(GPUDOCTOR_PATH, std::move(args),
+            {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                {"OMPI_MCA_plm_rsh_agent", agent}, {"OMPI_MCA_oob_tcp_if_include", subnet},
+                {"OMPI_MCA_btl_tcp_if_include", subnet}, {"HWLOC_XMLFILE", m_xml.string()}, {"HWLOC_THISSYSTEM", "1"},
+                {"PATH", path}, {"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"GPUKIT_CUDA_LIBRARY", FAKE_CUDA_PATH},
+                {"GPUKIT_NCCL_LIBRARY", FAKE_NCCL_PATH}, {"NO_COLOR", "1"},
+                {"CUDA_VISIBLE_DEVICES", test_support::unset_var}},
+            {}, std::chrono::seconds(90));
+    }
+
+    std::string hosts() const
+    {
+        std::string out;
+        for (const auto& a : s_nodes->addresses()) {
+            out += (out.empty() ? "" : ",") + a;
+        }
+        return out;
+    }
+
+    TempDir m_dir;
+    std::filesystem::path m_xml;
+};
+
+} // namespace
+
+TEST_F(FleetFourNodes, ASlowNodeIsToldFromItsPartnerInTheSecondRound)
+{
+    // Node 3's NCCL ranks run at 20 GB/s whatever their number in the communicator; the others' at 100.
+    const std::string fast = "export FAKE_NCCL_ALGBW_GBPS=100;";
+    const std::string slow = "export FAKE_NCCL_ALGBW_GBPS=20;";
+    const auto r = fleet({"-H", hosts(), "--deep", "--only", "gpus", "--json"}, {fast, fast, slow, fast});
+    ASSERT_LE(r.exit_code, 1) << r.err << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_TRUE(j["pairs"].is_object()) << r.err;
+    const json& pairs = j["pairs"];
+    const auto& a = s_nodes->addresses();
+    ASSERT_EQ(pairs["rounds"].size(), 2U) << pairs.dump();
+    EXPECT_EQ(pairs["rounds"][0]["pairs"], json::array({json::array({a[0], a[1]}), json::array({a[2], a[3]})}));
+    EXPECT_NEAR(pairs["rounds"][0]["gbps"][0].get<double>(), 150, 0.5) << "100 GB/s algbw over 4 ranks";
+    EXPECT_NEAR(pairs["rounds"][0]["gbps"][1].get<double>(), 30, 0.5);
+    EXPECT_EQ(pairs["rounds"][1]["pairs"], json::array({json::array({a[2], a[0]}), json::array({a[3], a[1]})}));
+    EXPECT_EQ(pairs["slow_nodes"], json::array({a[2]}));
+    EXPECT_TRUE(pairs["slow_links"].empty());
+    EXPECT_TRUE(pairs["unresolved"].empty());
+    EXPECT_EQ(j["nodes"][2]["exit_code"], 0) << "a warning: fit unless --strict";
+    const auto strict = fleet(
+        {"-H", hosts(), "--deep", "--only", "gpus", "--strict", "--healthy-hostfile", (m_dir / "healthy").string()},
+        {fast, fast, slow, fast});
+    EXPECT_EQ(strict.exit_code, 1) << strict.err;
+    EXPECT_NE(strict.out.find("fleet.slow_node " + a[2] + ": slow beside good nodes"), std::string::npos) << strict.out;
+    EXPECT_EQ(
+        test_support::file_text(m_dir / "healthy"), a[0] + " slots=2\n" + a[1] + " slots=2\n" + a[3] + " slots=2\n");
 }
