@@ -213,7 +213,11 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
         if (report.pair_hosts.size() >= 2) {
             fleet::PairLaunch pair;
             pair.timeout = std::chrono::milliseconds(static_cast<long>(f.deadline * 1000));
-            report.pairs = fleet::search_node_pairs(launch, report.pair_hosts, policy.outlier_fraction, pair);
+            std::vector<fleet::PairFailure> failures;
+            report.pairs = fleet::search_node_pairs(launch, report.pair_hosts, policy.outlier_fraction, pair, failures);
+            for (auto& failure : failures) {
+                report.pair_failures.emplace_back(std::move(failure.host), std::move(failure.why));
+            }
         }
     }
     check::write_verdict_files(f.verdict_files, fleet::verdict(report), nullptr);

@@ -255,8 +255,8 @@ std::string measure_pair(unsigned rank, const PairLaunch& round)
         .dump();
 }
 
-PairSearch search_node_pairs(
-    const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction, const PairLaunch& settings)
+PairSearch search_node_pairs(const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction,
+    const PairLaunch& settings, std::vector<PairFailure>& failures)
 {
     auto measure = [&](const std::vector<NodePair>& pairs) {
         LaunchOptions round = options;
@@ -269,15 +269,20 @@ PairSearch search_node_pairs(
         std::vector<NodeOutput> answers;
         try {
             answers = launch(round);
-        } catch (const probes::Error&) {
-            return std::vector<double>(pairs.size(), -1.0); // gpurun refused this round: every pair failed
+        } catch (const probes::Error& e) {
+            for (const auto& host : round.hosts) { // gpurun refused this round: every pair failed
+                failures.push_back({host, e.what()});
+            }
+            return std::vector<double>(pairs.size(), -1.0);
         }
         auto busbw = [&](std::size_t rank) {
             const NodeOutput& a = answers[rank];
             const auto doc = nlohmann::json::parse(a.text, nullptr, false);
-            return a.answer == Answer::snapshot && doc.is_object() && doc.value("busbw_gbps", -1.0) > 0
-                ? doc.value("busbw_gbps", -1.0)
-                : -1.0;
+            if (a.answer == Answer::snapshot && doc.is_object() && doc.value("busbw_gbps", -1.0) > 0) {
+                return doc.value("busbw_gbps", -1.0);
+            }
+            failures.push_back({a.origin, fmt::format("{}: {}", to_string(a.answer), a.text)});
+            return -1.0;
         };
         std::vector<double> gbps;
         for (std::size_t i = 0; i < pairs.size(); ++i) {

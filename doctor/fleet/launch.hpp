@@ -72,11 +72,18 @@ struct PairLaunch {
 /// probes::Error (no CUDA or NCCL, the other node not met, an NCCL call failed).
 std::string measure_pair(unsigned rank, const PairLaunch& round);
 
+/// A node whose part of a pair's all-reduce failed, and why.
+struct PairFailure {
+    std::string host;
+    std::string why; ///< "crashed: the check failed (exit status 3): waiting for the peer on port 29600: ..."
+};
+
 /// Rounds of pair all-reduces across `hosts` (search_pairs chooses the pairs), each round one
 /// launch through gpurun as `options` says, each pair's bus bandwidth the lower of its two
-/// ranks' (-1 when either did not answer). `fraction`: the policy's outlier_fraction.
-PairSearch search_node_pairs(
-    const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction, const PairLaunch& settings);
+/// ranks' (-1 when either did not answer, which is added to `failures`). `fraction`: the
+/// policy's outlier_fraction.
+PairSearch search_node_pairs(const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction,
+    const PairLaunch& settings, std::vector<PairFailure>& failures);
 
 /// The node's side: runs `snapshot` (the snapshot document, or a pair's measurement, as compact
 /// JSON) in a child with `deadline_seconds`, and writes its answer as frames of rank $RANK

@@ -574,8 +574,12 @@ nlohmann::json render_json(const FleetReport& report)
         for (std::size_t n : report.pairs->unresolved) {
             unresolved.push_back(report.pair_hosts[n]);
         }
+        json failed = json::array();
+        for (const auto& [host, why] : report.pair_failures) {
+            failed.push_back({{"host", host}, {"why", why}});
+        }
         pairs = {{"threshold_gbps", report.pairs->threshold_gbps}, {"rounds", rounds}, {"slow_nodes", slow_nodes},
-            {"slow_links", slow_links}, {"unresolved", unresolved}};
+            {"slow_links", slow_links}, {"unresolved", unresolved}, {"failed", failed}};
     }
     const Summary sum = summarize(report);
     return {{"nodes", nodes}, {"groups", groups}, {"drift", drift}, {"outliers", outliers}, {"pairs", pairs},
@@ -634,6 +638,9 @@ std::string render_text(const FleetReport& report, bool color)
         }
         if (p.bad_nodes.empty() && p.bad_links.empty() && p.unresolved.empty()) {
             out += "  no slow node or link\n";
+        }
+        for (const auto& [host, why] : report.pair_failures) {
+            out += fmt::format("  its measurement failed on {}: {}\n", host, why);
         }
     }
     bool header = false;

@@ -89,6 +89,7 @@ struct FleetReport {
     /// numbers, and what the search found (a slow node or link is a warning, as an outlier is).
     std::vector<std::string> pair_hosts;
     std::optional<PairSearch> pairs;
+    std::vector<std::pair<std::string, std::string>> pair_failures; ///< host, why its part failed
 };
 
 /// The outliers among `nodes` (host and facts): for each measurement that at least two nodes
@@ -136,7 +137,7 @@ std::string healthy_hostfile(const FleetReport& report);
 /// "severity","message","hosts"}],"drift":[{"fact","majority","odd":[{"host","value"}]}],
 /// "outliers":[{"metric","host","gbps","median_gbps"}],"pairs":null or {"threshold_gbps",
 /// "rounds":[{"pairs":[[host,host]],"gbps":[...]}],"slow_nodes","slow_links":[[host,host]],
-/// "unresolved"},"summary":{"nodes","fit","failed","not_answering","strict"}}
+/// "unresolved","failed":[{"host","why"}]},"summary":{"nodes","fit","failed","not_answering","strict"}}
 nlohmann::json render_json(const FleetReport& report);
 
 /// The text report: the summary line, the grouped findings, the drift, the outliers, the node

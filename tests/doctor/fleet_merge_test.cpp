@@ -178,6 +178,7 @@ TEST(FleetMerge, ThePairSearchNamesTheSlowNodeAndLinkInEveryReport)
     search.bad_links = {{4, 5}};
     search.unresolved = {};
     report.pairs = search;
+    report.pair_failures = {{"n02", "crashed: the check failed (exit status 3): NCCL said no"}};
     // A warning each: the fleet passes unless --strict, which leaves n04 out of the hostfile.
     EXPECT_EQ(doctor::fleet::exit_status(report), 0);
     EXPECT_EQ(doctor::fleet::healthy_hostfile(report),
@@ -193,12 +194,16 @@ TEST(FleetMerge, ThePairSearchNamesTheSlowNodeAndLinkInEveryReport)
     EXPECT_EQ(j["pairs"]["slow_links"], json::array({json::array({"n05", "n06"})}));
     EXPECT_EQ(j["pairs"]["rounds"][0]["pairs"][1], json::array({"n03", "n04"}));
     EXPECT_EQ(j["pairs"]["rounds"][0]["gbps"][1], 40);
+    EXPECT_EQ(j["pairs"]["failed"][0]["why"], "crashed: the check failed (exit status 3): NCCL said no");
     const std::string text = doctor::fleet::render_text(report, false);
     EXPECT_NE(text.find("Node pairs (all-reduce across two nodes; slow below 108.0 GB/s): 3 rounds, 7 pairs measured"),
         std::string::npos)
         << text;
     EXPECT_NE(text.find("fleet.slow_node n04"), std::string::npos) << text;
     EXPECT_NE(text.find("fleet.slow_link n05 \u2194 n06"), std::string::npos) << text;
+    EXPECT_NE(text.find("its measurement failed on n02: crashed: the check failed (exit status 3): NCCL said no"),
+        std::string::npos)
+        << text;
     report.strict = true;
     EXPECT_EQ(doctor::fleet::exit_status(report), 1);
     EXPECT_EQ(doctor::fleet::healthy_hostfile(report).find("n04"), std::string::npos);

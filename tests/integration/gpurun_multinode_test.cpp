@@ -651,6 +651,22 @@ TEST_F(FleetMultiNode, DeepPairsTheNodesInAnAllReduceAcrossThem)
     EXPECT_EQ(j["pairs"]["slow_nodes"].size(), 0U) << "one pair is measured against itself";
 }
 
+TEST_F(FleetMultiNode, APairWhoseAllReduceFailsSaysWhyOnWhichNode)
+{
+    const std::string gpus = "export FAKE_CUDA_DEVICE_COUNT=2;";
+    const auto r = fleet({"-H", hosts(), "--deep", "--only", "gpus", "--json"},
+        {node_setup("two.json", gpus), node_setup("two.json", gpus + " export FAKE_NCCL_FAIL_IN=ncclCommInitRank;")});
+    ASSERT_LE(r.exit_code, 1) << r.err << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_TRUE(j["pairs"].is_object()) << r.err;
+    EXPECT_EQ(j["pairs"]["rounds"][0]["gbps"][0], -1);
+    ASSERT_EQ(j["pairs"]["failed"].size(), 1U) << j["pairs"].dump();
+    EXPECT_EQ(j["pairs"]["failed"][0]["host"], s_nodes->addresses()[1]);
+    EXPECT_NE(j["pairs"]["failed"][0]["why"].get<std::string>().find("ncclCommInitRank (ranks 2 of 4) failed"),
+        std::string::npos)
+        << j["pairs"]["failed"].dump();
+}
+
 TEST_F(FleetMultiNode, AHostTheLauncherCannotReachIsNamedWithWhatItSaid)
 {
     const std::string absent = s_nodes->addresses()[0].substr(0, s_nodes->addresses()[0].rfind('.')) + ".77";
