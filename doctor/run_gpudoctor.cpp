@@ -213,6 +213,7 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
         if (report.pair_hosts.size() >= 2) {
             fleet::PairLaunch pair;
             pair.timeout = std::chrono::milliseconds(static_cast<long>(f.deadline * 1000));
+            pair.base_port = f.pair_port;
             std::vector<fleet::PairFailure> failures;
             report.pairs = fleet::search_node_pairs(launch, report.pair_hosts, policy.outlier_fraction, pair, failures);
             for (auto& failure : failures) {
@@ -396,6 +397,8 @@ int run(int argc, char** argv)
     probes::add_number(*fleet, "--timeout", c.timeout, "Seconds each collector may take on a node (default 10)", "S");
     probes::add_number(
         *fleet, "--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)", "S");
+    probes::add_number(*fleet, "--pair-port", f.pair_port,
+        "With --deep: the TCP port the first pair of nodes meets on, the next pair one above (default 29600)", "PORT");
     fleet
         ->add_option("--from", f.files,
             "Judge snapshots already collected instead (gpudoctor snapshot > FILE on each node), once per node; a "
@@ -417,7 +420,6 @@ int run(int argc, char** argv)
     // The node's side of a launch: gpurun starts it on every node.
     fleet->add_flag(fleet::node_side_option, f.node_side)->group("");
     fleet->add_option("--pair-hosts", f.pair_hosts)->group("");
-    fleet->add_option("--pair-port", f.pair_port)->group("");
     fleet->add_option("--pair-timeout", f.pair_timeout)->group("");
     fleet->footer("Exit status: 0 every node fit, 1 a node failed or did not answer, 2 usage or input error, 3 "
                   "gpudoctor itself could not run, 128+N stopped by signal N (the report is printed). See "
@@ -581,6 +583,9 @@ int run(int argc, char** argv)
         f.deadline = c.deep ? 900 : 60;
     } else if (!(f.deadline > 0 && f.deadline <= 86400)) {
         throw Error(fmt::format("--deadline {}: expected seconds, more than 0 and at most 86400", f.deadline));
+    }
+    if (!(f.pair_port > 0 && f.pair_port < 65536)) {
+        throw Error(fmt::format("--pair-port {}: expected a TCP port, 1 to 65535", f.pair_port));
     }
     if (fleet->parsed() && f.node_side) {
         ctx.progress = false;

@@ -381,6 +381,9 @@ TEST_F(FleetCli, BadInputIsExitTwo)
     const auto both = gpudoctor({"-H", "n01", "--from", n01});
     EXPECT_EQ(both.exit_code, 2);
     EXPECT_NE(both.err.find("--from and -H/--hostfile"), std::string::npos) << both.err;
+    const auto port = gpudoctor({"-H", "n01", "--deep", "--pair-port", "70000"});
+    EXPECT_EQ(port.exit_code, 2);
+    EXPECT_NE(port.err.find("--pair-port 70000: expected a TCP port, 1 to 65535"), std::string::npos) << port.err;
     const auto deadline = gpudoctor({"-H", "n01", "--deadline", "0"});
     EXPECT_EQ(deadline.exit_code, 2);
     EXPECT_NE(deadline.err.find("--deadline 0: expected seconds"), std::string::npos) << deadline.err;

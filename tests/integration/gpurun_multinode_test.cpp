@@ -638,7 +638,7 @@ TEST_F(FleetMultiNode, DeepPairsTheNodesInAnAllReduceAcrossThem)
     // Two GPUs per node (the fake CUDA driver and NCCL); node 2's ranks of the joined
     // communicator (2 and 3) run at 40 GB/s, node 1's at 100.
     const std::string gpus = "export FAKE_CUDA_DEVICE_COUNT=2 FAKE_NCCL_ALGBW_GBPS=100,100,40,40;";
-    const auto r = fleet({"-H", hosts(), "--deep", "--only", "gpus", "--json"},
+    const auto r = fleet({"-H", hosts(), "--deep", "--only", "gpus", "--json", "--pair-port", "29711"},
         {node_setup("two.json", gpus), node_setup("two.json", gpus)});
     ASSERT_LE(r.exit_code, 1) << r.err << r.out;
     const json j = json::parse(r.out);
