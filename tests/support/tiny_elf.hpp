@@ -11,7 +11,7 @@ inline std::string le_bytes(std::uint64_t value, unsigned size)
 {
     std::string out;
     for (unsigned i = 0; i < size; ++i) {
-        out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+        out.push_back(static_cast<char>(i < 8 ? (value >> (8 * i)) & 0xff : 0)); // zeros past 64 bits
     }
     return out;
 }
