@@ -129,20 +129,6 @@ struct FleetCommand {
     check::VerdictFiles verdict_files;
 };
 
-/// "a,b,c" as {"a", "b", "c"}.
-std::vector<std::string> split_commas(const std::string& text)
-{
-    std::vector<std::string> out;
-    std::size_t from = 0;
-    for (std::size_t comma = text.find(',');; comma = text.find(',', from)) {
-        out.push_back(text.substr(from, comma - from));
-        if (comma == std::string::npos) {
-            return out;
-        }
-        from = comma + 1;
-    }
-}
-
 /// This gpudoctor's absolute path, as every node is to find it.
 std::string own_path()
 {
@@ -193,7 +179,7 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
         launch.hosts = hosts;
         launch.gpudoctor = own_path();
         launch.gpurun = find_gpurun(launch.gpudoctor);
-        launch.launcher = f.launcher;
+        launch.launcher = fleet::resolve_launcher(f.launcher, [](const char* name) { return std::getenv(name); });
         launch.launcher_args = f.launcher_args;
         launch.deadline_seconds = f.deadline;
         launch.node_args = node_args;
@@ -591,7 +577,7 @@ int run(int argc, char** argv)
         ctx.progress = false;
         if (!f.pair_hosts.empty()) {
             fleet::PairLaunch pair;
-            pair.hosts = split_commas(f.pair_hosts);
+            pair.hosts = fleet::pair_hosts(f.pair_hosts);
             pair.base_port = f.pair_port;
             pair.settings.bytes = policy.allreduce_bytes;
             pair.settings.iterations = policy.allreduce_iterations;

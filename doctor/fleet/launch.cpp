@@ -2,6 +2,8 @@
 
 #include "launcher/backends/backends.hpp"
 #include "launcher/hostfile.hpp"
+#include "launcher/node_list.hpp"
+#include "launcher/rank_output.hpp"
 #include "probes/cuda.hpp"
 #include "probes/error.hpp"
 #include "probes/process.hpp"
@@ -53,15 +55,12 @@ bool read_available(int fd, std::string& into)
     }
 }
 
-/// What the child's failure was, in words: "signal 11 (Segmentation fault)", "exit status 3: ...".
+/// What the child's failure was, in words: "the check ended with exit status 3: what it said",
+/// "... with signal 11 (Segmentation fault)" (gpurun's words for a rank's end).
 std::string failure_words(const probes::ChildOutcome& outcome)
 {
-    if (outcome.signaled()) {
-        const int sig = outcome.exit_code() - 128;
-        return fmt::format("the check ended by signal {} ({})", sig, strsignal(sig));
-    }
     const std::string_view said = probes::trim_blanks(outcome.output);
-    return fmt::format("the check failed (exit status {}){}", outcome.exit_code(),
+    return fmt::format("the check ended with {}{}", launcher::ending_words(outcome.status),
         said.empty() ? std::string() : ": " + std::string(said.substr(0, said.find('\n'))));
 }
 
@@ -141,13 +140,11 @@ std::vector<std::string> gpurun_command(const LaunchOptions& o)
 
 std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal)
 {
-    LaunchOptions resolved = options;
-    resolved.launcher = resolve_launcher(options.launcher, [](const char* name) { return std::getenv(name); });
     probes::Supervisor job;
     probes::ReaderPipe out = probes::make_reader_pipe("gpurun's output");
     probes::ReaderPipe err = probes::make_reader_pipe("gpurun's errors");
-    job.start(gpurun_command(resolved), true, "gpudoctor: fleet: cannot run gpurun: ", err.write.get(), out.write.get(),
-        true);
+    job.start(
+        gpurun_command(options), true, "gpudoctor: fleet: cannot run gpurun: ", err.write.get(), out.write.get(), true);
     out.write = probes::UniqueFd();
     err.write = probes::UniqueFd();
 
@@ -204,6 +201,15 @@ std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal)
         outputs.back().origin_is_host = true;
     }
     return outputs;
+}
+
+std::vector<std::string> pair_hosts(std::string_view list)
+{
+    std::vector<std::string> hosts;
+    for (const auto host : launcher::split_node_list(list)) {
+        hosts.emplace_back(host);
+    }
+    return hosts;
 }
 
 std::string measure_pair(unsigned rank, const PairLaunch& round)

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace doctor::fleet {
@@ -47,7 +48,8 @@ std::string resolve_launcher(const std::string& word, const std::function<const 
 /// launcher (`options.launcher`, resolved) told to mark its output with the writer's rank.
 std::vector<std::string> gpurun_command(const LaunchOptions& options);
 
-/// Runs gpurun, passing SIGINT, SIGTERM and SIGHUP on to it, and stops it (SIGTERM, then SIGKILL)
+/// Runs gpurun (`options.launcher` resolved already, resolve_launcher: once for the snapshots
+/// and every pair round), passing SIGINT, SIGTERM and SIGHUP on to it, and stops it (SIGTERM, then SIGKILL)
 /// when the deadline and the margin have passed. Returns every host's answer, in the order of the
 /// hosts; `signal` (when not null) is set to the signal passed on, 0 for none. Throws probes::Error
 /// with gpurun's own message when it refused the launch (exit status 2, no answer at all): a bad
@@ -64,6 +66,10 @@ struct PairLaunch {
     std::chrono::milliseconds timeout{60000}; ///< to meet the other node
     static constexpr int default_pair_port = 29600;
 };
+
+/// The hosts of a round as --pair-hosts gives them to each node ("h1,h2,..."), split as every
+/// host list is (launcher::split_node_list).
+std::vector<std::string> pair_hosts(std::string_view list);
 
 /// The node's side of a pair round, as rank `rank`: every GPU of this node joins one NCCL
 /// communicator with every GPU of the other node of its pair (the even rank makes the id and
