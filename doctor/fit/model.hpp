@@ -219,10 +219,24 @@ struct StateMemory {
     std::uint64_t total() const { return weights + gradients + optimizer + zero3_gather + dequantized; }
 };
 
+/// How far the real peak may lie above the estimate, as shares of each part: the upper estimate is
+/// states × (1 + states) + activations × (1 + activations) + context + workspaces. The shares come
+/// from comparing the counts with published measurements (tests/data/fit_published.tsv): what the
+/// counts leave out (allocator blocks, the backward pass's transient buffers, a framework's own
+/// temporaries) is not in any formula, so it is stated instead of hidden.
+struct Uncertainty {
+    double states = 0;
+    double activations = 0;
+    std::string basis; ///< where the shares come from, in words
+    std::uint64_t upper_states(std::uint64_t central) const;
+    std::uint64_t upper_activations(std::uint64_t central) const;
+};
+
 /// Everything that does not depend on the GPU.
 struct MemoryPlan {
     StateMemory states;
     ActivationBytes activations;
+    Uncertainty uncertainty;
     std::vector<probes::Finding> findings; ///< how the estimate was made, setups that do nothing
 };
 
@@ -257,16 +271,19 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
 /// Parameters of one layer's adapters.
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora);
 
-/// One GPU's share of the sum.
+/// One GPU's share of the sum, at the upper estimate (what max_batch promises) and the central one.
 struct GpuFit {
     std::uint64_t memory = 0; ///< what the GPU offers (total from the table or --gpu-mem, free from NVML)
     std::uint64_t cuda_context = 0;
     std::uint64_t workspace = 0;
     std::uint64_t margin = 0;
-    std::uint64_t states = 0;
+    std::uint64_t states = 0; ///< the upper estimate of the model states
     /// memory − context − workspace − margin − states; negative when the states alone do not fit.
     std::int64_t available = 0;
-    unsigned max_batch = 0; ///< floor(available / activations per sample); 0 when nothing fits
+    /// floor(available / upper activations per sample): the largest batch whose upper estimate fits;
+    /// 0 when nothing fits.
+    unsigned max_batch = 0;
+    unsigned max_batch_central = 0; ///< the same at the central estimate (≥ max_batch)
 };
 GpuFit fit_gpu(const MemoryPlan& plan, std::uint64_t memory, const Overheads& overheads = {});
 
@@ -278,7 +295,10 @@ struct PeakMemory {
     std::uint64_t activations = 0; ///< batch × activations per sample
     std::uint64_t cuda_context = 0;
     std::uint64_t workspace = 0;
+    std::uint64_t states_upper = 0; ///< with the plan's uncertainty
+    std::uint64_t activations_upper = 0;
     std::uint64_t total() const { return states + activations + cuda_context + workspace; }
+    std::uint64_t upper() const { return states_upper + activations_upper + cuda_context + workspace; }
 };
 PeakMemory peak_at(const MemoryPlan& plan, unsigned batch, const Overheads& overheads = {});
 

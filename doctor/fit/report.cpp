@@ -56,8 +56,9 @@ std::string why_nothing_fits(const MemoryPlan& plan, const GpuFit& f)
             format_bytes(f.states),
             format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.available + f.states))));
     }
-    return fmt::format("one sample's activations need {}, and {} are left after the model states",
-        format_bytes(plan.activations.per_sample), format_bytes(static_cast<std::uint64_t>(f.available)));
+    return fmt::format("one sample's activations need up to {}, and {} are left after the model states",
+        format_bytes(plan.uncertainty.upper_activations(plan.activations.per_sample)),
+        format_bytes(static_cast<std::uint64_t>(f.available)));
 }
 
 bool sixteen_bit_states(Precision p)
@@ -220,12 +221,15 @@ FitReport analyse_fit(const FitRequest& request)
         r.fits.push_back(fit_gpu(r.plan, gpu.memory, request.overheads));
         if (r.at_batch) {
             r.spare_at_batch.push_back(static_cast<std::int64_t>(gpu.memory - r.fits.back().margin) -
-                static_cast<std::int64_t>(r.at_batch->total()));
+                static_cast<std::int64_t>(r.at_batch->upper()));
         }
         caps.push_back(r.fits.back().max_batch);
         speeds.push_back(gpu.speed);
     }
     r.max_batch_per_gpu = *std::min_element(caps.begin(), caps.end());
+    r.max_batch_per_gpu_central = std::min_element(r.fits.begin(), r.fits.end(), [](const GpuFit& a, const GpuFit& b) {
+        return a.max_batch_central < b.max_batch_central;
+    })->max_batch_central;
     const std::uint64_t room = std::accumulate(caps.begin(), caps.end(), std::uint64_t{0});
 
     if (r.max_batch_per_gpu == 0) {
@@ -358,21 +362,27 @@ std::string render_fit_text(const FitReport& r, bool color)
         row("given", act.per_sample, "--activation-bytes-per-sample");
     }
     out += fmt::format("Overhead per GPU: CUDA context {}, workspaces {} (cuBLAS, cuDNN, NCCL); margin {:g} % of its "
-                       "memory, for fragmentation\n\n",
+                       "memory, for fragmentation\n",
         format_bytes(q.overheads.cuda_context), format_bytes(q.overheads.workspace), q.overheads.margin_fraction * 100);
+    const Uncertainty& u = r.plan.uncertainty;
+    out += fmt::format("Upper estimate, which the max batch fits: states +{:g} %, activations +{:g} % ({})\n\n",
+        u.states * 100, u.activations * 100, u.basis);
     if (r.at_batch) {
         const PeakMemory& p = *r.at_batch;
         out +=
-            fmt::format("At batch {}: about {} per GPU (states {} + activations {} + context and workspaces {}), what "
-                        "nvidia-smi would show; torch.cuda.max_memory_allocated() shows about {} (no context)\n",
-                p.batch, format_bytes(p.total()), format_bytes(p.states), format_bytes(p.activations),
-                format_bytes(p.cuda_context + p.workspace), format_bytes(p.states + p.activations));
+            fmt::format("At batch {}: about {} per GPU, up to {} (states {} + activations {} + context and workspaces "
+                        "{}), what nvidia-smi would show; torch.cuda.max_memory_allocated() shows about {} (no "
+                        "context)\n",
+                p.batch, format_bytes(p.total()), format_bytes(p.upper()), format_bytes(p.states),
+                format_bytes(p.activations), format_bytes(p.cuda_context + p.workspace),
+                format_bytes(p.states + p.activations));
         for (std::size_t i = 0; i < q.gpus.size(); ++i) {
             const std::int64_t spare = r.spare_at_batch[i];
             out += fmt::format("  {}: {}\n", gpu_label(r, i),
-                spare >= 0 ? fmt::format("fits, {} to spare after the margin", format_bytes(spare))
-                           : fmt::format("does not fit: {} over its memory less the margin",
-                                 format_bytes(static_cast<std::uint64_t>(-spare))));
+                spare >= 0
+                    ? fmt::format("fits at the upper estimate, {} to spare after the margin", format_bytes(spare))
+                    : fmt::format("may not fit: the upper estimate is {} over its memory less the margin",
+                          format_bytes(static_cast<std::uint64_t>(-spare))));
         }
         out += '\n';
     }
@@ -435,11 +445,15 @@ std::string render_fit_text(const FitReport& r, bool color)
                    "model (tensor or pipeline parallelism)\n";
         }
     } else {
-        out += fmt::format("Max batch per GPU: {}{}\n", r.max_batch_per_gpu,
+        out += fmt::format("Max batch per GPU: {}{}{}\n", r.max_batch_per_gpu,
             several &&
                     std::any_of(r.fits.begin(), r.fits.end(),
                         [&](const GpuFit& f) { return f.max_batch != r.max_batch_per_gpu; })
                 ? " (on the smallest GPU; each GPU's is in the table)"
+                : "",
+            r.max_batch_per_gpu_central != r.max_batch_per_gpu
+                ? fmt::format(
+                      ", where the upper estimate fits; {} at the central estimate", r.max_batch_per_gpu_central)
                 : "");
     }
 
@@ -569,14 +583,17 @@ nlohmann::json render_fit_json(const FitReport& r)
                 {"recomputed_bytes", act.rebuilt_layer}, {"output_layer_bytes", act.output_layer},
                 {"measured_bytes", act.measured}, {"transient_bytes", act.transient}}},
         {"cuda_context_bytes", q.overheads.cuda_context}, {"workspace_bytes", q.overheads.workspace},
-        {"margin_fraction", q.overheads.margin_fraction}};
+        {"margin_fraction", q.overheads.margin_fraction},
+        {"uncertainty",
+            {{"states", r.plan.uncertainty.states}, {"activations", r.plan.uncertainty.activations},
+                {"basis", r.plan.uncertainty.basis}}}};
     json gpus = json::array();
     for (std::size_t i = 0; i < q.gpus.size(); ++i) {
         const auto& g = q.gpus[i];
         const auto& f = r.fits[i];
         gpus.push_back({{"index", i}, {"name", g.name.empty() ? json(nullptr) : json(g.name)},
             {"memory_bytes", g.memory}, {"memory_from", g.memory_from}, {"speed", g.speed}, {"margin_bytes", f.margin},
-            {"available_bytes", f.available}, {"max_batch", f.max_batch}});
+            {"available_bytes", f.available}, {"max_batch", f.max_batch}, {"max_batch_central", f.max_batch_central}});
     }
     doc["gpus"] = gpus;
     if (r.at_batch) {
@@ -587,10 +604,12 @@ nlohmann::json render_fit_json(const FitReport& r)
             fits.push_back({{"index", i}, {"fits", spare >= 0}, {"spare_bytes", spare}});
         }
         doc["at_batch"] = {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.states + p.activations},
+            {"peak_upper_bytes", p.upper()}, {"allocated_upper_bytes", p.states_upper + p.activations_upper},
             {"states_bytes", p.states}, {"activations_bytes", p.activations}, {"cuda_context_bytes", p.cuda_context},
             {"workspace_bytes", p.workspace}, {"gpus", fits}};
     }
     doc["max_batch_per_gpu"] = r.max_batch_per_gpu;
+    doc["max_batch_per_gpu_central"] = r.max_batch_per_gpu_central;
     doc["fits"] = r.max_batch_per_gpu > 0;
     doc["global_batch"] = r.global_batch > 0 ? json(r.global_batch) : json(nullptr);
     doc["global_batch_from"] = r.global_batch > 0 ? json(r.global_batch_from) : json(nullptr);

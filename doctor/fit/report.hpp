@@ -40,9 +40,13 @@ struct FitReport {
     MemoryPlan plan;
     std::vector<GpuFit> fits; ///< one per request.gpus
     std::optional<PeakMemory> at_batch; ///< with request.batch
-    /// With request.batch, per GPU: its memory less the margin less at_batch's peak (< 0: no fit).
+    /// With request.batch, per GPU: its memory less the margin less at_batch's upper peak (< 0: may
+    /// not fit).
     std::vector<std::int64_t> spare_at_batch;
-    unsigned max_batch_per_gpu = 0; ///< the smallest over the GPUs; 0 when nothing fits on one
+    /// The smallest over the GPUs of the largest batch whose upper estimate fits; 0 when nothing fits
+    /// on one.
+    unsigned max_batch_per_gpu = 0;
+    unsigned max_batch_per_gpu_central = 0; ///< the same at the central estimate
     unsigned global_batch = 0; ///< 0 when nothing fits and none was given
     std::string global_batch_from; ///< "--global-batch", "max batch", "balanced by speed"
     std::optional<probes::BatchSplit> split; ///< with more than one GPU, when the batch fits in one step

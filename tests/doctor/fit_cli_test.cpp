@@ -219,7 +219,7 @@ TEST_F(FitCli, ConfigFileAndMemoryAtABatch)
         "--gpu-mem", "24GB", "--batch", "4"});
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.out.find("At batch 4: about 12.18 GiB per GPU"), std::string::npos) << text.out;
-    EXPECT_NE(text.out.find("fits, "), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("fits at the upper estimate, "), std::string::npos) << text.out;
 }
 
 TEST_F(FitCli, QloraOnALlamaPreset)

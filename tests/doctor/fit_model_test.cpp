@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <gtest/gtest.h>
+#include <tuple>
 
 using namespace doctor::fit;
 
@@ -209,12 +210,19 @@ TEST(FitModel, GatedMlpAndGroupedQueryAttention)
 
 TEST(FitModel, TensorFlowKeepsFloatMasksAndTheGeluSteps)
 {
-    // A BERT-Base layer at s = 128 in fp32: 168·s·h + 20·a·s² = 168 · 98,304 + 20 · 12 · 16,384 =
-    // 16,515,072 + 3,932,160 = 20,447,232. Per s·h: three dense inputs and Q 16, K and V 8, two
-    // layer norms 8, two dropouts 24; the GELU's six steps and its output 28·s·I = 112·s·h.
+    // A BERT-Base layer at s = 128 in fp32: 104·s·h + 12·a·s² = 104 · 98,304 + 12 · 12 · 16,384 =
+    // 10,223,616 + 2,359,296 = 12,582,912. Per s·h: three dense inputs and Q 16, K and V 8, two
+    // layer norms 8, two dropouts' float masks 8; the GELU's input, tanh and cdf and its output
+    // 16·s·I = 64·s·h. The scores: the softmax, dropout's mask and its output, 12·a·s².
     const TransformerShape bert{768, 12, 128, 0};
     EXPECT_EQ(transformer_layer_bytes(bert, Precision::fp32, Recompute::none, Attention::eager, Framework::tensorflow),
-        20447232u);
+        12582912u);
+    // Without dropout: no masks, and the softmax's output is the matmul's input: 96·s·h + 4·a·s²
+    // = 9,437,184 + 786,432 = 10,223,616.
+    TransformerShape plain = bert;
+    plain.dropout = false;
+    EXPECT_EQ(transformer_layer_bytes(plain, Precision::fp32, Recompute::none, Attention::eager, Framework::tensorflow),
+        10223616u);
     // PyTorch keeps 66·s·h + 9·a·s² of the same layer: 6,488,064 + 1,769,472 = 8,257,536.
     EXPECT_EQ(transformer_layer_bytes(bert, Precision::fp32, Recompute::none, Attention::eager), 8257536u);
     // The clipped copy of the gradients: 4 bytes more per parameter.
@@ -384,13 +392,24 @@ TEST(FitModel, BertLargeAmpAdamOn16GiB)
 
     const GpuFit fit = fit_gpu(plan, 16 * GiB);
     // 16 GiB = 17,179,869,184; margin floor(10 %) = 1,717,986,918; context 536,870,912;
-    // workspace 268,435,456. Left: 17,179,869,184 − 536,870,912 − 268,435,456 − 1,717,986,918
-    // − 6,032,553,984 = 8,624,021,914; / 1,681,307,648 = 5.13 → 5.
+    // workspace 268,435,456. The upper estimate (PyTorch's formula: states +5 %, activations
+    // +40 %): states 6,032,553,984 + 301,627,699 = 6,334,181,683; one sample 1,681,307,648
+    // + 672,523,059 = 2,353,830,707. Left: 17,179,869,184 − 536,870,912 − 268,435,456
+    // − 1,717,986,918 − 6,334,181,683 = 8,322,394,215; / 2,353,830,707 = 3.54 → 3.
+    EXPECT_EQ(plan.uncertainty.states, 0.05);
+    EXPECT_EQ(plan.uncertainty.activations, 0.40);
     EXPECT_EQ(fit.margin, 1717986918u);
     EXPECT_EQ(fit.cuda_context, 512 * MiB);
     EXPECT_EQ(fit.workspace, 256 * MiB);
-    EXPECT_EQ(fit.available, 8624021914);
-    EXPECT_EQ(fit.max_batch, 5u);
+    EXPECT_EQ(fit.states, 6334181683u);
+    EXPECT_EQ(fit.available, 8322394215);
+    EXPECT_EQ(fit.max_batch, 3u);
+    // The central estimate: (8,322,394,215 + 301,627,699) / 1,681,307,648 = 5.13 → 5.
+    EXPECT_EQ(fit.max_batch_central, 5u);
+    // The peak at batch 3, central and upper.
+    const PeakMemory peak = peak_at(plan, 3);
+    EXPECT_EQ(peak.total(), 6032553984ULL + 3 * 1681307648ULL + 768 * MiB);
+    EXPECT_EQ(peak.upper(), 6334181683ULL + 7061492122ULL + 768 * MiB); // 5,043,922,944 + 40 %, rounded
 }
 
 TEST(FitModel, Fp32ActivationsAndNoVocabulary)
@@ -503,12 +522,14 @@ TEST(FitModel, MeasuredCnnActivationsGetTheTransientShare)
 TEST(FitModel, ResNet50OnAV100)
 {
     // V100 16 GB as NVML reports it: 16160 MiB = 16,944,988,160 B. fp32 momentum: 12 B ×
-    // 25,557,032 = 306,684,384. Margin floor(1,694,498,816) = 1,694,498,816.
-    // Left: 16,944,988,160 − 536,870,912 − 268,435,456 − 1,694,498,816 − 306,684,384
-    // = 14,138,498,592; / 103,054,049 = 137.19 → 137.
+    // 25,557,032 = 306,684,384, +5 % = 322,018,603. Margin floor(1,694,498,816) = 1,694,498,816.
+    // Left: 16,944,988,160 − 536,870,912 − 268,435,456 − 1,694,498,816 − 322,018,603
+    // = 14,123,164,373; / (103,054,049 + 20 % = 123,664,859) = 114.2 → 114.
     const GpuFit fit = fit_gpu(plan_memory(resnet50(), setup(Precision::fp32, Optimizer::momentum)), 16160 * MiB);
-    EXPECT_EQ(fit.available, 14138498592);
-    EXPECT_EQ(fit.max_batch, 137u);
+    EXPECT_EQ(fit.available, 14123164373);
+    EXPECT_EQ(fit.max_batch, 114u);
+    // Central: (14,123,164,373 + 15,334,219) / 103,054,049 = 137.19 → 137.
+    EXPECT_EQ(fit.max_batch_central, 137u);
 }
 
 TEST(FitModel, GivenActivationBytesAreUsedAsTheyAre)
@@ -532,17 +553,18 @@ TEST(FitModel, SuggestionsForLlama7bOn24GB)
 {
     const auto changes = suggest_changes(llama_7b(), setup(Precision::bf16, Optimizer::adamw), 24000000000u);
     // Alone: selective and full recompute (no ZeRO with dp 1, nothing lower than bf16), neither fits.
-    // Then ZeRO-3 with full recompute over the fewest GPUs: with 24e9 − 536,870,912 − 268,435,456
-    // − 2.4e9 = 20,794,693,632 per GPU, less the gathered layer (4 B · P / 32 = 842,301,952) and
-    // one sample (4,886,364,160): 15,066,027,520 ≥ 16 P / dp = 107,814,649,856 / dp → dp ≥ 7.16 → 8.
-    // At dp 8: (20,794,693,632 − 13,476,831,232 − 842,301,952) / 4,886,364,160 = 1.33 → batch 1.
+    // Then ZeRO-3 with full recompute over the fewest GPUs, at the upper estimate (states +5 %, a
+    // sample's 4,886,364,160 +40 % = 6,840,909,824): with 24e9 − 536,870,912 − 268,435,456 − 2.4e9
+    // = 20,794,693,632 per GPU, less one sample: 13,953,783,808 ≥ 1.05 · (16 P / dp + the gathered
+    // layer, 4 B · P / 32 = 842,301,952) → 107,814,649,856 / dp ≤ 12,447,015,960 → dp ≥ 8.66 → 9.
+    // At dp 9: (20,794,693,632 − 1.05 · 12,821,707,492) / 6,840,909,824 = 1.07 → batch 1.
     ASSERT_EQ(changes.size(), 3u);
     EXPECT_EQ(changes[0].change, "--recompute selective");
     EXPECT_EQ(changes[0].max_batch, 0u);
     EXPECT_EQ(changes[1].change, "--recompute full");
     EXPECT_EQ(changes[1].max_batch, 0u);
-    EXPECT_EQ(changes[2].change, "--zero 3 --dp 8 --recompute full");
-    EXPECT_EQ(changes[2].setup.dp, 8u);
+    EXPECT_EQ(changes[2].change, "--zero 3 --dp 9 --recompute full");
+    EXPECT_EQ(changes[2].setup.dp, 9u);
     EXPECT_EQ(changes[2].max_batch, 1u);
 }
 
@@ -644,4 +666,40 @@ TEST(FitModel, RefusesWhatItCannotCount)
     ModelSpec no_layers = bert_large();
     no_layers.layers = 0;
     EXPECT_THROW(plan_memory(no_layers, setup(Precision::fp32, Optimizer::sgd)), probes::Error);
+}
+
+TEST(FitModel, TheMaxBatchIsWhereTheUpperEstimateFits)
+{
+    // google-research/bert, TensorFlow 1.11 on a 12 GB Titan X (12189 MiB), fine-tuning with Adam
+    // in fp32: BERT-Large runs batch 1 at sequence 320 and nothing at 384. The counts alone
+    // (states 20 B × 335,141,888 = 6,702,837,760; 24 × (104·s·h + 12·a·s²) per sample, 1.59 GiB
+    // at 384) leave room for batch 1 at 384; the upper estimate (states +25 %, activations
+    // +40 %) does not.
+    ModelSpec m = bert_large();
+    m.transformer->vocab = 0;
+    TrainingSetup s = setup(Precision::fp32, Optimizer::adam);
+    s.framework = Framework::tensorflow;
+    const std::uint64_t titan_x = 12189 * MiB;
+    for (const auto& [seq, upper, central] : {std::tuple{320U, 1U, 3U}, std::tuple{384U, 0U, 2U}}) {
+        m.transformer->seq = seq;
+        const MemoryPlan plan = plan_memory(m, s);
+        EXPECT_EQ(plan.uncertainty.states, 0.25);
+        EXPECT_EQ(plan.uncertainty.activations, 0.40);
+        const GpuFit fit = fit_gpu(plan, titan_x);
+        EXPECT_EQ(fit.max_batch, upper) << "seq " << seq;
+        EXPECT_EQ(fit.max_batch_central, central) << "seq " << seq;
+    }
+    // The upper estimate never allows more than the central one, whatever the GPU.
+    m.transformer->seq = 128;
+    const MemoryPlan plan = plan_memory(m, s);
+    for (std::uint64_t gib = 1; gib <= 200; gib += 7) {
+        const GpuFit fit = fit_gpu(plan, gib * GiB);
+        EXPECT_LE(fit.max_batch, fit.max_batch_central) << gib << " GiB";
+    }
+    // Activations as the user measured them carry no activation uncertainty.
+    ModelSpec given = bert_large();
+    given.activation_bytes = 100 * MiB;
+    const MemoryPlan g = plan_memory(given, setup(Precision::fp32, Optimizer::adam));
+    EXPECT_EQ(g.uncertainty.activations, 0.0);
+    EXPECT_EQ(fit_gpu(g, 40 * GiB).states, g.states.total() + g.states.total() / 20);
 }
