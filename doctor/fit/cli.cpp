@@ -74,6 +74,7 @@ struct FitOptions {
     unsigned gpu_count = 0;
     std::string speeds;
     unsigned global_batch = 0;
+    unsigned grad_accum = 1;
     double base_lr = 0;
     unsigned base_batch = 0;
     std::string models_file;
@@ -531,6 +532,8 @@ int run_fit(int argc, char** argv)
         app, "--gpu-count", o.gpu_count, "A number of GPUs like this node's (or of --gpu-mem SIZE each)", "N");
     app.add_option("--speeds", o.speeds, "Relative speeds, one per GPU: 1,2,2 (over the table's)")->type_name("LIST");
     probes::add_number(app, "--global-batch", o.global_batch, "Split this global batch over the GPUs", "B");
+    probes::add_number(app, "--grad-accum", o.grad_accum,
+        "Gradient accumulation: micro-batches per optimizer step (default 1); the global batch is per step", "N");
     probes::add_number(app, "--base-lr", o.base_lr, "The learning rate tuned for --base-batch", "X");
     probes::add_number(app, "--base-batch", o.base_batch, "The global batch --base-lr was tuned for", "B");
     app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
@@ -628,6 +631,10 @@ int run_fit(int argc, char** argv)
         q.setup.pp = o.pp;
         q.setup.sequence_parallel = o.sequence_parallel;
         q.setup.offload = named<Offload>("--offload", o.offload, offload_named, offload_names());
+        if (o.grad_accum == 0) {
+            throw Error("--grad-accum 0: expected the micro-batches per optimizer step, 1 or more");
+        }
+        q.setup.grad_accum = o.grad_accum;
         if (app.count("--lora-rank") > 0) {
             if (o.lora_rank == 0) {
                 throw Error("--lora-rank 0: expected the adapters' rank, 1 or more (PEFT's default is 8)");
@@ -696,7 +703,7 @@ int run_fit(int argc, char** argv)
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
                  "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp", "--pp",
-                 "--sequence-parallel", "--offload", "--cuda-context"}) {
+                 "--sequence-parallel", "--offload", "--cuda-context", "--grad-accum"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

@@ -618,6 +618,18 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
     if (setup.lora.rank > 0) {
         plan_lora(model, setup, st);
     }
+    if (setup.grad_accum == 0) {
+        throw Error("--grad-accum 0: expected the micro-batches per optimizer step, 1 or more");
+    }
+    if (setup.grad_accum > 1) {
+        // Sharded as the gradients are: by the model's split, and by ZeRO from stage 2.
+        const std::uint64_t trained = setup.lora.rank > 0 ? st.adapter_params : p;
+        std::uint64_t buffer = ceil_div(accumulation_bytes(setup) * trained, std::uint64_t{setup.tp} * setup.pp);
+        if (setup.zero >= 2) {
+            buffer = ceil_div(buffer, setup.dp);
+        }
+        st.accumulation = buffer;
+    }
     if (setup.zero > 0 && setup.dp == 1) {
         plan.findings.push_back(fit_finding("fit.zero_over_one_gpu", "setup",
             fmt::format("ZeRO-{} over 1 data-parallel GPU shards nothing", setup.zero)));
@@ -747,6 +759,17 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
     }
     plan.uncertainty = uncertainty_for(act.source, setup.framework);
     return plan;
+}
+
+unsigned accumulation_bytes(const TrainingSetup& setup)
+{
+    if (setup.grad_accum <= 1) {
+        return 0;
+    }
+    if (setup.framework == Framework::tensorflow || setup.precision == Precision::bf16) {
+        return 4;
+    }
+    return 0;
 }
 
 std::uint64_t Uncertainty::upper_states(std::uint64_t central) const

@@ -165,11 +165,23 @@ struct TrainingSetup {
     /// pp micro-batches of its layers in flight, as many activations as all layers for one.
     unsigned pp = 1;
     Offload offload = Offload::none;
+    /// Gradient accumulation: micro-batches per optimizer step. Where the gradients are kept in a
+    /// wider type than backward writes them, the framework adds a buffer (see accumulation_bytes).
+    unsigned grad_accum = 1;
     Recompute recompute = Recompute::none;
     Attention attention = Attention::sdpa;
     Framework framework = Framework::pytorch;
     Lora lora;
 };
+
+/// Bytes per trained parameter of the buffer gradient accumulation adds (0 with one micro-batch):
+/// - bf16 with fp32 master weights: 4, an fp32 buffer the bf16 gradients add up in (DeepSpeed's
+///   BF16_Optimizer, whose default grad_accum_dtype is fp32, PR #4713; Megatron's main_grad);
+/// - TensorFlow: 4, an fp32 variable per weight (a graph's gradients live only within a step;
+///   NVIDIA's BERT keeps a GradientAccumulator);
+/// - PyTorch otherwise: 0, backward adds into the .grad the step already keeps (fp32, amp, the
+///   pure 16-bit precisions; fp16 with fp32 masters as DeepSpeed's FP16_Optimizer does it).
+unsigned accumulation_bytes(const TrainingSetup& setup);
 
 /// The fixed costs of a training process on one GPU.
 struct Overheads {
@@ -216,7 +228,9 @@ struct StateMemory {
     std::uint64_t adapter_params = 0;
     std::uint64_t frozen_weights = 0;
     std::uint64_t offloaded = 0; ///< kept in CPU memory instead (ZeRO-Offload)
-    std::uint64_t total() const { return weights + gradients + optimizer + zero3_gather + dequantized; }
+    /// With gradient accumulation, the buffer the gradients add up in, where there is one.
+    std::uint64_t accumulation = 0;
+    std::uint64_t total() const { return weights + gradients + optimizer + zero3_gather + dequantized + accumulation; }
 };
 
 /// How far the real peak may lie above the estimate, as shares of each part: the upper estimate is

@@ -5,6 +5,7 @@
 #include "probes/error.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <fmt/format.h>
 #include <numeric>
@@ -231,6 +232,10 @@ FitReport analyse_fit(const FitRequest& request)
         return a.max_batch_central < b.max_batch_central;
     })->max_batch_central;
     const std::uint64_t room = std::accumulate(caps.begin(), caps.end(), std::uint64_t{0});
+    const unsigned accum = request.setup.grad_accum;
+    if (room * accum > UINT_MAX) {
+        throw probes::Error(fmt::format("--grad-accum {}: a global batch of more than 2^32 samples", accum));
+    }
 
     if (r.max_batch_per_gpu == 0) {
         // Suggestions for the GPU with the least memory among those where nothing fits.
@@ -252,16 +257,27 @@ FitReport analyse_fit(const FitRequest& request)
     } else if (request.global_batch) {
         r.global_batch = *request.global_batch;
         r.global_batch_from = "--global-batch";
-        if (r.global_batch > room) {
+        if (r.global_batch % accum != 0) {
+            throw probes::Error(fmt::format("--global-batch {} is not a multiple of --grad-accum {}: each of the {} "
+                                            "micro-batches of a step carries the same share",
+                r.global_batch, accum, accum));
+        }
+        r.micro_batch = r.global_batch / accum;
+        if (r.micro_batch > room) {
+            const std::uint64_t steps = (std::uint64_t{r.global_batch} + room - 1) / room;
             r.findings.push_back(fit_finding("fit.batch_over_one_step", "global batch",
-                fmt::format("a global batch of {} is more than these GPUs hold in one step ({}): accumulate "
-                            "gradients over {} steps, or lower it",
-                    r.global_batch, room, (r.global_batch + room - 1) / room)));
+                accum == 1 ? fmt::format("a global batch of {} is more than these GPUs hold in one step ({}): "
+                                         "accumulate gradients over {} steps, or lower it",
+                                 r.global_batch, room, steps)
+                           : fmt::format("a global batch of {} in {} micro-batches of {} is more than these GPUs hold "
+                                         "in one ({}): accumulate over {} or more, or lower it",
+                                 r.global_batch, accum, r.micro_batch, room, steps)));
         } else if (request.gpus.size() > 1) {
-            r.split = probes::split_batch(r.global_batch, speeds, caps);
+            r.split = probes::split_batch(r.micro_batch, speeds, caps);
         }
     } else if (request.gpus.size() == 1) {
-        r.global_batch = caps.front();
+        r.micro_batch = caps.front();
+        r.global_batch = r.micro_batch * accum;
         r.global_batch_from = "max batch";
     } else {
         // The largest global batch whose share by speed, B·s_i/Σs, is within every GPU's max batch.
@@ -270,11 +286,12 @@ FitReport analyse_fit(const FitRequest& request)
         for (std::size_t i = 0; i < caps.size(); ++i) {
             balanced = std::min(balanced, std::floor(caps[i] * total_speed / speeds[i] + 1e-9));
         }
-        r.global_batch = static_cast<unsigned>(std::max(1.0, balanced));
+        r.micro_batch = static_cast<unsigned>(std::max(1.0, balanced));
+        r.global_batch = r.micro_batch * accum;
         r.global_batch_from = all_equal(speeds) && std::equal(caps.begin() + 1, caps.end(), caps.begin())
             ? "max batch"
             : "balanced by speed";
-        r.split = probes::split_batch(r.global_batch, speeds, caps);
+        r.split = probes::split_batch(r.micro_batch, speeds, caps);
     }
 
     if (request.gpus.size() > 1 && request.model.layers > 0 && (request.layers_given || !all_equal(speeds))) {
@@ -339,6 +356,11 @@ std::string render_fit_text(const FitReport& r, bool color)
     }
     if (st.dequantized > 0) {
         row("dequantized", st.dequantized, "the largest projection in 16-bit while it computes");
+    }
+    if (st.accumulation > 0) {
+        row("accumulation", st.accumulation,
+            fmt::format("{} B/trained parameter, the fp32 buffer {} micro-batches' gradients add up in{}",
+                accumulation_bytes(s), s.grad_accum, sharded(2)));
     }
 
     out += fmt::format("Activations per sample: {} ({})\n", format_bytes(act.per_sample), act.source);
@@ -466,12 +488,15 @@ std::string render_fit_text(const FitReport& r, bool color)
         } else {
             how = fmt::format("{} GPU{} × {}", q.gpus.size(), several ? "s" : "", r.max_batch_per_gpu);
         }
+        if (s.grad_accum > 1) {
+            how += fmt::format(", {} micro-batches of {} per step", s.grad_accum, r.micro_batch);
+        }
         out += fmt::format("Global batch: {} ({})\n", r.global_batch, how);
     }
     if (r.split) {
         const auto& split = *r.split;
-        out += fmt::format("Split of {} over {} GPUs by speed, b_i = B·s_i/Σs capped by each GPU's max batch:\n",
-            r.global_batch, q.gpus.size());
+        out += fmt::format("Split of {} over {} GPUs by speed, b_i = B·s_i/Σs capped by each GPU's max batch{}:\n",
+            r.micro_batch, q.gpus.size(), s.grad_accum > 1 ? ", in each micro-batch" : "");
         std::size_t name_width = 1;
         for (const auto& g : q.gpus) {
             name_width = std::max(name_width, g.name.size());
@@ -564,19 +589,21 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["training"]["pp"] = q.setup.pp;
     doc["training"]["sequence_parallel"] = q.setup.sequence_parallel;
     doc["training"]["offload"] = to_string(q.setup.offload);
+    doc["training"]["grad_accum"] = q.setup.grad_accum;
     if (q.setup.lora.rank > 0) {
         doc["training"]["lora"] = {{"rank", q.setup.lora.rank}, {"base_bits", q.setup.lora.base_bits},
             {"targets", lora_target_list(q.setup.lora.targets)}};
     }
-    doc["breakdown"] = {{"states",
-                            {{"bytes", st.total()},
-                                {"bytes_per_param",
-                                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
-                                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
-                                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
-                                {"optimizer_bytes", st.optimizer}, {"zero3_gather_bytes", st.zero3_gather},
-                                {"dequantized_bytes", st.dequantized}, {"frozen_weights_bytes", st.frozen_weights},
-                                {"adapter_params", st.adapter_params}, {"offloaded_bytes", st.offloaded}}},
+    doc["breakdown"] = {
+        {"states",
+            {{"bytes", st.total()},
+                {"bytes_per_param",
+                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
+                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
+                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients}, {"optimizer_bytes", st.optimizer},
+                {"zero3_gather_bytes", st.zero3_gather}, {"dequantized_bytes", st.dequantized},
+                {"frozen_weights_bytes", st.frozen_weights}, {"adapter_params", st.adapter_params},
+                {"offloaded_bytes", st.offloaded}, {"accumulation_bytes", st.accumulation}}},
         {"activations_per_sample",
             {{"bytes", act.per_sample}, {"source", act.source}, {"formula", act.formula},
                 {"per_layer_bytes", act.per_layer}, {"layers_bytes", act.layers_total},
@@ -613,6 +640,7 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["fits"] = r.max_batch_per_gpu > 0;
     doc["global_batch"] = r.global_batch > 0 ? json(r.global_batch) : json(nullptr);
     doc["global_batch_from"] = r.global_batch > 0 ? json(r.global_batch_from) : json(nullptr);
+    doc["micro_batch"] = r.micro_batch > 0 ? json(r.micro_batch) : json(nullptr);
     if (r.split) {
         doc["per_gpu_batch"] = r.split->per_gpu;
         doc["loss_weight"] = r.split->loss_weight;

@@ -47,7 +47,8 @@ struct FitReport {
     /// on one.
     unsigned max_batch_per_gpu = 0;
     unsigned max_batch_per_gpu_central = 0; ///< the same at the central estimate
-    unsigned global_batch = 0; ///< 0 when nothing fits and none was given
+    unsigned global_batch = 0; ///< per optimizer step; 0 when nothing fits and none was given
+    unsigned micro_batch = 0; ///< per micro-batch over all GPUs: global_batch / grad_accum
     std::string global_batch_from; ///< "--global-batch", "max batch", "balanced by speed"
     std::optional<probes::BatchSplit> split; ///< with more than one GPU, when the batch fits in one step
     std::vector<unsigned> pipeline_layers; ///< layers per GPU, when shown

@@ -319,6 +319,10 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "gpt2", "--tp", "5"}, "--tp 5: the 12 attention heads do not split evenly"},
         {{"--model", "gpt2", "--offload", "nvme"}, "--offload nvme: expected none, optimizer, all"},
         {{"--model", "gpt2", "--offload", "optimizer"}, "--offload optimizer needs ZeRO"},
+        {{"--model", "gpt2", "--grad-accum", "0"}, "--grad-accum 0: expected the micro-batches per optimizer step"},
+        {{"--model", "gpt2", "--grad-accum", "-2"}, "--grad-accum"},
+        {{"--model", "gpt2", "--grad-accum", "4", "--global-batch", "30"},
+            "--global-batch 30 is not a multiple of --grad-accum 4"},
     };
     for (const auto& c : cases) {
         std::vector<std::string> args = c.args;

@@ -703,3 +703,43 @@ TEST(FitModel, TheMaxBatchIsWhereTheUpperEstimateFits)
     EXPECT_EQ(g.uncertainty.activations, 0.0);
     EXPECT_EQ(fit_gpu(g, 40 * GiB).states, g.states.total() + g.states.total() / 20);
 }
+
+TEST(FitModel, GradientAccumulationAddsABufferWhereTheGradientsAreNarrower)
+{
+    // One micro-batch: no buffer, whatever the setup.
+    TrainingSetup s = setup(Precision::bf16, Optimizer::adamw);
+    EXPECT_EQ(accumulation_bytes(s), 0u);
+    s.grad_accum = 4;
+    // bf16 gradients add up in fp32 (DeepSpeed's BF16_Optimizer, Megatron's main_grad).
+    EXPECT_EQ(accumulation_bytes(s), 4u);
+    // PyTorch adds into the .grad it keeps anyway.
+    for (Precision p : {Precision::fp32, Precision::amp, Precision::fp16, Precision::bf16_pure, Precision::fp16_pure}) {
+        s.precision = p;
+        EXPECT_EQ(accumulation_bytes(s), 0u) << to_string(p);
+    }
+    // TensorFlow keeps an fp32 variable per weight.
+    s.precision = Precision::fp32;
+    s.framework = Framework::tensorflow;
+    EXPECT_EQ(accumulation_bytes(s), 4u);
+
+    // llama-7b, bf16 AdamW, 4 micro-batches, ZeRO-2 over 4 GPUs: 4 B × 6,738,415,616 / 4 =
+    // 6,738,415,616 bytes, on top of the 16 B per parameter sharded as before.
+    TrainingSetup z = setup(Precision::bf16, Optimizer::adamw, 2, 4, Recompute::full);
+    const MemoryPlan one = plan_memory(llama_7b(), z);
+    z.grad_accum = 4;
+    const MemoryPlan four = plan_memory(llama_7b(), z);
+    EXPECT_EQ(one.states.accumulation, 0u);
+    EXPECT_EQ(four.states.accumulation, 6738415616u);
+    EXPECT_EQ(four.states.total(), one.states.total() + 6738415616u);
+    // ZeRO-1 does not shard it.
+    z.zero = 1;
+    EXPECT_EQ(plan_memory(llama_7b(), z).states.accumulation, 4 * 6738415616ULL);
+    // With LoRA only the adapters train: rank 8 on q and v, 32 layers × 2 × (4096·8 + 8·4096)
+    // = 4,194,304 parameters, 16,777,216 bytes.
+    z.zero = 0;
+    z.dp = 1;
+    z.lora.rank = 8;
+    EXPECT_EQ(plan_memory(llama_7b(), z).states.accumulation, 16777216u);
+    z.grad_accum = 0;
+    EXPECT_THROW(plan_memory(llama_7b(), z), probes::Error);
+}

@@ -183,3 +183,40 @@ TEST(FitReport, NoGpuIsAnError)
 {
     EXPECT_THROW(analyse_fit(request({})), probes::Error);
 }
+
+TEST(FitReport, GradientAccumulationMultipliesTheGlobalBatch)
+{
+    // 40 per GPU, 2 GPUs, 3 micro-batches: 240 per optimizer step, 80 per micro-batch.
+    FitRequest q = request({gpu("A", 40, 1), gpu("A", 40, 1)});
+    q.setup.grad_accum = 3;
+    FitReport r = analyse_fit(q);
+    EXPECT_EQ(r.max_batch_per_gpu, 40u);
+    EXPECT_EQ(r.micro_batch, 80u);
+    EXPECT_EQ(r.global_batch, 240u);
+    ASSERT_TRUE(r.lr);
+    EXPECT_EQ(r.lr->global_batch, 240u);
+    EXPECT_NE(
+        render_fit_text(r).find("Global batch: 240 (2 GPUs × 40, 3 micro-batches of 80 per step)"), std::string::npos)
+        << render_fit_text(r);
+    EXPECT_EQ(render_fit_json(r)["micro_batch"], 80);
+    EXPECT_EQ(render_fit_json(r)["training"]["grad_accum"], 3);
+    // A global batch per step is split a micro-batch at a time.
+    q.global_batch = 150;
+    r = analyse_fit(q);
+    EXPECT_EQ(r.micro_batch, 50u);
+    ASSERT_TRUE(r.split);
+    EXPECT_EQ(r.split->per_gpu, (std::vector<unsigned>{25, 25}));
+    EXPECT_TRUE(r.findings.empty());
+    // More than one micro-batch holds: the warning says how many micro-batches would do.
+    q.global_batch = 300;
+    r = analyse_fit(q);
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_EQ(r.findings[0].code, "fit.batch_over_one_step");
+    EXPECT_NE(r.findings[0].message.find("in 3 micro-batches of 100 is more than these GPUs hold in one (80): "
+                                         "accumulate over 4 or more"),
+        std::string::npos)
+        << r.findings[0].message;
+    // Not a multiple: an input error.
+    q.global_batch = 100;
+    EXPECT_THROW(analyse_fit(q), probes::Error);
+}
