@@ -75,6 +75,8 @@ struct FitOptions {
     std::string speeds;
     unsigned global_batch = 0;
     unsigned grad_accum = 1;
+    unsigned decoder_layers = 0;
+    unsigned target_seq = 0;
     double base_lr = 0;
     unsigned base_batch = 0;
     std::string models_file;
@@ -257,8 +259,8 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
 ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCatalog& catalog)
 {
     auto given = [&](const char* option) { return app.count(option) > 0; };
-    for (const char* option :
-        {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--kv-heads", "--intermediate", "--image"}) {
+    for (const char* option : {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--kv-heads", "--intermediate",
+             "--image", "--target-seq"}) {
         if (given(option) && app.get_option(option)->as<unsigned>() == 0) {
             throw Error(fmt::format("{} 0: expected 1 or more", option));
         }
@@ -278,8 +280,11 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
     if (!o.params.empty()) {
         m.params = parse_param_count(o.params, "--params");
     }
+    // An encoder-decoder model's layers are the encoder's and the decoder's; --layers gives the
+    // encoder's, --decoder-layers the decoder's.
+    const unsigned decoder_layers = m.transformer ? m.transformer->decoder_layers : 0;
     if (given("--layers")) {
-        m.layers = o.layers;
+        m.layers = o.layers + decoder_layers;
     }
     // A custom model's --layers starts a transformer shape too, unless its activations are given.
     const bool shape = given("--hidden") || given("--heads") || given("--seq") ||
@@ -313,6 +318,17 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
                 t.*member = app.get_option(option)->as<unsigned>();
             }
         }
+        if (given("--decoder-layers")) {
+            m.layers = m.layers - t.decoder_layers + o.decoder_layers;
+            t.decoder_layers = o.decoder_layers;
+        }
+        if (given("--target-seq")) {
+            if (t.decoder_layers == 0) {
+                throw Error("--target-seq is the decoder's length in an encoder-decoder model: add --decoder-layers "
+                            "N, or give a T5 or BART --config");
+            }
+            t.target_seq = o.target_seq;
+        }
         if (!o.mlp.empty()) {
             if (o.mlp != "plain" && o.mlp != "gated") {
                 throw Error(
@@ -321,7 +337,8 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
             t.gated_mlp = o.mlp == "gated";
         }
     } else {
-        for (const char* option : {"--vocab", "--kv-heads", "--intermediate", "--mlp"}) {
+        for (const char* option :
+            {"--vocab", "--kv-heads", "--intermediate", "--mlp", "--decoder-layers", "--target-seq"}) {
             if (given(option)) {
                 throw Error(fmt::format("{} needs a transformer shape (--layers, --hidden, --heads, --seq, a "
                                         "transformer --model or --config)",
@@ -482,6 +499,10 @@ int run_fit(int argc, char** argv)
     probes::add_number(
         app, "--kv-heads", o.kv_heads, "Key/value heads (grouped-query attention; default: --heads)", "N");
     probes::add_number(app, "--intermediate", o.intermediate, "The MLP's inner size (default 4 × hidden)", "N");
+    probes::add_number(app, "--decoder-layers", o.decoder_layers,
+        "Encoder-decoder (T5, BART): the decoder's layers, with cross-attention; --layers counts the encoder's", "N");
+    probes::add_number(
+        app, "--target-seq", o.target_seq, "Encoder-decoder: the decoder's tokens per sample (default --seq)", "S");
     app.add_option("--mlp", o.mlp, "plain (GPT, BERT) or gated (SwiGLU: Llama, Mistral)")->type_name("KIND");
     app.add_option("--config", o.config, "The model from its Hugging Face config.json")->type_name("FILE");
     probes::add_number(app, "--image", o.image, "Image side for a CNN preset (default its own, e.g. 224)", "N");
@@ -703,7 +724,8 @@ int run_fit(int argc, char** argv)
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
                  "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp", "--pp",
-                 "--sequence-parallel", "--offload", "--cuda-context", "--grad-accum"}) {
+                 "--sequence-parallel", "--offload", "--cuda-context", "--grad-accum", "--decoder-layers",
+                 "--target-seq"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

@@ -122,6 +122,110 @@ Architecture inferred(const Config& c)
     return a;
 }
 
+/// The largest parameter count a config may describe: beyond it there is no real model (and the
+/// arithmetic could wrap).
+void check_size(long double rough, const std::string& origin)
+{
+    if (rough > 1e15L) {
+        throw Error(
+            fmt::format("{}: these sizes make more than 10^15 parameters; is this a model's config.json?", origin));
+    }
+}
+
+/// The sequence: `seq` when given, else the config's `positions` (0: none).
+unsigned sequence(unsigned seq, std::uint64_t positions, const std::string& origin)
+{
+    const unsigned s = seq != 0 ? seq : static_cast<unsigned>(positions);
+    if (s == 0) {
+        throw Error(fmt::format("{}: no max_position_embeddings to take the sequence from; give --seq", origin));
+    }
+    return s;
+}
+
+/// T5 (t5, mt5) and BART (bart, mbart), from modeling_t5.py and modeling_bart.py: an encoder of
+/// `layers` layers and a decoder whose layers add cross-attention over the encoder's output.
+/// T5: no biases, RMS norms (weight only), relative position biases (buckets × heads, once per
+/// stack), shared embeddings, an output layer of its own unless tied. BART: biases, LayerNorm,
+/// learned positions for each stack (max_position_embeddings + 2 rows), an embedding LayerNorm for
+/// each, the output layer tied; mBART adds a final LayerNorm to each stack.
+ModelSpec encoder_decoder(const Config& c, const std::string& type, const std::string& origin, unsigned seq)
+{
+    const bool t5 = type == "t5" || type == "mt5";
+    const std::uint64_t h = c.required({"d_model"}, "d_model");
+    const std::uint64_t vocab = c.required({"vocab_size"}, "vocabulary size");
+    std::uint64_t encoder = 0;
+    std::uint64_t decoder = 0;
+    std::uint64_t heads = 0;
+    std::uint64_t inner = 0;
+    std::uint64_t positions = 0;
+    std::uint64_t params = 0;
+    bool gated = false;
+    bool tied = true;
+    if (t5) {
+        encoder = c.required({"num_layers"}, "encoder layer count");
+        decoder = c.count({"num_decoder_layers"}).value_or(encoder);
+        heads = c.required({"num_heads"}, "attention head count");
+        const std::uint64_t d_kv = c.required({"d_kv"}, "d_kv (the width of each head)");
+        if (heads * d_kv != h) {
+            throw Error(fmt::format("{}: its attention is {} heads × d_kv {} = {} wide, not d_model {}; the formula "
+                                    "counts attention as wide as the model: give --activation-bytes-per-sample",
+                origin, heads, d_kv, heads * d_kv, h));
+        }
+        inner = c.required({"d_ff"}, "d_ff (the MLP's inner size)");
+        gated = c.text("feed_forward_proj").rfind("gated-", 0) == 0;
+        tied = c.flag("tie_word_embeddings").value_or(true);
+        positions = c.count({"n_positions"}).value_or(0);
+        const std::uint64_t buckets = c.count({"relative_attention_num_buckets"}).value_or(32);
+        check_size(
+            static_cast<long double>(encoder + decoder) * (8.0L * h * h + 3.0L * h * inner) + 2.0L * vocab * h, origin);
+        const std::uint64_t attention = 4 * h * h;
+        const std::uint64_t mlp = (gated ? 3 : 2) * h * inner;
+        params = encoder * (attention + mlp + 2 * h) + decoder * (2 * attention + mlp + 3 * h);
+        params += 2 * h + 2 * buckets * heads + vocab * h * (tied ? 1 : 2); // final norms, biases, embeddings
+    } else {
+        encoder = c.required({"encoder_layers"}, "encoder layer count");
+        decoder = c.required({"decoder_layers"}, "decoder layer count");
+        heads = c.required({"encoder_attention_heads"}, "attention head count");
+        inner = c.required({"encoder_ffn_dim"}, "encoder_ffn_dim (the MLP's inner size)");
+        if (c.count({"decoder_attention_heads"}).value_or(heads) != heads ||
+            c.count({"decoder_ffn_dim"}).value_or(inner) != inner) {
+            throw Error(fmt::format("{}: the decoder's heads or MLP differ from the encoder's; the formula counts "
+                                    "both stacks with one shape",
+                origin));
+        }
+        if (h % heads != 0) {
+            throw Error(fmt::format("{}: d_model {} is not a multiple of its {} attention heads", origin, h, heads));
+        }
+        positions = c.required({"max_position_embeddings"}, "max_position_embeddings");
+        check_size(static_cast<long double>(encoder + decoder) * (8.0L * h * h + 2.0L * h * inner) + vocab * h +
+                2.0L * positions * h,
+            origin);
+        const std::uint64_t attention = 4 * (h * h + h);
+        const std::uint64_t mlp = 2 * h * inner + inner + h;
+        const std::uint64_t norm = 2 * h;
+        params = encoder * (attention + mlp + 2 * norm) + decoder * (2 * attention + mlp + 3 * norm);
+        params += vocab * h + 2 * (positions + 2) * h + 2 * norm + (type == "mbart" ? 2 * norm : 0);
+    }
+    ModelSpec m;
+    m.name = origin;
+    m.params = params;
+    m.embedding_params = vocab * h * (tied ? 1 : 2) + (t5 ? 0 : 2 * (positions + 2) * h);
+    m.layers = static_cast<unsigned>(encoder + decoder);
+    TransformerShape& t = m.transformer.emplace();
+    t.hidden = static_cast<unsigned>(h);
+    t.heads = static_cast<unsigned>(heads);
+    t.kv_heads = static_cast<unsigned>(heads);
+    t.intermediate = static_cast<unsigned>(inner);
+    t.gated_mlp = gated;
+    t.vocab = static_cast<unsigned>(vocab);
+    t.dropout = c.any_positive({"dropout_rate", "dropout", "attention_dropout", "activation_dropout"});
+    t.decoder_layers = static_cast<unsigned>(decoder);
+    t.seq = sequence(seq, positions, origin);
+    m.description = fmt::format("{} from {}, {} encoder and {} decoder layers, seq {}{}", type, origin, encoder,
+        decoder, t.seq, seq != 0 ? "" : " (--seq and --target-seq for the lengths you train at)");
+    return m;
+}
+
 } // namespace
 
 ModelSpec model_from_config(const std::string& text, const std::string& origin, unsigned seq)
@@ -138,10 +242,13 @@ ModelSpec model_from_config(const std::string& text, const std::string& origin, 
     }
     const Config c(doc, origin);
     const std::string type = c.text("model_type");
+    if (type == "t5" || type == "mt5" || type == "bart" || type == "mbart") {
+        return encoder_decoder(c, type, origin, seq);
+    }
     if (c.flag("is_encoder_decoder").value_or(false) || c.has("num_decoder_layers") || c.has("decoder_layers")) {
-        throw Error(fmt::format("{}: {} is an encoder-decoder model; --config counts decoder-only and encoder-only "
-                                "models: give --params, --layers, --hidden, --heads and --seq of the larger stack, "
-                                "or --activation-bytes-per-sample as measured",
+        throw Error(fmt::format("{}: {} is an encoder-decoder model that --config does not know (it knows t5, mt5, "
+                                "bart and mbart): give --params, --layers, --decoder-layers, --hidden, --heads, --seq "
+                                "and --target-seq, or --activation-bytes-per-sample as measured",
             origin, type.empty() ? "this" : type));
     }
     const auto known = std::find_if(
@@ -196,14 +303,10 @@ ModelSpec model_from_config(const std::string& text, const std::string& origin, 
         params += norm; // the final norm
     }
 
-    // A parameter count that large is no real model (and its arithmetic could wrap).
-    const long double rough =
+    check_size(
         static_cast<long double>(layers) * (static_cast<long double>(h) * (2 * q + 2 * kv_dim) + 3.0L * h * inner) +
-        2.0L * vocab * h + static_cast<long double>(positions) * h;
-    if (rough > 1e15L) {
-        throw Error(
-            fmt::format("{}: these sizes make more than 10^15 parameters; is this a model's config.json?", origin));
-    }
+            2.0L * vocab * h + static_cast<long double>(positions) * h,
+        origin);
     ModelSpec m;
     m.name = origin;
     m.params = params;
@@ -218,10 +321,7 @@ ModelSpec model_from_config(const std::string& text, const std::string& origin, 
     t.vocab = static_cast<unsigned>(vocab);
     t.dropout = c.any_positive({"attention_probs_dropout_prob", "hidden_dropout_prob", "attn_pdrop", "resid_pdrop",
         "attention_dropout", "hidden_dropout", "dropout"});
-    t.seq = seq != 0 ? seq : static_cast<unsigned>(positions);
-    if (t.seq == 0) {
-        throw Error(fmt::format("{}: no max_position_embeddings to take the sequence from; give --seq", origin));
-    }
+    t.seq = sequence(seq, positions, origin);
     m.description = fmt::format("{} from {}{}, seq {}{}", type.empty() ? std::string("a model") : type, origin,
         known != architectures.end() ? "" : " (architecture inferred from its keys)", t.seq,
         seq != 0 ? "" : " (max_position_embeddings; --seq for the length you train at)");

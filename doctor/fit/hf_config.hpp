@@ -17,9 +17,13 @@ namespace doctor::fit {
 /// attention with grouped key/value heads, the MLP, norms and biases as the architecture has
 /// them. The sequence is max_position_embeddings unless `seq` is given (not 0).
 ///
+/// Encoder-decoder models of the T5 (t5, mt5) and BART (bart, mbart) families are read too: both
+/// stacks, the decoder's layers as TransformerShape::decoder_layers (their length is --target-seq's
+/// to give; it defaults to the encoder's).
+///
 /// Throws probes::Error naming `origin` for text that is not JSON, a config without the sizes
 /// (naming the keys looked for), sizes that are not whole numbers, heads that do not divide the
-/// hidden size, and encoder-decoder models (T5, BART), whose two stacks this does not count.
+/// hidden size, and other encoder-decoder models.
 ModelSpec model_from_config(const std::string& text, const std::string& origin, unsigned seq = 0);
 
 } // namespace doctor::fit

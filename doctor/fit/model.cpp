@@ -364,6 +364,17 @@ ElementBytes element_bytes(Precision precision)
     return {e, precision == Precision::amp ? 4 : e};
 }
 
+// Bytes eager attention keeps per score: the softmax output, then its dropout mask and output;
+// amp: both fp32, then a 16-bit copy for the product with V.
+std::uint64_t bytes_per_score(const TransformerShape& shape, Precision precision)
+{
+    const std::uint64_t e = element_bytes(precision).e;
+    if (precision == Precision::amp) {
+        return 4 + (shape.dropout ? 1 + 4 : 0) + 2;
+    }
+    return e + (shape.dropout ? 1 + e : 0);
+}
+
 // Whether projections among `targets` keep their input for a weight gradient: always in full
 // training; under LoRA only those with adapters.
 std::uint64_t keeps_input(const Lora& lora, unsigned targets)
@@ -401,6 +412,28 @@ std::vector<std::string> lora_target_list(unsigned targets)
     return out;
 }
 
+std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned target, unsigned source,
+    Precision precision, Recompute recompute, Attention attention)
+{
+    if (recompute == Recompute::full) {
+        return 0;
+    }
+    const std::uint64_t t = target;
+    const std::uint64_t h = shape.hidden;
+    const std::uint64_t a = shape.heads;
+    const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
+    const auto [e, residual] = element_bytes(precision);
+    const std::uint64_t mask = shape.dropout ? 1 : 0;
+    // The query projection's input, Q and the output projection's input; K and V over the source.
+    const std::uint64_t block = t * h * e * 3 + 2 * std::uint64_t{source} * (h / a) * kv * e + t * h * mask;
+    const std::uint64_t norm = t * h * residual;
+    std::uint64_t scores = 4 * a * t; // sdpa, flash: the softmax statistics
+    if (attention == Attention::eager) {
+        scores = recompute == Recompute::selective ? 0 : a * t * source * bytes_per_score(shape, precision);
+    }
+    return block + norm + scores;
+}
+
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora)
 {
     std::uint64_t params = 0;
@@ -421,7 +454,6 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
     const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
     const std::uint64_t inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
     const auto [e, residual] = element_bytes(precision);
-    const bool amp = precision == Precision::amp;
     const std::uint64_t mask = shape.dropout ? 1 : 0;
     if (recompute == Recompute::full) {
         return s * h * residual;
@@ -453,10 +485,7 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
     const std::uint64_t norms = 2 * s * h * residual;
     std::uint64_t scores = 0;
     if (attention == Attention::eager) {
-        // softmax output, then its dropout mask and output; amp: both fp32, then a 16-bit copy for
-        // the product with V.
-        const std::uint64_t per_score = amp ? 4 + (shape.dropout ? 1 + 4 : 0) + 2 : e + (shape.dropout ? 1 + e : 0);
-        scores = a * s * s * per_score;
+        scores = a * s * s * bytes_per_score(shape, precision);
     } else {
         scores = 4 * a * s; // the softmax's log-sum-exp per row, fp32
     }
@@ -509,6 +538,36 @@ std::uint64_t replicated_layer_bytes(const TransformerShape& shape, const Traini
     const std::uint64_t inputs =
         keeps_input(setup.lora, Lora::q | Lora::k | Lora::v) + keeps_input(setup.lora, Lora::gate | Lora::up);
     return sh * (2 * residual + e * inputs + (shape.dropout ? 2 : 0));
+}
+
+// An encoder-decoder model: the encoder's layers at seq (as computed into act by the caller), the
+// decoder's at target_seq with cross-attention, and the encoder's output once.
+void plan_encoder_decoder(const ModelSpec& model, const TrainingSetup& setup, ActivationBytes& act)
+{
+    const TransformerShape& shape = *model.transformer;
+    if (shape.decoder_layers >= model.layers) {
+        throw Error(fmt::format("model {}: {} decoder layers of {} layers leave no encoder layer", model.name,
+            shape.decoder_layers, model.layers));
+    }
+    if (setup.framework != Framework::pytorch || setup.tp > 1 || setup.lora.rank > 0) {
+        throw Error(fmt::format("model {}: encoder-decoder models are counted for PyTorch without --tp and "
+                                "--lora-rank; give --activation-bytes-per-sample as measured",
+            model.name));
+    }
+    const unsigned source = shape.seq;
+    const unsigned target = shape.target_seq > 0 ? shape.target_seq : shape.seq;
+    TransformerShape decoder = shape;
+    decoder.seq = target;
+    auto decoder_layer = [&](Recompute recompute) {
+        return transformer_layer_bytes(decoder, setup.precision, recompute, setup.attention) +
+            cross_attention_bytes(shape, target, source, setup.precision, recompute, setup.attention);
+    };
+    const unsigned encoder_layers = model.layers - shape.decoder_layers;
+    act.decoder_layers = shape.decoder_layers;
+    act.decoder_per_layer = decoder_layer(setup.recompute);
+    act.encoder_output = std::uint64_t{source} * shape.hidden * element_bytes(setup.precision).e;
+    act.layers_total = act.per_layer * encoder_layers + act.decoder_per_layer * shape.decoder_layers;
+    act.rebuilt_layer = std::max(act.rebuilt_layer, decoder_layer(Recompute::none) - act.decoder_per_layer);
 }
 
 // LoRA's states: the frozen weights in their bits, the adapters' weights, gradients and optimizer
@@ -692,7 +751,11 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         act.layers_total = act.per_layer * model.layers;
         const std::uint64_t whole = per_gpu(Recompute::none);
         act.rebuilt_layer = whole - act.per_layer;
-        const std::uint64_t s = shape.seq;
+        if (shape.decoder_layers > 0) {
+            plan_encoder_decoder(model, setup, act);
+        }
+        // The output layer runs over the decoder's tokens.
+        const std::uint64_t s = shape.target_seq > 0 && shape.decoder_layers > 0 ? shape.target_seq : shape.seq;
         const std::uint64_t sh = s * shape.hidden;
         if (shape.vocab > 0) {
             // The head's input and the logits; the loss keeps its softmax: 16-bit 4·s·h + 4·s·V, fp32
@@ -710,13 +773,15 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
                 break;
             }
         }
-        act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer;
+        act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer + act.encoder_output;
         act.source = "transformer formula";
         const std::uint64_t scores = setup.attention == Attention::eager ? whole -
                 transformer_layer_bytes(shape, setup.precision, Recompute::selective, Attention::eager, setup.framework)
                                                                          : 4 * std::uint64_t{shape.heads} * s;
         const double per_sh = static_cast<double>(whole - scores) / static_cast<double>(sh);
-        if (setup.recompute == Recompute::full) {
+        if (shape.decoder_layers > 0) {
+            act.formula = fmt::format("encoder at s = {}, decoder at s = {} with cross-attention", shape.seq, s);
+        } else if (setup.recompute == Recompute::full) {
             act.formula = fmt::format("{:g}·s·h (the layer's input)", static_cast<double>(act.per_layer) / sh);
         } else if (setup.attention != Attention::eager) {
             act.formula = fmt::format(

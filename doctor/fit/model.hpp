@@ -111,6 +111,10 @@ struct TransformerShape {
     unsigned intermediate = 0; ///< the MLP's inner size; 0: 4·h
     bool gated_mlp = false; ///< SwiGLU/GeGLU: gate and up projections, then down (Llama, Mistral)
     bool dropout = true; ///< dropout after the attention probabilities, attention and MLP (BERT, GPT-2)
+    /// Encoder-decoder models (T5, BART): how many of the model's layers are decoder layers, which
+    /// add cross-attention over the encoder's output and run at target_seq; 0: one stack.
+    unsigned decoder_layers = 0;
+    unsigned target_seq = 0; ///< the decoder's tokens per sample; 0: seq
 };
 
 /// A model as the fit sees it: a preset, a user's entry, or the command line.
@@ -206,6 +210,10 @@ struct ActivationBytes {
     std::uint64_t layers_total = 0; ///< per_layer × layers
     std::uint64_t rebuilt_layer = 0; ///< with recompute: the part one layer rebuilds during its backward
     std::uint64_t output_layer = 0; ///< logits and loss, 4·s·h + 4·s·V (16-bit)
+    // Encoder-decoder models: per_layer is an encoder layer's, these the decoder's.
+    unsigned decoder_layers = 0;
+    std::uint64_t decoder_per_layer = 0; ///< self-attention, cross-attention and MLP at the target length
+    std::uint64_t encoder_output = 0; ///< the encoder's output, every cross-attention's K and V input
     // CNN measurement.
     std::uint64_t measured = 0;
     std::uint64_t transient = 0;
@@ -282,6 +290,14 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
 /// projection's only with one on down; each adapter keeps its r-wide middle, s·r·e.
 std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute,
     Attention attention = Attention::eager, Framework framework = Framework::pytorch, const Lora& lora = {});
+/// A decoder layer's cross-attention over `source` encoder tokens for `target` decoder tokens, in
+/// bytes for one sample: the query projection's input, Q, K and V (K and V over the source), the
+/// output projection's input, its dropout mask and norm, and the scores a·target·source as
+/// attention keeps them (eager: the softmax, its dropout mask and output; sdpa, flash: 4·a·target).
+/// Full recompute keeps nothing more (the encoder's output is counted once, apart); selective
+/// drops eager scores.
+std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned target, unsigned source,
+    Precision precision, Recompute recompute, Attention attention);
 /// Parameters of one layer's adapters.
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora);
 

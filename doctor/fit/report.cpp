@@ -123,8 +123,15 @@ std::string shape_text(const ModelSpec& m)
     std::vector<std::string> parts{fmt::format("{} parameters", format_param_count(m.params))};
     if (m.transformer) {
         const TransformerShape& t = *m.transformer;
-        parts.push_back(fmt::format("{} layers, hidden {}, {} heads{}, sequence {}", m.layers, t.hidden, t.heads,
-            t.kv_heads > 0 && t.kv_heads != t.heads ? fmt::format(" ({} key/value)", t.kv_heads) : "", t.seq));
+        const std::string heads = fmt::format("{} heads{}", t.heads,
+            t.kv_heads > 0 && t.kv_heads != t.heads ? fmt::format(" ({} key/value)", t.kv_heads) : "");
+        if (t.decoder_layers > 0) {
+            parts.push_back(fmt::format("{} encoder layers at sequence {} and {} decoder layers at {}, hidden {}, {}",
+                m.layers - t.decoder_layers, t.seq, t.decoder_layers, t.target_seq > 0 ? t.target_seq : t.seq, t.hidden,
+                heads));
+        } else {
+            parts.push_back(fmt::format("{} layers, hidden {}, {}, sequence {}", m.layers, t.hidden, heads, t.seq));
+        }
         parts.push_back(fmt::format(
             "{} MLP {}", t.gated_mlp ? "gated" : "plain", t.intermediate > 0 ? t.intermediate : 4 * t.hidden));
         if (!t.dropout) {
@@ -364,7 +371,16 @@ std::string render_fit_text(const FitReport& r, bool color)
     }
 
     out += fmt::format("Activations per sample: {} ({})\n", format_bytes(act.per_sample), act.source);
-    if (act.layers_total > 0) {
+    if (act.decoder_layers > 0) {
+        const unsigned encoder_layers = m.layers - act.decoder_layers;
+        row("encoder", act.per_layer * encoder_layers,
+            fmt::format("{} × {}, at s = {}", encoder_layers, format_bytes(act.per_layer), m.transformer->seq));
+        row("decoder", act.decoder_per_layer * act.decoder_layers,
+            fmt::format("{} × {}, self- and cross-attention at s = {}", act.decoder_layers,
+                format_bytes(act.decoder_per_layer),
+                m.transformer->target_seq > 0 ? m.transformer->target_seq : m.transformer->seq));
+        row("encoder output", act.encoder_output, "the input of every cross-attention's K and V");
+    } else if (act.layers_total > 0) {
         row("layers", act.layers_total, fmt::format("{} × {}, {}", m.layers, format_bytes(act.per_layer), act.formula));
     }
     if (act.rebuilt_layer > 0) {
@@ -575,6 +591,10 @@ nlohmann::json render_fit_json(const FitReport& r)
             m.transformer->intermediate > 0 ? m.transformer->intermediate : 4 * m.transformer->hidden;
         model["gated_mlp"] = m.transformer->gated_mlp;
         model["dropout"] = m.transformer->dropout;
+        model["decoder_layers"] = m.transformer->decoder_layers;
+        model["target_seq"] = m.transformer->decoder_layers > 0
+            ? json(m.transformer->target_seq > 0 ? m.transformer->target_seq : m.transformer->seq)
+            : json(nullptr);
     }
     if (m.image_size > 0) {
         model["image_size"] = m.image_size;
@@ -608,6 +628,7 @@ nlohmann::json render_fit_json(const FitReport& r)
             {{"bytes", act.per_sample}, {"source", act.source}, {"formula", act.formula},
                 {"per_layer_bytes", act.per_layer}, {"layers_bytes", act.layers_total},
                 {"recomputed_bytes", act.rebuilt_layer}, {"output_layer_bytes", act.output_layer},
+                {"decoder_per_layer_bytes", act.decoder_per_layer}, {"encoder_output_bytes", act.encoder_output},
                 {"measured_bytes", act.measured}, {"transient_bytes", act.transient}}},
         {"cuda_context_bytes", q.overheads.cuda_context}, {"workspace_bytes", q.overheads.workspace},
         {"margin_fraction", q.overheads.margin_fraction},

@@ -320,6 +320,9 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "gpt2", "--offload", "nvme"}, "--offload nvme: expected none, optimizer, all"},
         {{"--model", "gpt2", "--offload", "optimizer"}, "--offload optimizer needs ZeRO"},
         {{"--model", "gpt2", "--grad-accum", "0"}, "--grad-accum 0: expected the micro-batches per optimizer step"},
+        {{"--model", "gpt2", "--target-seq", "128"}, "--target-seq is the decoder's length"},
+        {{"--model", "resnet50", "--decoder-layers", "2"}, "--decoder-layers needs a transformer shape"},
+        {{"--model", "gpt2", "--decoder-layers", "6", "--target-seq", "0"}, "--target-seq 0: expected 1 or more"},
         {{"--model", "gpt2", "--grad-accum", "-2"}, "--grad-accum"},
         {{"--model", "gpt2", "--grad-accum", "4", "--global-batch", "30"},
             "--global-batch 30 is not a multiple of --grad-accum 4"},
@@ -332,4 +335,34 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args.front() << ": " << r.err;
         EXPECT_TRUE(r.out.empty()) << r.out;
     }
+}
+
+TEST_F(FitCli, AnEncoderDecoderFromItsConfigWithItsTargetLength)
+{
+    // facebook/bart-large's config; summarising 1024 tokens into 128.
+    const std::string config = (m_dir / "bart.json").string();
+    std::ofstream(config) << R"({"activation_function": "gelu", "d_model": 1024, "decoder_attention_heads": 16,
+        "decoder_ffn_dim": 4096, "decoder_layers": 12, "dropout": 0.1, "encoder_attention_heads": 16,
+        "encoder_ffn_dim": 4096, "encoder_layers": 12, "is_encoder_decoder": true, "max_position_embeddings": 1024,
+        "model_type": "bart", "vocab_size": 50265})";
+    const auto r = fit({"--config", config, "--target-seq", "128", "--precision", "amp", "--optimizer", "adamw",
+        "--gpu-mem", "24GB", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["model"]["params"], 406291456u);
+    EXPECT_EQ(doc["model"]["layers"], 24);
+    EXPECT_EQ(doc["model"]["decoder_layers"], 12);
+    EXPECT_EQ(doc["model"]["seq"], 1024);
+    EXPECT_EQ(doc["model"]["target_seq"], 128);
+    const auto& act = doc["breakdown"]["activations_per_sample"];
+    EXPECT_GT(act["decoder_per_layer_bytes"].get<std::uint64_t>(), 0u);
+    EXPECT_LT(act["decoder_per_layer_bytes"].get<std::uint64_t>(), act["per_layer_bytes"].get<std::uint64_t>());
+    EXPECT_EQ(act["encoder_output_bytes"], 1024 * 1024 * 2);
+    // --layers gives the encoder's layers, --decoder-layers the decoder's.
+    const auto text = fit({"--config", config, "--layers", "6", "--decoder-layers", "3", "--precision", "amp",
+        "--optimizer", "adamw", "--gpu-mem", "24GB"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("6 encoder layers at sequence 1024 and 3 decoder layers at 1024"), std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("  decoder "), std::string::npos) << text.out;
 }

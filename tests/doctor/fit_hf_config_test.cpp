@@ -136,8 +136,69 @@ TEST(FitHfConfig, BadConfigsAreInputErrors)
         error_of(R"({"model_type": "llama", "hidden_size": 100000000, "num_hidden_layers": 100000000,
         "num_attention_heads": 100000000, "vocab_size": 100000000, "max_position_embeddings": 100000000})");
     EXPECT_NE(huge.find("more than 10^15 parameters"), std::string::npos) << huge;
-    // Encoder-decoder models are refused, with what to give instead.
-    const std::string t5 = error_of(R"({"model_type": "t5", "is_encoder_decoder": true, "d_model": 1024,
-        "num_layers": 24, "num_decoder_layers": 24, "num_heads": 16, "vocab_size": 32128})");
-    EXPECT_NE(t5.find("t5 is an encoder-decoder model"), std::string::npos) << t5;
+    // Encoder-decoder models other than T5's and BART's are refused, with what to give instead.
+    const std::string pegasus = error_of(R"({"model_type": "pegasus", "is_encoder_decoder": true, "d_model": 1024,
+        "encoder_layers": 16, "decoder_layers": 16, "encoder_attention_heads": 16, "vocab_size": 96103})");
+    EXPECT_NE(pegasus.find("pegasus is an encoder-decoder model that --config does not know"), std::string::npos)
+        << pegasus;
+    // t5-3b's attention (32 heads × d_kv 128 = 4096) is wider than its d_model (1024): refused.
+    const std::string t5_3b = error_of(R"({"model_type": "t5", "d_ff": 16384, "d_kv": 128, "d_model": 1024,
+        "num_heads": 32, "num_layers": 24, "vocab_size": 32128, "n_positions": 512})");
+    EXPECT_NE(t5_3b.find("32 heads × d_kv 128 = 4096 wide, not d_model 1024"), std::string::npos) << t5_3b;
+    // A T5 without d_kv names it.
+    const std::string no_dkv = error_of(R"({"model_type": "t5", "d_ff": 2048, "d_model": 512, "num_heads": 8,
+        "num_layers": 6, "vocab_size": 32128})");
+    EXPECT_NE(no_dkv.find("no d_kv"), std::string::npos) << no_dkv;
+    // BART's stacks must share a shape.
+    const std::string uneven = error_of(R"({"model_type": "bart", "d_model": 1024, "encoder_layers": 12,
+        "decoder_layers": 12, "encoder_attention_heads": 16, "decoder_attention_heads": 8, "encoder_ffn_dim": 4096,
+        "vocab_size": 50265, "max_position_embeddings": 1024})");
+    EXPECT_NE(uneven.find("the decoder's heads or MLP differ from the encoder's"), std::string::npos) << uneven;
+}
+
+// The published configs (huggingface.co/<model>/blob/main/config.json, cut to the keys that
+// matter) and the parameter counts the models have (sum of numel over model.parameters() in
+// Transformers: t5-small 60,506,624, t5-base 222,903,552, google/flan-t5-base 247,577,856,
+// facebook/bart-large 406,291,456).
+TEST(FitHfConfig, EncoderDecoderModelsCountBothStacks)
+{
+    const ModelSpec t5_small = model_from_config(R"({"d_ff": 2048, "d_kv": 64, "d_model": 512,
+        "dropout_rate": 0.1, "is_encoder_decoder": true, "model_type": "t5", "n_positions": 512, "num_heads": 8,
+        "num_layers": 6, "relative_attention_num_buckets": 32, "vocab_size": 32128})",
+        "t5-small/config.json");
+    EXPECT_EQ(t5_small.params, 60506624u);
+    EXPECT_EQ(t5_small.layers, 12u);
+    ASSERT_TRUE(t5_small.transformer);
+    EXPECT_EQ(t5_small.transformer->decoder_layers, 6u);
+    EXPECT_EQ(t5_small.transformer->seq, 512u);
+    EXPECT_TRUE(t5_small.transformer->dropout);
+    EXPECT_FALSE(t5_small.transformer->gated_mlp);
+
+    const ModelSpec t5_base = model_from_config(R"({"d_ff": 3072, "d_kv": 64, "d_model": 768,
+        "dropout_rate": 0.1, "model_type": "t5", "n_positions": 512, "num_heads": 12, "num_layers": 12,
+        "vocab_size": 32128})",
+        "t5-base/config.json", 256);
+    EXPECT_EQ(t5_base.params, 222903552u);
+    EXPECT_EQ(t5_base.transformer->seq, 256u);
+    EXPECT_EQ(t5_base.transformer->intermediate, 3072u);
+
+    // Flan-T5: gated GELU (three MLP matrices), its own output layer.
+    const ModelSpec flan = model_from_config(R"({"d_ff": 2048, "d_kv": 64, "d_model": 768,
+        "dropout_rate": 0.1, "feed_forward_proj": "gated-gelu", "is_encoder_decoder": true, "model_type": "t5",
+        "n_positions": 512, "num_decoder_layers": 12, "num_heads": 12, "num_layers": 12,
+        "relative_attention_num_buckets": 32, "tie_word_embeddings": false, "vocab_size": 32128})",
+        "flan-t5-base/config.json");
+    EXPECT_EQ(flan.params, 247577856u);
+    EXPECT_TRUE(flan.transformer->gated_mlp);
+
+    const ModelSpec bart = model_from_config(R"({"activation_function": "gelu", "attention_dropout": 0.0,
+        "d_model": 1024, "decoder_attention_heads": 16, "decoder_ffn_dim": 4096, "decoder_layers": 12,
+        "dropout": 0.1, "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "encoder_layers": 12,
+        "is_encoder_decoder": true, "max_position_embeddings": 1024, "model_type": "bart", "vocab_size": 50265})",
+        "bart-large/config.json");
+    EXPECT_EQ(bart.params, 406291456u);
+    EXPECT_EQ(bart.layers, 24u);
+    EXPECT_EQ(bart.transformer->decoder_layers, 12u);
+    EXPECT_EQ(bart.transformer->heads, 16u);
+    EXPECT_EQ(bart.transformer->seq, 1024u);
 }

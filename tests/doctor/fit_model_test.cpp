@@ -743,3 +743,59 @@ TEST(FitModel, GradientAccumulationAddsABufferWhereTheGradientsAreNarrower)
     z.grad_accum = 0;
     EXPECT_THROW(plan_memory(llama_7b(), z), probes::Error);
 }
+
+TEST(FitModel, EncoderDecoderLayersAndTheCrossAttention)
+{
+    // t5-base's shape: 12 encoder layers at s = 512, 12 decoder layers at 128, h = 768, a = 12,
+    // MLP 3072, dropout, vocabulary 32128; fp32, eager attention.
+    ModelSpec m;
+    m.name = "t5-base";
+    m.params = 222903552;
+    m.layers = 24;
+    m.transformer = TransformerShape{768, 12, 512, 32128, 0, 3072};
+    m.transformer->decoder_layers = 12;
+    m.transformer->target_seq = 128;
+    const TrainingSetup s = setup(Precision::fp32, Optimizer::adamw);
+    // An encoder layer as any layer at s = 512: QKV input, Q, output input 3·s·h·4 = 4,718,592;
+    // K and V 3,145,728; mask 393,216; MLP 4·s·(h + 2·3072) + mask = 14,548,992; norms 3,145,728;
+    // scores 12 · 512² · 9 = 28,311,552: 54,263,808.
+    // Cross-attention at t = 128 over 512: query input, Q, output input 3·t·h·4 = 1,179,648; K and
+    // V over the source 2 · 512 · 768 · 4 = 3,145,728; mask 98,304; norm 393,216; scores
+    // 12 · 128 · 512 · 9 = 7,077,888: 11,894,784. The decoder layer adds its self-attention layer
+    // at 128 (8,257,536): 20,152,320.
+    EXPECT_EQ(
+        cross_attention_bytes(*m.transformer, 128, 512, Precision::fp32, Recompute::none, Attention::eager), 11894784u);
+    const MemoryPlan plan = plan_memory(m, s);
+    EXPECT_EQ(plan.activations.per_layer, 54263808u);
+    EXPECT_EQ(plan.activations.decoder_layers, 12u);
+    EXPECT_EQ(plan.activations.decoder_per_layer, 20152320u);
+    // The encoder's output, 512 · 768 · 4, kept once; the output layer over the 128 target tokens,
+    // 8 · (128 · 768 + 128 · 32128) = 33,685,504.
+    EXPECT_EQ(plan.activations.encoder_output, 1572864u);
+    EXPECT_EQ(plan.activations.output_layer, 33685504u);
+    EXPECT_EQ(plan.activations.layers_total, 12 * 54263808ULL + 12 * 20152320ULL);
+    EXPECT_EQ(plan.activations.per_sample, 12 * 54263808ULL + 12 * 20152320ULL + 1572864 + 33685504);
+
+    // sdpa keeps the softmax statistics instead of the scores: 4 · 12 · 128 in the cross-attention.
+    EXPECT_EQ(cross_attention_bytes(*m.transformer, 128, 512, Precision::fp32, Recompute::none, Attention::sdpa),
+        11894784u - 7077888u + 4 * 12 * 128);
+    // Full recompute: each layer keeps its input, the encoder's output is kept once, and the
+    // largest layer is rebuilt during its backward (the encoder's, 54,263,808 − 1,572,864).
+    TrainingSetup full = s;
+    full.recompute = Recompute::full;
+    const MemoryPlan r = plan_memory(m, full);
+    EXPECT_EQ(r.activations.per_layer, 512 * 768 * 4u);
+    EXPECT_EQ(r.activations.decoder_per_layer, 128 * 768 * 4u);
+    EXPECT_EQ(r.activations.rebuilt_layer, 54263808u - 1572864u);
+
+    // No encoder layer left, TensorFlow and LoRA are refused.
+    ModelSpec all_decoder = m;
+    all_decoder.transformer->decoder_layers = 24;
+    EXPECT_THROW(plan_memory(all_decoder, s), probes::Error);
+    TrainingSetup tf = s;
+    tf.framework = Framework::tensorflow;
+    EXPECT_THROW(plan_memory(m, tf), probes::Error);
+    TrainingSetup lora = s;
+    lora.lora.rank = 8;
+    EXPECT_THROW(plan_memory(m, lora), probes::Error);
+}

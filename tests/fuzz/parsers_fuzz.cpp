@@ -323,21 +323,34 @@ void fuzz_fit_toml(const std::string& text)
 
 void fuzz_fit_config(const std::string& text)
 {
-    // fit --config: a Hugging Face config.json; what it gives is planned, with and without LoRA
-    // and tensor parallelism, so the arithmetic on the sizes it read runs too.
+    // fit --config: a Hugging Face config.json; what it gives is planned, with and without LoRA,
+    // tensor parallelism and eager attention (each on its own: a setup one model refuses does not
+    // keep the others from running), so the arithmetic on the sizes it read runs too.
+    doctor::fit::ModelSpec model;
     try {
-        const doctor::fit::ModelSpec model = doctor::fit::model_from_config(text, "fuzz-config.json");
+        model = doctor::fit::model_from_config(text, "fuzz-config.json");
+    } catch (const probes::Error&) {
+        return;
+    }
+    auto plan = [&](auto&& change) {
         doctor::fit::TrainingSetup setup;
         setup.precision = doctor::fit::Precision::bf16;
-        (void)doctor::fit::plan_memory(model, setup);
-        setup.lora.rank = 8;
-        setup.lora.base_bits = 4;
-        (void)doctor::fit::plan_memory(model, setup);
-        setup.lora.rank = 0;
-        setup.tp = 2;
-        (void)doctor::fit::plan_memory(model, setup);
-    } catch (const probes::Error&) {
-    }
+        change(setup);
+        try {
+            (void)doctor::fit::plan_memory(model, setup);
+        } catch (const probes::Error&) {
+        }
+    };
+    plan([](doctor::fit::TrainingSetup&) {});
+    plan([](doctor::fit::TrainingSetup& s) {
+        s.lora.rank = 8;
+        s.lora.base_bits = 4;
+    });
+    plan([](doctor::fit::TrainingSetup& s) { s.tp = 2; });
+    plan([](doctor::fit::TrainingSetup& s) {
+        s.attention = doctor::fit::Attention::eager;
+        s.recompute = doctor::fit::Recompute::full;
+    });
 }
 
 void fuzz_fit_command(const std::string& text)
