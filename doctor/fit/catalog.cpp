@@ -1,12 +1,15 @@
 #include "doctor/fit/catalog.hpp"
 
+#include "doctor/fit/hf_config.hpp"
 #include "probes/byte_size.hpp"
 #include "probes/error.hpp"
+#include "probes/input_file.hpp"
 #include "probes/spelling.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
@@ -17,6 +20,15 @@ namespace {
 // The shipped share/gpukit/models.toml and gpus.toml, compiled in (see doctor/CMakeLists.txt).
 #include "doctor/gpus_toml.inc"
 #include "doctor/models_toml.inc"
+
+// The presets' Hugging Face configs, share/gpukit/models/*.json, by file name.
+struct EmbeddedConfig {
+    const char* name;
+    const char* text;
+};
+constexpr EmbeddedConfig model_configs[] = {
+#include "doctor/model_configs.inc"
+};
 
 using probes::Error;
 
@@ -198,12 +210,44 @@ std::uint64_t mib_to_bytes(double mib)
     return static_cast<std::uint64_t>(std::llround(mib * 1048576.0));
 }
 
-const std::vector<std::string> model_keys = {"description", "params", "layers", "hidden", "heads", "seq", "vocab",
-    "kv_heads", "intermediate", "gated_mlp", "dropout", "image_size", "activation_mib_fp32", "activation_mib_16bit",
-    "activation_bytes_per_sample"};
+const std::vector<std::string> model_keys = {"description", "config", "params", "layers", "hidden", "heads", "seq",
+    "vocab", "kv_heads", "intermediate", "gated_mlp", "dropout", "image_size", "activation_mib_fp32",
+    "activation_mib_16bit", "activation_bytes_per_sample"};
 
-ModelSpec read_model(const Entry& e)
+// The text of a config an entry names: beside the file that names it when `directory` is given,
+// else (or when there is none there) a shipped one.
+std::string config_text(const Entry& e, const std::string& name, const std::optional<std::filesystem::path>& directory)
 {
+    if (directory) {
+        const std::filesystem::path path = *directory / name;
+        std::error_code ec;
+        if (std::filesystem::exists(path, ec)) {
+            return probes::read_input_file(path.string(), fmt::format("{}: [{}]: config", e.origin(), e.name()));
+        }
+    }
+    if (const char* shipped = ModelCatalog::builtin_config(name)) {
+        return shipped;
+    }
+    throw Error(fmt::format("{}: [{}]: config \"{}\": no such file{}", e.origin(), e.name(), name,
+        directory ? fmt::format(" in {} and no shipped config of that name", directory->string()) : ""));
+}
+
+ModelSpec read_model(const Entry& e, const std::optional<std::filesystem::path>& directory)
+{
+    if (const auto config = e.text("config")) {
+        // The shape and the parameter count come from the config; only the length may be set.
+        for (const char* key :
+            {"params", "layers", "hidden", "heads", "vocab", "kv_heads", "intermediate", "gated_mlp", "dropout",
+                "image_size", "activation_mib_fp32", "activation_mib_16bit", "activation_bytes_per_sample"}) {
+            if (e.has(key)) {
+                throw e.wrong(key, fmt::format("left out: config \"{}\" gives the model", *config));
+            }
+        }
+        ModelSpec m = model_from_config(config_text(e, *config, directory), *config, e.count("seq").value_or(0));
+        m.name = e.name();
+        m.description = e.text("description").value_or(m.description);
+        return m;
+    }
     ModelSpec m;
     m.name = e.name();
     m.description = e.text("description").value_or("");
@@ -282,8 +326,18 @@ std::string gpu_family(const std::string& name)
 ModelCatalog ModelCatalog::builtin()
 {
     ModelCatalog catalog;
-    catalog.merge_toml(models_toml, "built-in models.toml");
+    catalog.merge(models_toml, "built-in models.toml", std::nullopt);
     return catalog;
+}
+
+const char* ModelCatalog::builtin_config(const std::string& name)
+{
+    for (const auto& c : model_configs) {
+        if (name == c.name) {
+            return c.text;
+        }
+    }
+    return nullptr;
 }
 
 const char* ModelCatalog::builtin_toml()
@@ -293,6 +347,12 @@ const char* ModelCatalog::builtin_toml()
 
 void ModelCatalog::merge_toml(const std::string& text, const std::string& origin)
 {
+    merge(text, origin, std::filesystem::path(origin).parent_path());
+}
+
+void ModelCatalog::merge(
+    const std::string& text, const std::string& origin, const std::optional<std::filesystem::path>& directory)
+{
     const toml::table doc = parse(text, origin);
     for (const auto& [key, node] : in_file_order(doc)) {
         const auto* table = node->as_table();
@@ -300,7 +360,7 @@ void ModelCatalog::merge_toml(const std::string& text, const std::string& origin
             throw Error(
                 fmt::format("{}:{}: '{}' must be a [model] table", origin, node->source().begin.line, key.str()));
         }
-        ModelSpec model = read_model(Entry(*table, origin, std::string(key.str()), model_keys));
+        ModelSpec model = read_model(Entry(*table, origin, std::string(key.str()), model_keys), directory);
         auto same = std::find_if(
             m_models.begin(), m_models.end(), [&](const ModelSpec& m) { return lower(m.name) == lower(model.name); });
         if (same != m_models.end()) {

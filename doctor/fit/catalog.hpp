@@ -6,6 +6,8 @@
 #include "doctor/fit/model.hpp"
 
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,16 +23,22 @@ namespace doctor::fit {
 ///   activation_mib_fp32 = 81.9, activation_mib_16bit = 41.7, image_size = 224
 ///   # or any model, peak activation bytes per sample as measured:
 ///   activation_bytes_per_sample = 123456789
+///   # or a transformer from its Hugging Face config.json (and seq optionally):
+///   config = "Llama-2-7b-hf.json", seq = 4096
 class ModelCatalog {
 public:
-    /// The presets shipped in share/gpukit/models.toml.
+    /// The presets shipped in share/gpukit/models.toml, their configs share/gpukit/models/*.json.
     static ModelCatalog builtin();
     /// The built-in file's text.
     static const char* builtin_toml();
+    /// A shipped config's text by file name ("gpt2.json"); nullptr for none.
+    static const char* builtin_config(const std::string& name);
 
-    /// Adds the entries of a TOML document; an entry with the name of an existing one replaces
-    /// it whole. Throws probes::Error naming `origin` (and line) for bad TOML, unknown keys (with
-    /// the closest known key), wrong types and entries that give no way to count activations.
+    /// Adds the entries of the TOML file `origin` (its text): a `config` is read beside it, or is
+    /// a shipped one. An entry with the name of an existing one replaces it whole. Throws
+    /// probes::Error naming `origin` (and line) for bad TOML, unknown keys (with the closest known
+    /// key), wrong types, entries that give no way to count activations, and configs that are
+    /// missing or bad (model_from_config's errors).
     void merge_toml(const std::string& text, const std::string& origin);
 
     /// The model called `name` (case-insensitive). Throws probes::Error with the closest name.
@@ -38,6 +46,10 @@ public:
     const std::vector<ModelSpec>& models() const { return m_models; }
 
 private:
+    /// merge_toml, with configs beside `directory` when given, else shipped ones only.
+    void merge(
+        const std::string& text, const std::string& origin, const std::optional<std::filesystem::path>& directory);
+
     std::vector<ModelSpec> m_models;
 };
 

@@ -389,6 +389,7 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
                     m.transformer->intermediate > 0 ? m.transformer->intermediate : 4 * m.transformer->hidden;
                 j["gated_mlp"] = m.transformer->gated_mlp;
                 j["dropout"] = m.transformer->dropout;
+                j["decoder_layers"] = m.transformer->decoder_layers;
             }
             if (m.measured_fp32) {
                 j["activation_bytes_fp32"] = *m.measured_fp32;
@@ -412,8 +413,10 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
     for (const auto& m : models.models()) {
         std::string shape = fmt::format("{} parameters", format_param_count(m.params));
         if (m.transformer) {
-            shape += fmt::format(", {} layers, hidden {}, {} heads, seq {}", m.layers, m.transformer->hidden,
-                m.transformer->heads, m.transformer->seq);
+            const unsigned decoder = m.transformer->decoder_layers;
+            shape += fmt::format(", {} layers, hidden {}, {} heads, seq {}",
+                decoder > 0 ? fmt::format("{} + {}", m.layers - decoder, decoder) : std::to_string(m.layers),
+                m.transformer->hidden, m.transformer->heads, m.transformer->seq);
         } else if (m.measured_fp32) {
             shape += fmt::format(", {} per image fp32", probes::format_bytes(*m.measured_fp32));
         } else if (m.activation_bytes) {

@@ -1,9 +1,12 @@
 // The model presets and the GPU table: the built-in files, users' files, look-ups and their errors.
 #include "doctor/fit/catalog.hpp"
 #include "tests/support/error_of.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include "probes/error.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 
 using namespace doctor::fit;
@@ -60,6 +63,61 @@ TEST(ModelCatalog, BuiltinValuesAreTheReferenceOnes)
     EXPECT_EQ(*catalog.find("resnet50").measured_fp32, 85878374u);
     EXPECT_EQ(*catalog.find("densenet121").measured_fp32, 130337997u); // 124.3 · 2^20 = 130,337,996.8
     EXPECT_EQ(catalog.find("llama-70b").layers, 80u);
+}
+
+// The transformer presets are Hugging Face configs (share/gpukit/models); the parameter counts
+// they give are the models' own (sum of numel over the parameters in Transformers).
+TEST(ModelCatalog, TransformerPresetsComeFromTheirConfigs)
+{
+    const ModelCatalog catalog = ModelCatalog::builtin();
+    const std::vector<std::pair<const char*, std::uint64_t>> counts = {{"bert-base", 109482240},
+        {"bert-large", 335141888}, {"gpt2", 124439808}, {"gpt2-medium", 354823168}, {"gpt2-large", 774030080},
+        {"gpt2-xl", 1557611200}, {"llama-7b", 6738415616}, {"llama-13b", 13015864320}, {"llama-70b", 68976648192},
+        {"t5-base", 222903552}, {"bart-large", 406291456}};
+    for (const auto& [name, params] : counts) {
+        EXPECT_EQ(catalog.find(name).params, params) << name;
+    }
+    // The encoder-decoders keep both stacks.
+    EXPECT_EQ(catalog.find("t5-base").layers, 24u);
+    EXPECT_EQ(catalog.find("t5-base").transformer->decoder_layers, 12u);
+    EXPECT_EQ(catalog.find("bart-large").transformer->seq, 1024u);
+    // Every shipped config is there by its file name; none is a stranger.
+    EXPECT_NE(ModelCatalog::builtin_config("Llama-2-70b-hf.json"), nullptr);
+    EXPECT_EQ(ModelCatalog::builtin_config("llama.json"), nullptr);
+}
+
+TEST(ModelCatalog, UserEntriesNameConfigsBesideTheirFileOrShippedOnes)
+{
+    const test_support::TempDir temp;
+    const std::filesystem::path& dir = temp.path();
+    std::ofstream(dir / "tiny.json") << R"({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
+        "num_attention_heads": 8, "num_hidden_layers": 4, "max_position_embeddings": 1024, "rms_norm_eps": 1e-5,
+        "vocab_size": 1000, "hidden_act": "silu"})";
+    const std::string toml = (dir / "m.toml").string();
+    ModelCatalog catalog = ModelCatalog::builtin();
+    catalog.merge_toml(
+        "[tiny]\ndescription = \"mine\"\nconfig = \"tiny.json\"\nseq = 256\n[gpt2-again]\nconfig = \"gpt2.json\"\n",
+        toml);
+    const ModelSpec& tiny = catalog.find("tiny");
+    EXPECT_EQ(tiny.description, "mine");
+    EXPECT_EQ(tiny.layers, 4u);
+    ASSERT_TRUE(tiny.transformer);
+    EXPECT_EQ(tiny.transformer->seq, 256u);
+    EXPECT_TRUE(tiny.transformer->gated_mlp);
+    // A shipped config, named from a user's file.
+    EXPECT_EQ(catalog.find("gpt2-again").params, 124439808u);
+    // Missing, or given with the keys the config gives: errors that say where.
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml("[x]\nconfig = \"none.json\"\n", toml);
+    }).find("[x]: config \"none.json\": no such file in " + dir.string()),
+        std::string::npos);
+    EXPECT_NE(error_of([&] {
+        catalog.merge_toml("[x]\nconfig = \"tiny.json\"\nlayers = 3\n", toml);
+    }).find("[x]: layers must be left out: config \"tiny.json\" gives the model"),
+        std::string::npos);
+    std::ofstream(dir / "bad.json") << "{\"model_type\": ";
+    EXPECT_NE(error_of([&] { catalog.merge_toml("[x]\nconfig = \"bad.json\"\n", toml); }).find("bad.json: not JSON"),
+        std::string::npos);
 }
 
 TEST(ModelCatalog, FindIgnoresCaseAndSuggestsTheClosestName)

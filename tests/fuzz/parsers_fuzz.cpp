@@ -311,11 +311,12 @@ void fuzz_policy_toml(const std::string& text)
 void fuzz_fit_toml(const std::string& text)
 {
     // gpudoctor fit's data files: a user's --models file over the presets (read once, then copied),
-    // and a GPU table.
+    // and a GPU table. The file is placed in a directory that does not exist, so that a config it
+    // names by a relative name is a shipped one (or none).
     static const doctor::fit::ModelCatalog presets = doctor::fit::ModelCatalog::builtin();
     doctor::fit::ModelCatalog models = presets;
     try {
-        models.merge_toml(text, "fuzz-models.toml");
+        models.merge_toml(text, "/nonexistent-gpukit-fuzz/fuzz-models.toml");
     } catch (const probes::Error&) {
     }
     doctor::fit::GpuTable::from_toml(text, "fuzz-gpus.toml");
