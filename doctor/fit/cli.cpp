@@ -390,6 +390,9 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
                 j["gated_mlp"] = m.transformer->gated_mlp;
                 j["dropout"] = m.transformer->dropout;
                 j["decoder_layers"] = m.transformer->decoder_layers;
+                if (m.attention) {
+                    j["attention"] = to_string(*m.attention);
+                }
             }
             if (m.measured_fp32) {
                 j["activation_bytes_fp32"] = *m.measured_fp32;
@@ -643,9 +646,11 @@ int run_fit(int argc, char** argv)
         q.setup.optimizer = named<Optimizer>("--optimizer", o.optimizer, optimizer_named, optimizer_names());
         q.setup.recompute = named<Recompute>("--recompute", o.recompute, recompute_named, recompute_names());
         q.setup.framework = named<Framework>("--framework", o.framework, framework_named, framework_names());
-        // PyTorch 2 runs scaled_dot_product_attention; TensorFlow stores the scores.
+        // PyTorch 2 runs scaled_dot_product_attention, unless the model's implementation has only
+        // eager attention (T5); TensorFlow stores the scores.
         const std::string attention = !o.attention.empty() ? o.attention
             : q.setup.framework == Framework::tensorflow   ? "eager"
+            : q.model.attention                            ? to_string(*q.model.attention)
                                                            : "sdpa";
         q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
         if (o.sequence_parallel && o.tp < 2) {

@@ -211,6 +211,9 @@ ModelSpec encoder_decoder(const Config& c, const std::string& type, const std::s
     m.params = params;
     m.embedding_params = vocab * h * (tied ? 1 : 2) + (t5 ? 0 : 2 * (positions + 2) * h);
     m.layers = static_cast<unsigned>(encoder + decoder);
+    if (t5) {
+        m.attention = Attention::eager; // modeling_t5.py: the position bias is added to the scores
+    }
     TransformerShape& t = m.transformer.emplace();
     t.hidden = static_cast<unsigned>(h);
     t.heads = static_cast<unsigned>(heads);

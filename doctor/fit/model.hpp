@@ -131,6 +131,9 @@ struct ModelSpec {
     unsigned image_size = 0; ///< for the description of CNN presets
     /// Peak activation bytes per sample as the user measured them: used as they are.
     std::optional<std::uint64_t> activation_bytes;
+    /// The attention the model's implementation runs when none is asked for: T5's is eager in
+    /// Transformers (its relative position bias has no sdpa path); nullopt: PyTorch's default.
+    std::optional<Attention> attention;
     /// Parameters outside the projections (embeddings, an untied output layer, positions): LoRA's
     /// 8- and 4-bit bases keep them 16-bit. 0: vocabulary × hidden when the vocabulary is known.
     std::uint64_t embedding_params = 0;

@@ -358,6 +358,15 @@ TEST_F(FitCli, AnEncoderDecoderFromItsConfigWithItsTargetLength)
     EXPECT_GT(act["decoder_per_layer_bytes"].get<std::uint64_t>(), 0u);
     EXPECT_LT(act["decoder_per_layer_bytes"].get<std::uint64_t>(), act["per_layer_bytes"].get<std::uint64_t>());
     EXPECT_EQ(act["encoder_output_bytes"], 1024 * 1024 * 2);
+    EXPECT_EQ(doc["training"]["attention"], "sdpa");
+    // T5's attention is eager unless --attention says otherwise.
+    const auto t5 =
+        fit({"--model", "t5-base", "--precision", "bf16", "--optimizer", "adamw", "--gpu-mem", "24GB", "--json"});
+    ASSERT_EQ(t5.exit_code, 0) << t5.err;
+    EXPECT_EQ(nlohmann::json::parse(t5.out)["training"]["attention"], "eager");
+    const auto sdpa = fit({"--model", "t5-base", "--attention", "sdpa", "--precision", "bf16", "--optimizer", "adamw",
+        "--gpu-mem", "24GB", "--json"});
+    EXPECT_EQ(nlohmann::json::parse(sdpa.out)["training"]["attention"], "sdpa");
     // --layers gives the encoder's layers, --decoder-layers the decoder's.
     const auto text = fit({"--config", config, "--layers", "6", "--decoder-layers", "3", "--precision", "amp",
         "--optimizer", "adamw", "--gpu-mem", "24GB"});

@@ -173,6 +173,9 @@ TEST(FitHfConfig, EncoderDecoderModelsCountBothStacks)
     EXPECT_EQ(t5_small.transformer->seq, 512u);
     EXPECT_TRUE(t5_small.transformer->dropout);
     EXPECT_FALSE(t5_small.transformer->gated_mlp);
+    // T5's attention has no sdpa path in Transformers (its position bias): eager unless asked.
+    ASSERT_TRUE(t5_small.attention);
+    EXPECT_EQ(*t5_small.attention, Attention::eager);
 
     const ModelSpec t5_base = model_from_config(R"({"d_ff": 3072, "d_kv": 64, "d_model": 768,
         "dropout_rate": 0.1, "model_type": "t5", "n_positions": 512, "num_heads": 12, "num_layers": 12,
@@ -201,4 +204,5 @@ TEST(FitHfConfig, EncoderDecoderModelsCountBothStacks)
     EXPECT_EQ(bart.transformer->decoder_layers, 12u);
     EXPECT_EQ(bart.transformer->heads, 16u);
     EXPECT_EQ(bart.transformer->seq, 1024u);
+    EXPECT_FALSE(bart.attention); // BART runs sdpa
 }
