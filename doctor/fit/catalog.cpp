@@ -26,9 +26,10 @@ struct EmbeddedConfig {
     const char* name;
     const char* text;
 };
+// Ends with {nullptr, nullptr}, so that the array is well formed with no config shipped.
 constexpr EmbeddedConfig model_configs[] = {
 #include "doctor/model_configs.inc"
-};
+    {nullptr, nullptr}};
 
 using probes::Error;
 
@@ -333,7 +334,7 @@ ModelCatalog ModelCatalog::builtin()
 const char* ModelCatalog::builtin_config(const std::string& name)
 {
     for (const auto& c : model_configs) {
-        if (name == c.name) {
+        if (c.name != nullptr && name == c.name) {
             return c.text;
         }
     }

@@ -37,10 +37,10 @@ enum class Precision { fp32, fp16, bf16, amp, fp16_pure, bf16_pure };
 enum class Attention { eager, sdpa, flash };
 /// What runs the training step, where it keeps more than the tensors the formula counts.
 /// - pytorch: autograd keeps what each operation's backward needs (the default).
-/// - tensorflow: TensorFlow 1/2 graphs as BERT's reference code builds them: dropout keeps float
-///   masks and the scaled input (tf.nn.dropout: x / keep_prob · floor(keep_prob + U)), the tanh
-///   GELU keeps each of its element-wise steps, layer norm its input; the scores are stored
-///   (no fused attention); and clip_by_global_norm holds a clipped copy of every gradient.
+/// - tensorflow: TensorFlow 1/2 graphs as BERT's reference code builds them: dropout keeps its
+///   float mask (tf.nn.dropout: x / keep_prob · floor(keep_prob + U)), the tanh GELU its input,
+///   tanh and cdf, layer norm its input; the scores are stored (no fused attention); and
+///   clip_by_global_norm holds a clipped copy of every gradient.
 enum class Framework { pytorch, tensorflow };
 /// ZeRO-Offload (DeepSpeed): the optimizer's states and fp32 master weights on the CPU
 /// (optimizer, ZeRO 1–3), and with ZeRO-3 the weights too (all).
@@ -282,11 +282,12 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
 /// Selective recompute drops the scores; full recompute keeps only the layer's input, s·h·e
 /// (amp: the fp32 residual stream, 4 bytes).
 ///
-/// TensorFlow (f = 4 bytes, element-wise in fp32; e for the matmuls' inputs): each dropout keeps
-/// its input, the scaled input and the float mask, 3·f per element; each layer norm its input;
-/// the tanh GELU its input, x³, the inner sum, the tanh, 1 + tanh and the cdf, 6·f·s·I; the
-/// scores the scaled product, the softmax, and dropout's two, (2·e + 3·f)·a·s². In fp32 a BERT
-/// layer keeps 168·s·h + 20·a·s² (PyTorch: 66·s·h + 9·a·s²).
+/// TensorFlow (f = 4 bytes, element-wise in fp32; e for the matmuls' inputs), what a session
+/// keeps for the gradients it fetches: each dropout its float mask, f per element (not the scaled
+/// input: the mask's gradient is never fetched); each layer norm its input; the tanh GELU its
+/// input, the tanh and the cdf, 3·f·s·I; the scores the softmax's output, dropout's mask and
+/// dropout's output, (2·f + e)·a·s². In fp32 a BERT layer keeps 104·s·h + 12·a·s² (PyTorch:
+/// 66·s·h + 9·a·s²).
 /// With LoRA (`lora` ranked), a frozen projection keeps no input: the attention's input is kept
 /// only with an adapter on q, k or v, the output projection's only with one on o (sdpa and flash
 /// keep their output anyway), the MLP's input only with one on gate or up, and the down

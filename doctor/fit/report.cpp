@@ -49,11 +49,21 @@ std::string gpu_label(const FitReport& r, std::size_t i)
     return name.empty() ? fmt::format("GPU {}", i) : fmt::format("GPU {} ({})", i, name);
 }
 
+// The fewest micro-batches that divide `global` evenly into shares of at most `room` samples.
+std::uint64_t micro_batches_for(unsigned global, std::uint64_t room)
+{
+    std::uint64_t n = (global + room - 1) / room;
+    while (global % n != 0) {
+        ++n;
+    }
+    return n;
+}
+
 // "the model states need X, and Y are left after overhead and margin", or the same for one sample.
 std::string why_nothing_fits(const MemoryPlan& plan, const GpuFit& f)
 {
     if (f.available <= 0) {
-        return fmt::format("the model states need {}, and {} are left after overhead and margin",
+        return fmt::format("the model states need up to {}, and {} are left after overhead and margin",
             format_bytes(f.states),
             format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.available + f.states))));
     }
@@ -240,7 +250,16 @@ FitReport analyse_fit(const FitRequest& request)
     })->max_batch_central;
     const std::uint64_t room = std::accumulate(caps.begin(), caps.end(), std::uint64_t{0});
     const unsigned accum = request.setup.grad_accum;
-    if (room * accum > UINT_MAX) {
+    if (request.global_batch) {
+        r.global_batch = *request.global_batch;
+        r.global_batch_from = "--global-batch";
+        if (r.global_batch % accum != 0) {
+            throw probes::Error(fmt::format("--global-batch {} is not a multiple of --grad-accum {}: each of the {} "
+                                            "micro-batches of a step carries the same share",
+                r.global_batch, accum, accum));
+        }
+        r.micro_batch = r.global_batch / accum;
+    } else if (accum > 1 && room > UINT_MAX / accum) {
         throw probes::Error(fmt::format("--grad-accum {}: a global batch of more than 2^32 samples", accum));
     }
 
@@ -257,28 +276,16 @@ FitReport analyse_fit(const FitRequest& request)
             fmt::format("nothing fits, not even batch 1, on {}: {}", gpu_label(r, worst),
                 why_nothing_fits(r.plan, r.fits[worst]))));
         r.suggestions = suggest_changes(request.model, request.setup, request.gpus[worst].memory, request.overheads);
-        if (request.global_batch) {
-            r.global_batch = *request.global_batch;
-            r.global_batch_from = "--global-batch";
-        }
     } else if (request.global_batch) {
-        r.global_batch = *request.global_batch;
-        r.global_batch_from = "--global-batch";
-        if (r.global_batch % accum != 0) {
-            throw probes::Error(fmt::format("--global-batch {} is not a multiple of --grad-accum {}: each of the {} "
-                                            "micro-batches of a step carries the same share",
-                r.global_batch, accum, accum));
-        }
-        r.micro_batch = r.global_batch / accum;
         if (r.micro_batch > room) {
-            const std::uint64_t steps = (std::uint64_t{r.global_batch} + room - 1) / room;
+            const std::uint64_t steps = micro_batches_for(r.global_batch, room);
             r.findings.push_back(fit_finding("fit.batch_over_one_step", "global batch",
                 accum == 1 ? fmt::format("a global batch of {} is more than these GPUs hold in one step ({}): "
                                          "accumulate gradients over {} steps, or lower it",
                                  r.global_batch, room, steps)
                            : fmt::format("a global batch of {} in {} micro-batches of {} is more than these GPUs hold "
-                                         "in one ({}): accumulate over {} or more, or lower it",
-                                 r.global_batch, accum, r.micro_batch, room, steps)));
+                                         "in one ({}): accumulate over {} (--grad-accum {}), or lower it",
+                                 r.global_batch, accum, r.micro_batch, room, steps, steps)));
         } else if (request.gpus.size() > 1) {
             r.split = probes::split_batch(r.micro_batch, speeds, caps);
         }

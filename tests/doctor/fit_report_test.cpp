@@ -109,9 +109,10 @@ TEST(FitReport, GlobalBatchBeyondTheGpusSaysAccumulate)
     ASSERT_FALSE(r.findings.empty());
     EXPECT_EQ(r.findings.back().code, "fit.batch_over_one_step");
     EXPECT_EQ(r.findings.back().severity, probes::Severity::warn);
-    // 50 over room for 20: ceil(50 / 20) = 3 steps.
+    // 50 over room for 20: at least ceil(50 / 20) = 3 steps, and the fewest that divide 50 evenly
+    // (--grad-accum needs equal micro-batches): 5 of 10.
     EXPECT_NE(
-        r.findings.back().message.find("more than these GPUs hold in one step (20): accumulate gradients over 3 steps"),
+        r.findings.back().message.find("more than these GPUs hold in one step (20): accumulate gradients over 5 steps"),
         std::string::npos)
         << r.findings.back().message;
     EXPECT_EQ(r.lr->global_batch, 50u);
@@ -213,9 +214,24 @@ TEST(FitReport, GradientAccumulationMultipliesTheGlobalBatch)
     ASSERT_EQ(r.findings.size(), 1u);
     EXPECT_EQ(r.findings[0].code, "fit.batch_over_one_step");
     EXPECT_NE(r.findings[0].message.find("in 3 micro-batches of 100 is more than these GPUs hold in one (80): "
-                                         "accumulate over 4 or more"),
+                                         "accumulate over 4 (--grad-accum 4)"),
         std::string::npos)
         << r.findings[0].message;
+    // The count suggested divides the global batch: 330 in shares of at most 80 is 5 of 66, not 4.
+    q.global_batch = 330;
+    r = analyse_fit(q);
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_NE(r.findings[0].message.find("accumulate over 5 (--grad-accum 5)"), std::string::npos)
+        << r.findings[0].message;
+    // Where nothing fits, the global batch given is still split into its micro-batches.
+    FitRequest small = request({FitGpu{"tiny", GiB, "gpu table", 1}});
+    small.setup.grad_accum = 3;
+    small.global_batch = 240;
+    r = analyse_fit(small);
+    EXPECT_EQ(r.max_batch_per_gpu, 0u);
+    EXPECT_EQ(r.micro_batch, 80u);
+    small.global_batch = 100;
+    EXPECT_THROW(analyse_fit(small), probes::Error);
     // Not a multiple: an input error.
     q.global_batch = 100;
     EXPECT_THROW(analyse_fit(q), probes::Error);
