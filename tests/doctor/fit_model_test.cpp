@@ -788,6 +788,10 @@ TEST(FitModel, EncoderDecoderLayersAndTheCrossAttention)
     EXPECT_EQ(r.activations.decoder_per_layer, 128 * 768 * 4u);
     EXPECT_EQ(r.activations.rebuilt_layer, 54263808u - 1572864u);
 
+    // A target length whose counts would not fit in 64 bits is refused like a long sequence.
+    ModelSpec huge = m;
+    huge.transformer->target_seq = 4000000000U;
+    EXPECT_THROW(plan_memory(huge, s), probes::Error);
     // No encoder layer left, TensorFlow and LoRA are refused.
     ModelSpec all_decoder = m;
     all_decoder.transformer->decoder_layers = 24;
