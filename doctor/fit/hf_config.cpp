@@ -142,90 +142,103 @@ unsigned sequence(unsigned seq, std::uint64_t positions, const std::string& orig
     return s;
 }
 
-/// T5 (t5, mt5) and BART (bart, mbart), from modeling_t5.py and modeling_bart.py: an encoder of
-/// `layers` layers and a decoder whose layers add cross-attention over the encoder's output.
-/// T5: no biases, RMS norms (weight only), relative position biases (buckets × heads, once per
-/// stack), shared embeddings, an output layer of its own unless tied. BART: biases, LayerNorm,
-/// learned positions for each stack (max_position_embeddings + 2 rows), an embedding LayerNorm for
-/// each, the output layer tied; mBART adds a final LayerNorm to each stack.
-ModelSpec encoder_decoder(const Config& c, const std::string& type, const std::string& origin, unsigned seq)
+/// The shape T5 and BART share: d_model wide, `heads` heads (no grouped key/value heads), an MLP
+/// `inner` wide, `encoder` layers and then `decoder` layers with cross-attention. The sequence is
+/// `positions` (0 when the config has none).
+ModelSpec two_stacks(const Config& c, std::uint64_t encoder, std::uint64_t decoder, std::uint64_t heads,
+    std::uint64_t inner, std::uint64_t positions)
 {
-    const bool t5 = type == "t5" || type == "mt5";
-    const std::uint64_t h = c.required({"d_model"}, "d_model");
-    const std::uint64_t vocab = c.required({"vocab_size"}, "vocabulary size");
-    std::uint64_t encoder = 0;
-    std::uint64_t decoder = 0;
-    std::uint64_t heads = 0;
-    std::uint64_t inner = 0;
-    std::uint64_t positions = 0;
-    std::uint64_t params = 0;
-    bool gated = false;
-    bool tied = true;
-    if (t5) {
-        encoder = c.required({"num_layers"}, "encoder layer count");
-        decoder = c.count({"num_decoder_layers"}).value_or(encoder);
-        heads = c.required({"num_heads"}, "attention head count");
-        const std::uint64_t d_kv = c.required({"d_kv"}, "d_kv (the width of each head)");
-        if (heads * d_kv != h) {
-            throw Error(fmt::format("{}: its attention is {} heads × d_kv {} = {} wide, not d_model {}; the formula "
-                                    "counts attention as wide as the model: give --activation-bytes-per-sample",
-                origin, heads, d_kv, heads * d_kv, h));
-        }
-        inner = c.required({"d_ff"}, "d_ff (the MLP's inner size)");
-        gated = c.text("feed_forward_proj").rfind("gated-", 0) == 0;
-        tied = c.flag("tie_word_embeddings").value_or(true);
-        positions = c.count({"n_positions"}).value_or(0);
-        const std::uint64_t buckets = c.count({"relative_attention_num_buckets"}).value_or(32);
-        check_size(
-            static_cast<long double>(encoder + decoder) * (8.0L * h * h + 3.0L * h * inner) + 2.0L * vocab * h, origin);
-        const std::uint64_t attention = 4 * h * h;
-        const std::uint64_t mlp = (gated ? 3 : 2) * h * inner;
-        params = encoder * (attention + mlp + 2 * h) + decoder * (2 * attention + mlp + 3 * h);
-        params += 2 * h + 2 * buckets * heads + vocab * h * (tied ? 1 : 2); // final norms, biases, embeddings
-    } else {
-        encoder = c.required({"encoder_layers"}, "encoder layer count");
-        decoder = c.required({"decoder_layers"}, "decoder layer count");
-        heads = c.required({"encoder_attention_heads"}, "attention head count");
-        inner = c.required({"encoder_ffn_dim"}, "encoder_ffn_dim (the MLP's inner size)");
-        if (c.count({"decoder_attention_heads"}).value_or(heads) != heads ||
-            c.count({"decoder_ffn_dim"}).value_or(inner) != inner) {
-            throw Error(fmt::format("{}: the decoder's heads or MLP differ from the encoder's; the formula counts "
-                                    "both stacks with one shape",
-                origin));
-        }
-        if (h % heads != 0) {
-            throw Error(fmt::format("{}: d_model {} is not a multiple of its {} attention heads", origin, h, heads));
-        }
-        positions = c.required({"max_position_embeddings"}, "max_position_embeddings");
-        check_size(static_cast<long double>(encoder + decoder) * (8.0L * h * h + 2.0L * h * inner) + vocab * h +
-                2.0L * positions * h,
-            origin);
-        const std::uint64_t attention = 4 * (h * h + h);
-        const std::uint64_t mlp = 2 * h * inner + inner + h;
-        const std::uint64_t norm = 2 * h;
-        params = encoder * (attention + mlp + 2 * norm) + decoder * (2 * attention + mlp + 3 * norm);
-        params += vocab * h + 2 * (positions + 2) * h + 2 * norm + (type == "mbart" ? 2 * norm : 0);
-    }
     ModelSpec m;
-    m.name = origin;
-    m.params = params;
-    m.embedding_params = vocab * h * (tied ? 1 : 2) + (t5 ? 0 : 2 * (positions + 2) * h);
     m.layers = static_cast<unsigned>(encoder + decoder);
-    if (t5) {
-        m.attention = Attention::eager; // modeling_t5.py: the position bias is added to the scores
-    }
     TransformerShape& t = m.transformer.emplace();
-    t.hidden = static_cast<unsigned>(h);
+    t.hidden = static_cast<unsigned>(c.required({"d_model"}, "d_model"));
     t.heads = static_cast<unsigned>(heads);
     t.kv_heads = static_cast<unsigned>(heads);
     t.intermediate = static_cast<unsigned>(inner);
-    t.gated_mlp = gated;
-    t.vocab = static_cast<unsigned>(vocab);
+    t.vocab = static_cast<unsigned>(c.required({"vocab_size"}, "vocabulary size"));
     t.dropout = c.any_positive({"dropout_rate", "dropout", "attention_dropout", "activation_dropout"});
     t.decoder_layers = static_cast<unsigned>(decoder);
-    t.seq = sequence(seq, positions, origin);
-    m.description = fmt::format("{} from {}, {} encoder and {} decoder layers, seq {}{}", type, origin, encoder,
-        decoder, t.seq, seq != 0 ? "" : " (--seq and --target-seq for the lengths you train at)");
+    t.seq = static_cast<unsigned>(positions);
+    return m;
+}
+
+/// T5 (t5, mt5), from modeling_t5.py: no biases, RMS norms (weight only), relative position
+/// biases (buckets × heads, once per stack), shared embeddings, an output layer of its own unless
+/// tied; its attention is eager (the position bias is added to the scores).
+ModelSpec t5_model(const Config& c, const std::string& origin)
+{
+    const std::uint64_t h = c.required({"d_model"}, "d_model");
+    const std::uint64_t vocab = c.required({"vocab_size"}, "vocabulary size");
+    const std::uint64_t encoder = c.required({"num_layers"}, "encoder layer count");
+    const std::uint64_t decoder = c.count({"num_decoder_layers"}).value_or(encoder);
+    const std::uint64_t heads = c.required({"num_heads"}, "attention head count");
+    const std::uint64_t d_kv = c.required({"d_kv"}, "d_kv (the width of each head)");
+    if (heads * d_kv != h) {
+        throw Error(fmt::format("{}: its attention is {} heads × d_kv {} = {} wide, not d_model {}; the formula "
+                                "counts attention as wide as the model: give --activation-bytes-per-sample",
+            origin, heads, d_kv, heads * d_kv, h));
+    }
+    const std::uint64_t inner = c.required({"d_ff"}, "d_ff (the MLP's inner size)");
+    const bool gated = c.text("feed_forward_proj").rfind("gated-", 0) == 0;
+    const bool tied = c.flag("tie_word_embeddings").value_or(true);
+    const std::uint64_t buckets = c.count({"relative_attention_num_buckets"}).value_or(32);
+    check_size(
+        static_cast<long double>(encoder + decoder) * (8.0L * h * h + 3.0L * h * inner) + 2.0L * vocab * h, origin);
+    ModelSpec m = two_stacks(c, encoder, decoder, heads, inner, c.count({"n_positions"}).value_or(0));
+    const std::uint64_t attention = 4 * h * h;
+    const std::uint64_t mlp = (gated ? 3 : 2) * h * inner;
+    m.embedding_params = vocab * h * (tied ? 1 : 2);
+    m.params = encoder * (attention + mlp + 2 * h) + decoder * (2 * attention + mlp + 3 * h) + 2 * h +
+        2 * buckets * heads + m.embedding_params; // final norms, position biases, embeddings
+    m.transformer->gated_mlp = gated;
+    m.attention = Attention::eager;
+    return m;
+}
+
+/// BART (bart, mbart), from modeling_bart.py and modeling_mbart.py: biases, LayerNorm, learned
+/// positions for each stack (max_position_embeddings + 2 rows), an embedding LayerNorm for each,
+/// the output layer tied; mBART adds a final LayerNorm to each stack.
+ModelSpec bart_model(const Config& c, const std::string& type, const std::string& origin)
+{
+    const std::uint64_t h = c.required({"d_model"}, "d_model");
+    const std::uint64_t vocab = c.required({"vocab_size"}, "vocabulary size");
+    const std::uint64_t encoder = c.required({"encoder_layers"}, "encoder layer count");
+    const std::uint64_t decoder = c.required({"decoder_layers"}, "decoder layer count");
+    const std::uint64_t heads = c.required({"encoder_attention_heads"}, "attention head count");
+    const std::uint64_t inner = c.required({"encoder_ffn_dim"}, "encoder_ffn_dim (the MLP's inner size)");
+    if (c.count({"decoder_attention_heads"}).value_or(heads) != heads ||
+        c.count({"decoder_ffn_dim"}).value_or(inner) != inner) {
+        throw Error(fmt::format("{}: the decoder's heads or MLP differ from the encoder's; the formula counts both "
+                                "stacks with one shape",
+            origin));
+    }
+    if (h % heads != 0) {
+        throw Error(fmt::format("{}: d_model {} is not a multiple of its {} attention heads", origin, h, heads));
+    }
+    const std::uint64_t positions = c.required({"max_position_embeddings"}, "max_position_embeddings");
+    check_size(static_cast<long double>(encoder + decoder) * (8.0L * h * h + 2.0L * h * inner) + vocab * h +
+            2.0L * positions * h,
+        origin);
+    ModelSpec m = two_stacks(c, encoder, decoder, heads, inner, positions);
+    const std::uint64_t attention = 4 * (h * h + h);
+    const std::uint64_t mlp = 2 * h * inner + inner + h;
+    const std::uint64_t norm = 2 * h;
+    m.embedding_params = vocab * h + 2 * (positions + 2) * h;
+    m.params = encoder * (attention + mlp + 2 * norm) + decoder * (2 * attention + mlp + 3 * norm) +
+        m.embedding_params + 2 * norm + (type == "mbart" ? 2 * norm : 0);
+    return m;
+}
+
+/// An encoder-decoder model of the T5 or BART family, with its sequence: `seq` when given.
+ModelSpec encoder_decoder(const Config& c, const std::string& type, const std::string& origin, unsigned seq)
+{
+    ModelSpec m = type == "t5" || type == "mt5" ? t5_model(c, origin) : bart_model(c, type, origin);
+    m.name = origin;
+    TransformerShape& t = *m.transformer;
+    t.seq = sequence(seq, t.seq, origin);
+    m.description =
+        fmt::format("{} from {}, {} encoder and {} decoder layers, seq {}{}", type, origin, m.layers - t.decoder_layers,
+            t.decoder_layers, t.seq, seq != 0 ? "" : " (--seq and --target-seq for the lengths you train at)");
     return m;
 }
 

@@ -70,17 +70,16 @@ constexpr std::array<ActivationsUncertainty, 3> activations_uncertainties{{
 Uncertainty uncertainty_for(const std::string& source, Framework framework)
 {
     Uncertainty u;
-    std::string states_basis;
     for (const auto& row : states_uncertainties) {
         if (row.framework == framework) {
             u.states = row.share;
-            states_basis = row.basis;
+            u.states_basis = row.basis;
         }
     }
     for (const auto& row : activations_uncertainties) {
         if (source == row.source) {
             u.activations = row.share;
-            u.basis = fmt::format("{}; {}", row.basis, states_basis);
+            u.activations_basis = row.basis;
         }
     }
     return u;
@@ -397,6 +396,28 @@ std::uint64_t keeps_input(const Lora& lora, unsigned targets)
     return lora.rank == 0 || (lora.targets & targets) != 0 ? 1 : 0;
 }
 
+// One attention of `queries` tokens over `keys` tokens (a layer's own, or a decoder's over the
+// encoder's output), no full recompute: the query projection's input and the output
+// projection's input where they are kept (`query_input`, `output_input`: 0 or 1), Q, and K and
+// V over the keys (kv/a of Q's width each; h/a divides h exactly), the output's dropout mask,
+// and the scores as the attention keeps them: eager the softmax (and its dropout), unless
+// selective recompute drops them; sdpa and flash the softmax's log-sum-exp per row, fp32.
+std::uint64_t attention_bytes(const TransformerShape& shape, std::uint64_t queries, std::uint64_t keys,
+    Precision precision, Recompute recompute, Attention attention, std::uint64_t query_input,
+    std::uint64_t output_input)
+{
+    const std::uint64_t h = shape.hidden;
+    const std::uint64_t a = shape.heads;
+    const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
+    const std::uint64_t e = element_bytes(precision).e;
+    const std::uint64_t block = queries * h * e * (query_input + 1 + output_input) + 2 * keys * (h / a) * kv * e +
+        queries * h * (shape.dropout ? 1 : 0);
+    if (attention != Attention::eager) {
+        return block + 4 * a * queries;
+    }
+    return block + (recompute == Recompute::selective ? 0 : a * queries * keys * bytes_per_score(shape, precision));
+}
+
 } // namespace
 
 std::optional<unsigned> lora_targets_named(std::string_view list, std::string& bad)
@@ -433,20 +454,9 @@ std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned targ
     if (recompute == Recompute::full) {
         return 0;
     }
-    const std::uint64_t t = target;
-    const std::uint64_t h = shape.hidden;
-    const std::uint64_t a = shape.heads;
-    const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
-    const auto [e, residual] = element_bytes(precision);
-    const std::uint64_t mask = shape.dropout ? 1 : 0;
-    // The query projection's input, Q and the output projection's input; K and V over the source.
-    const std::uint64_t block = t * h * e * 3 + 2 * std::uint64_t{source} * (h / a) * kv * e + t * h * mask;
-    const std::uint64_t norm = t * h * residual;
-    std::uint64_t scores = 4 * a * t; // sdpa, flash: the softmax statistics
-    if (attention == Attention::eager) {
-        scores = recompute == Recompute::selective ? 0 : a * t * source * bytes_per_score(shape, precision);
-    }
-    return block + norm + scores;
+    // Its norm's input besides the attention, whose projections all keep their inputs.
+    return attention_bytes(shape, target, source, precision, recompute, attention, 1, 1) +
+        std::uint64_t{target} * shape.hidden * element_bytes(precision).residual;
 }
 
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora)
@@ -465,8 +475,6 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
 {
     const std::uint64_t s = shape.seq;
     const std::uint64_t h = shape.hidden;
-    const std::uint64_t a = shape.heads;
-    const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
     const std::uint64_t inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
     const auto [e, residual] = element_bytes(precision);
     const std::uint64_t mask = shape.dropout ? 1 : 0;
@@ -476,8 +484,6 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
     if (framework == Framework::tensorflow) {
         return tensorflow_layer_bytes(shape, e, recompute != Recompute::selective);
     }
-    // K and V are kv/a of Q's size; in bytes s·h·e·kv/a each (h/a divides h exactly).
-    const std::uint64_t kv_bytes = s * (h / a) * kv * e;
     // Which projections keep their input for a weight gradient: all of them, unless LoRA freezes
     // them (then only those with adapters; sdpa and flash keep their output, the o input, anyway).
     const std::uint64_t attention_input = keeps_input(lora, Lora::q | Lora::k | Lora::v);
@@ -490,22 +496,14 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
             adapters += lora.on(p.target) ? s * lora.rank * e : 0;
         }
     }
-    const std::uint64_t attention_block =
-        s * h * e * (attention_input + 1 + output_input) + 2 * kv_bytes + s * h * mask;
     // Plain: the first projection's output (GELU's input) and the GELU's output (the second's
     // input). Gated: gate's output (SiLU's input), SiLU's and up's outputs (the product's inputs),
     // and the product (down's input).
     const std::uint64_t mlp = shape.gated_mlp ? s * e * (h * mlp_input + inner * (3 + down_input))
                                               : s * e * (h * mlp_input + inner * (1 + down_input)) + s * h * mask;
     const std::uint64_t norms = 2 * s * h * residual;
-    std::uint64_t scores = 0;
-    if (attention == Attention::eager) {
-        scores = a * s * s * bytes_per_score(shape, precision);
-    } else {
-        scores = 4 * a * s; // the softmax's log-sum-exp per row, fp32
-    }
-    const std::uint64_t kept_scores = recompute == Recompute::selective && attention == Attention::eager ? 0 : scores;
-    return attention_block + mlp + norms + kept_scores + adapters;
+    return attention_bytes(shape, s, s, precision, recompute, attention, attention_input, output_input) + mlp + norms +
+        adapters;
 }
 
 namespace {
@@ -570,7 +568,7 @@ void plan_encoder_decoder(const ModelSpec& model, const TrainingSetup& setup, Ac
             model.name));
     }
     const unsigned source = shape.seq;
-    const unsigned target = shape.target_seq > 0 ? shape.target_seq : shape.seq;
+    const unsigned target = shape.output_seq();
     TransformerShape decoder = shape;
     decoder.seq = target;
     auto decoder_layer = [&](Recompute recompute) {
@@ -734,7 +732,7 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
             const long double inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
             const long double a = shape.heads;
             // An encoder-decoder's decoder runs at the target length t, its cross-attention over s.
-            const long double t = shape.decoder_layers > 0 && shape.target_seq > 0 ? shape.target_seq : s;
+            const long double t = shape.output_seq();
             const long double rough =
                 static_cast<long double>(model.layers) * (s * h * 200 + s * inner * 40 + a * s * s * 20) +
                 static_cast<long double>(shape.decoder_layers) *
@@ -775,7 +773,7 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
             plan_encoder_decoder(model, setup, act);
         }
         // The output layer runs over the decoder's tokens.
-        const std::uint64_t s = shape.target_seq > 0 && shape.decoder_layers > 0 ? shape.target_seq : shape.seq;
+        const std::uint64_t s = shape.output_seq();
         const std::uint64_t sh = s * shape.hidden;
         if (shape.vocab > 0) {
             // The head's input and the logits; the loss keeps its softmax: 16-bit 4·s·h + 4·s·V, fp32
@@ -855,6 +853,11 @@ unsigned accumulation_bytes(const TrainingSetup& setup)
         return 4;
     }
     return 0;
+}
+
+std::string Uncertainty::basis() const
+{
+    return fmt::format("{}; {}", activations_basis, states_basis);
 }
 
 std::uint64_t Uncertainty::upper_states(std::uint64_t central) const

@@ -115,6 +115,9 @@ struct TransformerShape {
     /// add cross-attention over the encoder's output and run at target_seq; 0: one stack.
     unsigned decoder_layers = 0;
     unsigned target_seq = 0; ///< the decoder's tokens per sample; 0: seq
+    /// The tokens the last layers and the output layer run over: the decoder's in an
+    /// encoder-decoder model, else seq.
+    unsigned output_seq() const { return decoder_layers > 0 && target_seq > 0 ? target_seq : seq; }
 };
 
 /// A model as the fit sees it: a preset, a user's entry, or the command line.
@@ -252,7 +255,9 @@ struct StateMemory {
 struct Uncertainty {
     double states = 0;
     double activations = 0;
-    std::string basis; ///< where the shares come from, in words
+    const char* states_basis = ""; ///< where each share comes from, in words
+    const char* activations_basis = "";
+    std::string basis() const; ///< both, for the report
     std::uint64_t upper_states(std::uint64_t central) const;
     std::uint64_t upper_activations(std::uint64_t central) const;
 };

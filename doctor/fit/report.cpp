@@ -137,8 +137,7 @@ std::string shape_text(const ModelSpec& m)
             t.kv_heads > 0 && t.kv_heads != t.heads ? fmt::format(" ({} key/value)", t.kv_heads) : "");
         if (t.decoder_layers > 0) {
             parts.push_back(fmt::format("{} encoder layers at sequence {} and {} decoder layers at {}, hidden {}, {}",
-                m.layers - t.decoder_layers, t.seq, t.decoder_layers, t.target_seq > 0 ? t.target_seq : t.seq, t.hidden,
-                heads));
+                m.layers - t.decoder_layers, t.seq, t.decoder_layers, t.output_seq(), t.hidden, heads));
         } else {
             parts.push_back(fmt::format("{} layers, hidden {}, {}, sequence {}", m.layers, t.hidden, heads, t.seq));
         }
@@ -291,7 +290,6 @@ FitReport analyse_fit(const FitRequest& request)
         }
     } else if (request.gpus.size() == 1) {
         r.micro_batch = caps.front();
-        r.global_batch = r.micro_batch * accum;
         r.global_batch_from = "max batch";
     } else {
         // The largest global batch whose share by speed, B·s_i/Σs, is within every GPU's max batch.
@@ -301,11 +299,13 @@ FitReport analyse_fit(const FitRequest& request)
             balanced = std::min(balanced, std::floor(caps[i] * total_speed / speeds[i] + 1e-9));
         }
         r.micro_batch = static_cast<unsigned>(std::max(1.0, balanced));
-        r.global_batch = r.micro_batch * accum;
         r.global_batch_from = all_equal(speeds) && std::equal(caps.begin() + 1, caps.end(), caps.begin())
             ? "max batch"
             : "balanced by speed";
         r.split = probes::split_batch(r.micro_batch, speeds, caps);
+    }
+    if (!request.global_batch) {
+        r.global_batch = r.micro_batch * accum; // 0 when nothing fits
     }
 
     if (request.gpus.size() > 1 && request.model.layers > 0 && (request.layers_given || !all_equal(speeds))) {
@@ -384,8 +384,7 @@ std::string render_fit_text(const FitReport& r, bool color)
             fmt::format("{} × {}, at s = {}", encoder_layers, format_bytes(act.per_layer), m.transformer->seq));
         row("decoder", act.decoder_per_layer * act.decoder_layers,
             fmt::format("{} × {}, self- and cross-attention at s = {}", act.decoder_layers,
-                format_bytes(act.decoder_per_layer),
-                m.transformer->target_seq > 0 ? m.transformer->target_seq : m.transformer->seq));
+                format_bytes(act.decoder_per_layer), m.transformer->output_seq()));
         row("encoder output", act.encoder_output, "the input of every cross-attention's K and V");
     } else if (act.layers_total > 0) {
         row("layers", act.layers_total, fmt::format("{} × {}, {}", m.layers, format_bytes(act.per_layer), act.formula));
@@ -411,7 +410,7 @@ std::string render_fit_text(const FitReport& r, bool color)
         format_bytes(q.overheads.cuda_context), format_bytes(q.overheads.workspace), q.overheads.margin_fraction * 100);
     const Uncertainty& u = r.plan.uncertainty;
     out += fmt::format("Upper estimate, which the max batch fits: states +{:g} %, activations +{:g} % ({})\n\n",
-        u.states * 100, u.activations * 100, u.basis);
+        u.states * 100, u.activations * 100, u.basis());
     if (r.at_batch) {
         const PeakMemory& p = *r.at_batch;
         out +=
@@ -599,9 +598,7 @@ nlohmann::json render_fit_json(const FitReport& r)
         model["gated_mlp"] = m.transformer->gated_mlp;
         model["dropout"] = m.transformer->dropout;
         model["decoder_layers"] = m.transformer->decoder_layers;
-        model["target_seq"] = m.transformer->decoder_layers > 0
-            ? json(m.transformer->target_seq > 0 ? m.transformer->target_seq : m.transformer->seq)
-            : json(nullptr);
+        model["target_seq"] = m.transformer->decoder_layers > 0 ? json(m.transformer->output_seq()) : json(nullptr);
     }
     if (m.image_size > 0) {
         model["image_size"] = m.image_size;
@@ -641,7 +638,7 @@ nlohmann::json render_fit_json(const FitReport& r)
         {"margin_fraction", q.overheads.margin_fraction},
         {"uncertainty",
             {{"states", r.plan.uncertainty.states}, {"activations", r.plan.uncertainty.activations},
-                {"basis", r.plan.uncertainty.basis}}}};
+                {"basis", r.plan.uncertainty.basis()}}}};
     json gpus = json::array();
     for (std::size_t i = 0; i < q.gpus.size(); ++i) {
         const auto& g = q.gpus[i];
