@@ -660,10 +660,7 @@ int run_fit(int argc, char** argv)
         q.setup.pp = o.pp;
         q.setup.sequence_parallel = o.sequence_parallel;
         q.setup.offload = named<Offload>("--offload", o.offload, offload_named, offload_names());
-        if (o.grad_accum == 0) {
-            throw Error("--grad-accum 0: expected the micro-batches per optimizer step, 1 or more");
-        }
-        q.setup.grad_accum = o.grad_accum;
+        q.setup.grad_accum = o.grad_accum; // plan_memory refuses 0
         if (app.count("--lora-rank") > 0) {
             if (o.lora_rank == 0) {
                 throw Error("--lora-rank 0: expected the adapters' rank, 1 or more (PEFT's default is 8)");
