@@ -4,7 +4,8 @@
 For each row it runs `gpudoctor fit ARGS --json` and compares:
   nvml_mib   the device memory NVML showed, with the fit's peak at --batch (states, activations,
              CUDA context, workspaces)
-  alloc_gb   torch.cuda.max_memory_allocated(), with states + activations at --batch
+  alloc_gb   torch.cuda.max_memory_allocated() in GB, with states + activations at --batch
+  alloc_gib  the same in GiB (torchtune's "peak memory active")
   max_batch  the largest batch that ran, with max_batch_per_gpu
   oom_at     the smallest batch that ran out of memory: max_batch_per_gpu must be below it
 
@@ -29,6 +30,14 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# The memory kinds: what of the fit's peak at --batch each is compared with, and its unit.
+MEMORY_KINDS = {
+    "nvml_mib": ("peak", 2**20),
+    "alloc_gb": ("allocated", 1e9),
+    "alloc_gib": ("allocated", 2**30),
+}
 
 
 def read_table(path):
@@ -59,12 +68,10 @@ def compare(row, doc):
     kind = row["kind"]
     value = float(row["value"])
     upper = None
-    if kind == "nvml_mib":
-        predicted = doc["at_batch"]["peak_bytes"] / 2**20
-        upper = doc["at_batch"]["peak_upper_bytes"] / 2**20
-    elif kind == "alloc_gb":
-        predicted = doc["at_batch"]["allocated_bytes"] / 1e9
-        upper = doc["at_batch"]["allocated_upper_bytes"] / 1e9
+    if kind in MEMORY_KINDS:
+        what, unit = MEMORY_KINDS[kind]
+        predicted = doc["at_batch"][f"{what}_bytes"] / unit
+        upper = doc["at_batch"][f"{what}_upper_bytes"] / unit
     elif kind == "max_batch":
         predicted = doc["max_batch_per_gpu"]
     elif kind == "oom_at":

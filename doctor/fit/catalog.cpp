@@ -73,6 +73,12 @@ public:
         for (const auto& [key, value] : table) {
             const std::string k(key.str());
             if (std::find(known.begin(), known.end(), k) == known.end()) {
+                if (value.is_table()) {
+                    // [llama-3.1-8b] is the table "1-8b" inside [llama-3]: TOML splits names at dots.
+                    throw Error(fmt::format("{}:{}: [{}.{}]: a name with a dot is a table inside [{}]; quote the "
+                                            "name: [\"{}.{}\"]",
+                        m_origin, value.source().begin.line, m_name, k, m_name, m_name, k));
+                }
                 const std::string hint = probes::closest_match(k, known);
                 throw Error(fmt::format("{}:{}: [{}]: unknown key '{}'{}; known keys: {}", m_origin,
                     value.source().begin.line, m_name, k, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint),

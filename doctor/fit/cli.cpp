@@ -53,6 +53,7 @@ struct FitOptions {
     unsigned image = 0;
     unsigned batch = 0;
     std::string attention;
+    std::string loss;
     std::string framework = "pytorch";
     unsigned tp = 1;
     unsigned pp = 1;
@@ -515,6 +516,10 @@ int run_fit(int argc, char** argv)
     app.add_option("--attention", o.attention,
            "eager (stores the s×s scores), sdpa (default: PyTorch ≥ 2.0) or flash (FlashAttention)")
         ->type_name("A");
+    app.add_option("--loss", o.loss,
+           "The loss over the vocabulary: fp32 (default: the logits cast to fp32, Hugging Face, torchtune), chunked "
+           "(LitGPT, torchtune's chunked loss) or fused (Megatron)")
+        ->type_name("L");
     probes::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
     probes::add_number(app, "--tp", o.tp, "Tensor-parallel GPUs per layer (Megatron; default 1)", "T");
     app.add_flag("--sequence-parallel", o.sequence_parallel, "With --tp: the sequence split too (Megatron's -sp)");
@@ -653,6 +658,11 @@ int run_fit(int argc, char** argv)
             : q.model.attention                            ? to_string(*q.model.attention)
                                                            : "sdpa";
         q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
+        if (!o.loss.empty() && q.setup.framework == Framework::tensorflow) {
+            throw Error("--loss is how PyTorch code runs its cross-entropy; TensorFlow's output layer is counted as "
+                        "its graph keeps it: leave --loss out");
+        }
+        q.setup.loss = named<Loss>("--loss", o.loss.empty() ? "fp32" : o.loss, loss_named, loss_names());
         if (o.sequence_parallel && o.tp < 2) {
             throw Error("--sequence-parallel splits the sequence over the tensor-parallel GPUs: add --tp 2 or more");
         }
@@ -728,7 +738,7 @@ int run_fit(int argc, char** argv)
                  "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
-                 "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp", "--pp",
+                 "--loss", "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp", "--pp",
                  "--sequence-parallel", "--offload", "--cuda-context", "--grad-accum", "--decoder-layers",
                  "--target-seq"}) {
             if (app.count(option) > 0) {

@@ -101,6 +101,9 @@ std::string change_text(const TrainingSetup& from, const TrainingSetup& to)
     if (to.precision != from.precision) {
         add(fmt::format("--precision {}", to_string(to.precision)));
     }
+    if (to.loss != from.loss) {
+        add(fmt::format("--loss {}", to_string(to.loss)));
+    }
     return out;
 }
 
@@ -127,6 +130,7 @@ constexpr std::array<Named<Offload>, 3> offloads{
     {{Offload::none, "none"}, {Offload::optimizer, "optimizer"}, {Offload::all, "all"}}};
 constexpr std::array<Named<Attention>, 3> attentions{
     {{Attention::eager, "eager"}, {Attention::sdpa, "sdpa"}, {Attention::flash, "flash"}}};
+constexpr std::array<Named<Loss>, 3> losses{{{Loss::fp32, "fp32"}, {Loss::chunked, "chunked"}, {Loss::fused, "fused"}}};
 
 template <typename E, std::size_t N> const char* name_of(const std::array<Named<E>, N>& table, E value)
 {
@@ -228,6 +232,21 @@ std::optional<Offload> offload_named(std::string_view name)
 std::vector<std::string> offload_names()
 {
     return names_of(offloads);
+}
+
+const char* to_string(Loss loss)
+{
+    return name_of(losses, loss);
+}
+
+std::optional<Loss> loss_named(std::string_view name)
+{
+    return value_named(losses, name);
+}
+
+std::vector<std::string> loss_names()
+{
+    return names_of(losses);
 }
 
 std::vector<std::string> precision_names()
@@ -506,6 +525,36 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
         adapters;
 }
 
+std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, const TrainingSetup& setup)
+{
+    if (shape.vocab == 0) {
+        return 0;
+    }
+    const std::uint64_t sh = std::uint64_t{seq} * shape.hidden;
+    const std::uint64_t sv = std::uint64_t{seq} * shape.vocab;
+    const bool fp32 = setup.precision == Precision::fp32;
+    // The head's input and the final norm's: 2·s·h elements.
+    const std::uint64_t input = (fp32 ? 8 : 4) * sh;
+    if (setup.framework == Framework::tensorflow) {
+        // The logits and the softmax in the precision's type.
+        return input + (fp32 ? 8 : 4) * sv;
+    }
+    switch (setup.loss) {
+    case Loss::fp32:
+        // At the start of the backward pass log_softmax's saved output, nll_loss's gradient and
+        // log_softmax's gradient, fp32 each (the cast logits are freed before: nothing saves them).
+        return input + 12 * sv;
+    case Loss::chunked:
+        // The logits as the head wrote them (fp32, else 16-bit: autocast runs the head in 16-bit)
+        // and the fp32 log-probabilities; the gradients one chunk at a time.
+        return input + (fp32 ? 8 : 6) * sv;
+    case Loss::fused:
+        // The fp32 softmax, overwritten by its own gradient.
+        return input + 4 * sv;
+    }
+    return input;
+}
+
 namespace {
 
 // ZeRO stage 1 shards the optimizer states over the data-parallel GPUs, stage 2 the gradients
@@ -775,22 +824,7 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         // The output layer runs over the decoder's tokens.
         const std::uint64_t s = shape.output_seq();
         const std::uint64_t sh = s * shape.hidden;
-        if (shape.vocab > 0) {
-            // The head's input and the logits; the loss keeps its softmax: 16-bit 4·s·h + 4·s·V, fp32
-            // twice that; amp 16-bit logits and an fp32 softmax, 4·s·h + 6·s·V.
-            const std::uint64_t sv = s * shape.vocab;
-            switch (setup.precision) {
-            case Precision::fp32:
-                act.output_layer = 8 * (sh + sv);
-                break;
-            case Precision::amp:
-                act.output_layer = 4 * sh + 6 * sv;
-                break;
-            default:
-                act.output_layer = 4 * (sh + sv);
-                break;
-            }
-        }
+        act.output_layer = output_layer_bytes(shape, shape.output_seq(), setup);
         act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer + act.encoder_output;
         act.source = "transformer formula";
         const std::uint64_t scores = setup.attention == Attention::eager ? whole -
@@ -910,6 +944,9 @@ std::vector<Suggestion> suggest_changes(
 {
     const bool formula = model.transformer && !model.activation_bytes;
     const bool lower_precision = setup.precision == Precision::fp32 || setup.precision == Precision::amp;
+    // The loss in chunks keeps one chunk's gradients instead of the whole sequence's.
+    const bool chunk_loss =
+        formula && model.transformer->vocab > 0 && setup.framework == Framework::pytorch && setup.loss == Loss::fp32;
 
     // Each change alone.
     std::vector<TrainingSetup> singles;
@@ -932,6 +969,10 @@ std::vector<Suggestion> suggest_changes(
         singles.push_back(setup);
         singles.back().precision = Precision::bf16;
     }
+    if (chunk_loss) {
+        singles.push_back(setup);
+        singles.back().loss = Loss::chunked;
+    }
     std::vector<Suggestion> out;
     bool fits = false;
     for (const auto& s : singles) {
@@ -952,6 +993,9 @@ std::vector<Suggestion> suggest_changes(
     }
     if (lower_precision) {
         all.precision = Precision::bf16;
+    }
+    if (chunk_loss) {
+        all.loss = Loss::chunked;
     }
     const std::string together = change_text(setup, all);
     if (std::none_of(out.begin(), out.end(), [&](const Suggestion& s) { return s.change == together; })) {

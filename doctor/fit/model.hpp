@@ -54,6 +54,17 @@ enum class Optimizer { sgd, momentum, adam, adamw, adam8bit, adafactor, lamb };
 /// Activation recomputation (checkpointing): selective recomputes the attention scores only
 /// (Korthikanti et al.); full keeps each layer's input only.
 enum class Recompute { none, selective, full };
+/// How the loss over the vocabulary runs, which sets what the output layer holds at its peak, the
+/// start of the backward pass (s tokens, V words; TensorFlow keeps its own count):
+/// - fp32: the logits cast to fp32 and PyTorch's cross_entropy, as Hugging Face Transformers'
+///   causal-LM loss and torchtune's CrossEntropyLoss run it: the log-probabilities it saved, the
+///   NLL's gradient and log_softmax's gradient are alive at once, fp32 each: 12·s·V.
+/// - chunked: the loss over chunks of the sequence (LitGPT's chunked_cross_entropy, torchtune's
+///   CEWithChunkedOutputLoss): the logits in the model's type and fp32 log-probabilities are kept,
+///   the gradients are one chunk's at a time: (e + 4)·s·V.
+/// - fused: a fused cross-entropy that writes its gradient over its own fp32 softmax (Megatron's
+///   vocab-parallel cross-entropy): 4·s·V.
+enum class Loss { fp32, chunked, fused };
 
 const char* to_string(Precision precision);
 const char* to_string(Optimizer optimizer);
@@ -61,6 +72,7 @@ const char* to_string(Recompute recompute);
 const char* to_string(Attention attention);
 const char* to_string(Framework framework);
 const char* to_string(Offload offload);
+const char* to_string(Loss loss);
 /// The value for a name ("bf16", "adamw", "full"); nullopt for an unknown name.
 std::optional<Precision> precision_named(std::string_view name);
 std::optional<Optimizer> optimizer_named(std::string_view name);
@@ -68,6 +80,7 @@ std::optional<Recompute> recompute_named(std::string_view name);
 std::optional<Attention> attention_named(std::string_view name);
 std::optional<Framework> framework_named(std::string_view name);
 std::optional<Offload> offload_named(std::string_view name);
+std::optional<Loss> loss_named(std::string_view name);
 /// Every name of each, in order, for help texts and errors.
 std::vector<std::string> precision_names();
 std::vector<std::string> optimizer_names();
@@ -75,6 +88,7 @@ std::vector<std::string> recompute_names();
 std::vector<std::string> attention_names();
 std::vector<std::string> framework_names();
 std::vector<std::string> offload_names();
+std::vector<std::string> loss_names();
 
 /// Bytes each parameter costs, before ZeRO divides anything.
 ///
@@ -181,6 +195,7 @@ struct TrainingSetup {
     Recompute recompute = Recompute::none;
     Attention attention = Attention::sdpa;
     Framework framework = Framework::pytorch;
+    Loss loss = Loss::fp32;
     Lora lora;
 };
 
@@ -215,7 +230,7 @@ struct ActivationBytes {
     std::uint64_t per_layer = 0; ///< what each layer keeps for backward
     std::uint64_t layers_total = 0; ///< per_layer × layers
     std::uint64_t rebuilt_layer = 0; ///< with recompute: the part one layer rebuilds during its backward
-    std::uint64_t output_layer = 0; ///< logits and loss, 4·s·h + 4·s·V (16-bit)
+    std::uint64_t output_layer = 0; ///< its input and the loss, output_layer_bytes()
     // Encoder-decoder models: per_layer is an encoder layer's, these the decoder's.
     unsigned decoder_layers = 0;
     std::uint64_t decoder_per_layer = 0; ///< self-attention, cross-attention and MLP at the target length
@@ -307,6 +322,10 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
 /// drops eager scores.
 std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned target, unsigned source,
     Precision precision, Recompute recompute, Attention attention);
+/// The output layer of one sample over `seq` tokens: its input (and the final norm's), 4·s·h (fp32:
+/// 8·s·h), and what the loss holds over the vocabulary (see Loss). TensorFlow: the logits and the
+/// softmax, 4·s·V in 16-bit, 8·s·V in fp32. 0 without a vocabulary.
+std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, const TrainingSetup& setup);
 /// Parameters of one layer's adapters.
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora);
 

@@ -21,6 +21,30 @@ bool all_equal(const std::vector<double>& values)
     return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
 }
 
+// Whether --loss changes the count: a PyTorch transformer's output layer over a vocabulary.
+bool counts_loss(const FitRequest& q)
+{
+    const ModelSpec& m = q.model;
+    return q.setup.framework == Framework::pytorch && m.transformer && m.transformer->vocab > 0 && !m.activation_bytes;
+}
+
+// What the output layer's row counts, by how the loss runs.
+std::string output_layer_text(const TrainingSetup& s)
+{
+    if (s.framework == Framework::tensorflow) {
+        return "its input, the logits and the softmax";
+    }
+    switch (s.loss) {
+    case Loss::fp32:
+        return "its input; the fp32 loss's log-probabilities and two gradients, 12·s·V";
+    case Loss::chunked:
+        return "its input, the logits and fp32 log-probabilities (a chunked loss)";
+    case Loss::fused:
+        return "its input and the fused loss's fp32 softmax, 4·s·V";
+    }
+    return "its input";
+}
+
 // Numbers as people read them: 0.1, 0.000283, 2.5, 1.333.
 std::string number(double value)
 {
@@ -330,8 +354,9 @@ std::string render_fit_text(const FitReport& r, bool color)
     out += fmt::format("  {}\n", shape_text(m));
     out += fmt::format("  {}, {}, {}, recompute {}{}\n\n", to_string(s.precision), to_string(s.optimizer), zero_text(s),
         to_string(s.recompute),
-        fmt::format("{}{}{}",
+        fmt::format("{}{}{}{}",
             m.transformer && !m.activation_bytes ? fmt::format(", {} attention", to_string(s.attention)) : "",
+            counts_loss(q) ? fmt::format(", {} loss", to_string(s.loss)) : "",
             s.framework == Framework::tensorflow ? ", TensorFlow" : "",
             s.lora.rank > 0 ? fmt::format(", LoRA rank {} on {}, frozen weights {}-bit", s.lora.rank,
                                   fmt::join(lora_target_list(s.lora.targets), ","), s.lora.base_bits)
@@ -393,7 +418,7 @@ std::string render_fit_text(const FitReport& r, bool color)
         row("recomputed", act.rebuilt_layer, "the rest of one layer, rebuilt during its backward");
     }
     if (act.output_layer > 0) {
-        row("output layer", act.output_layer, "its input, the logits and the loss's softmax");
+        row("output layer", act.output_layer, output_layer_text(s));
     }
     if (act.measured > 0) {
         row("measured", act.measured,
@@ -608,7 +633,8 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["model"] = model;
     doc["training"] = {{"precision", to_string(q.setup.precision)}, {"optimizer", to_string(q.setup.optimizer)},
         {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)},
-        {"attention", to_string(q.setup.attention)}, {"framework", to_string(q.setup.framework)}};
+        {"attention", to_string(q.setup.attention)}, {"framework", to_string(q.setup.framework)},
+        {"loss", counts_loss(q) ? nlohmann::json(to_string(q.setup.loss)) : nlohmann::json(nullptr)}};
     doc["training"]["tp"] = q.setup.tp;
     doc["training"]["pp"] = q.setup.pp;
     doc["training"]["sequence_parallel"] = q.setup.sequence_parallel;

@@ -164,6 +164,11 @@ TEST(ModelCatalog, UserFileErrorsSayWhere)
         catalog.merge_toml("[a]\nparams = 1\nhiden = 3\n", "m.toml");
     }).find("m.toml:3: [a]: unknown key 'hiden' (did you mean hidden?)"),
         std::string::npos);
+    // TOML splits a table's name at its dots: [llama-3.1-8b] is a table "1-8b" inside [llama-3].
+    EXPECT_NE(error_of([&] { catalog.merge_toml("[llama-3.1-8b]\nconfig = \"Llama-3.1-8B.json\"\n", "m.toml"); })
+                  .find("m.toml:1: [llama-3.1-8b]: a name with a dot is a table inside [llama-3]; quote the name: "
+                        "[\"llama-3.1-8b\"]"),
+        std::string::npos);
     EXPECT_NE(
         error_of([&] { catalog.merge_toml("[a]\nlayers = 2\n", "m.toml"); }).find("[a]: no params"), std::string::npos);
     EXPECT_NE(error_of([&] {

@@ -206,19 +206,21 @@ TEST_F(FitCli, ConfigFileAndMemoryAtABatch)
     // Per layer (s = 512, h = 2048, a = 32, 4 key/value heads, I = 5632, sdpa, no dropout):
     // 3·2·s·h = 6,291,456; K and V 2 · 512 · 64 · 4 · 2 = 524,288; MLP 2 · 512 · (2048 + 22,528) =
     // 25,165,824; norms 4·s·h = 4,194,304; statistics 4 · 32 · 512 = 65,536: 36,241,408. × 22 =
-    // 797,310,976; output layer 4 · 512 · (2048 + 32,000) = 69,730,304: 867,041,280 per sample.
-    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["bytes"], 867041280u);
+    // 797,310,976; output layer: its input 4 · 512 · 2048 = 4,194,304 and the fp32 loss 12 · 512 ·
+    // 32,000 = 196,608,000: 998,113,280 per sample.
+    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["bytes"], 998113280u);
+    EXPECT_EQ(doc["training"]["loss"], "fp32");
     const auto& at = doc["at_batch"];
     EXPECT_EQ(at["batch"], 4);
-    EXPECT_EQ(at["activations_bytes"], 4 * 867041280ULL);
-    EXPECT_EQ(at["allocated_bytes"], 8 * 1100048384ULL + 4 * 867041280ULL);
-    EXPECT_EQ(at["peak_bytes"], 8 * 1100048384ULL + 4 * 867041280ULL + (768ULL << 20));
+    EXPECT_EQ(at["activations_bytes"], 4 * 998113280ULL);
+    EXPECT_EQ(at["allocated_bytes"], 8 * 1100048384ULL + 4 * 998113280ULL);
+    EXPECT_EQ(at["peak_bytes"], 8 * 1100048384ULL + 4 * 998113280ULL + (768ULL << 20));
     EXPECT_EQ(at["gpus"][0]["fits"], true);
     // The text says the same, with what nvidia-smi and torch would show.
     const auto text = fit({"--config", config, "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
         "--gpu-mem", "24GB", "--batch", "4"});
     ASSERT_EQ(text.exit_code, 0) << text.err;
-    EXPECT_NE(text.out.find("At batch 4: about 12.18 GiB per GPU"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("At batch 4: about 12.66 GiB per GPU"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("fits at the upper estimate, "), std::string::npos) << text.out;
 }
 
@@ -308,6 +310,9 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "bert-large", "--framework", "tensorflow", "--attention", "sdpa"},
             "TensorFlow's attention keeps its scores"},
         {{"--model", "gpt2", "--framework", "jax"}, "--framework jax: expected pytorch, tensorflow"},
+        {{"--model", "gpt2", "--loss", "fast"}, "--loss fast: expected fp32, chunked, fused"},
+        {{"--model", "bert-large", "--framework", "tensorflow", "--loss", "chunked"},
+            "--loss is how PyTorch code runs its cross-entropy"},
         {{"--model", "llama-7b", "--lora-rank", "0"}, "--lora-rank 0: expected the adapters' rank"},
         {{"--model", "llama-7b", "--lora-rank", "8", "--lora-targets", "q,x"}, "'x' is not a projection"},
         {{"--model", "llama-7b", "--lora-rank", "8", "--base-bits", "3"}, "--base-bits 3: expected 16, 8 or 4"},

@@ -362,15 +362,15 @@ TEST(FitModel, ShapesTooLargeToCountAreRefused)
 
 TEST(FitModel, PeakAtABatch)
 {
-    // bert-large, amp Adam, eager: states 6,032,553,984; per sample 1,681,307,648 (see below).
+    // bert-large, amp Adam, eager: states 6,032,553,984; per sample 1,775,071,232 (see below).
     const MemoryPlan plan = plan_memory(bert_large(), setup(Precision::amp, Optimizer::adam));
     const PeakMemory p = peak_at(plan, 3);
     EXPECT_EQ(p.batch, 3u);
     EXPECT_EQ(p.states, 6032553984u);
-    EXPECT_EQ(p.activations, std::uint64_t{3} * 1681307648u);
+    EXPECT_EQ(p.activations, std::uint64_t{3} * 1775071232u);
     EXPECT_EQ(p.cuda_context, 512 * MiB);
     EXPECT_EQ(p.workspace, 256 * MiB);
-    EXPECT_EQ(p.total(), 6032553984u + std::uint64_t{3} * 1681307648u + 768 * MiB);
+    EXPECT_EQ(p.total(), 6032553984u + std::uint64_t{3} * 1775071232u + 768 * MiB);
 }
 
 TEST(FitModel, BertLargeAmpAdamOn16GiB)
@@ -381,21 +381,21 @@ TEST(FitModel, BertLargeAmpAdamOn16GiB)
     EXPECT_EQ(plan.states.gradients, 1340567552u);
     EXPECT_EQ(plan.states.optimizer, 2681135104u);
     EXPECT_EQ(plan.states.total(), 6032553984u);
-    // Activations: 24 layers × 66,060,288 = 1,585,446,912; output layer under autocast: its input
-    // 4·s·h = 2,097,152, 16-bit logits and the fp32 softmax 6·s·V = 93,763,584: 95,860,736; per
-    // sample 1,681,307,648.
+    // Activations: 24 layers × 66,060,288 = 1,585,446,912; output layer: its input 4·s·h =
+    // 2,097,152, and the fp32 loss (log-probabilities and two gradients) 12·s·V = 12 · 512 · 30,522
+    // = 187,527,168: 189,624,320; per sample 1,775,071,232.
     EXPECT_EQ(plan.activations.per_layer, 66060288u);
     EXPECT_EQ(plan.activations.layers_total, 1585446912u);
     EXPECT_EQ(plan.activations.rebuilt_layer, 0u);
-    EXPECT_EQ(plan.activations.output_layer, 95860736u);
-    EXPECT_EQ(plan.activations.per_sample, 1681307648u);
+    EXPECT_EQ(plan.activations.output_layer, 189624320u);
+    EXPECT_EQ(plan.activations.per_sample, 1775071232u);
 
     const GpuFit fit = fit_gpu(plan, 16 * GiB);
     // 16 GiB = 17,179,869,184; margin floor(10 %) = 1,717,986,918; context 536,870,912;
     // workspace 268,435,456. The upper estimate (PyTorch's formula: states +5 %, activations
-    // +40 %): states 6,032,553,984 + 301,627,699 = 6,334,181,683; one sample 1,681,307,648
-    // + 672,523,059 = 2,353,830,707. Left: 17,179,869,184 − 536,870,912 − 268,435,456
-    // − 1,717,986,918 − 6,334,181,683 = 8,322,394,215; / 2,353,830,707 = 3.54 → 3.
+    // +40 %): states 6,032,553,984 + 301,627,699 = 6,334,181,683; one sample 1,775,071,232
+    // + 710,028,493 = 2,485,099,725. Left: 17,179,869,184 − 536,870,912 − 268,435,456
+    // − 1,717,986,918 − 6,334,181,683 = 8,322,394,215; / 2,485,099,725 = 3.35 → 3.
     EXPECT_EQ(plan.uncertainty.states, 0.05);
     EXPECT_EQ(plan.uncertainty.activations, 0.40);
     EXPECT_EQ(fit.margin, 1717986918u);
@@ -404,12 +404,47 @@ TEST(FitModel, BertLargeAmpAdamOn16GiB)
     EXPECT_EQ(fit.states, 6334181683u);
     EXPECT_EQ(fit.available, 8322394215);
     EXPECT_EQ(fit.max_batch, 3u);
-    // The central estimate: (8,322,394,215 + 301,627,699) / 1,681,307,648 = 5.13 → 5.
-    EXPECT_EQ(fit.max_batch_central, 5u);
+    // The central estimate: (8,322,394,215 + 301,627,699) / 1,775,071,232 = 4.86 → 4.
+    EXPECT_EQ(fit.max_batch_central, 4u);
     // The peak at batch 3, central and upper.
     const PeakMemory peak = peak_at(plan, 3);
-    EXPECT_EQ(peak.total(), 6032553984ULL + 3 * 1681307648ULL + 768 * MiB);
-    EXPECT_EQ(peak.upper(), 6334181683ULL + 3 * 2353830707ULL + 768 * MiB); // 3 × one sample's upper
+    EXPECT_EQ(peak.total(), 6032553984ULL + 3 * 1775071232ULL + 768 * MiB);
+    EXPECT_EQ(peak.upper(), 6334181683ULL + 3 * 2485099725ULL + 768 * MiB); // 3 × one sample's upper
+}
+
+TEST(FitModel, TheLossSetsWhatTheOutputLayerHolds)
+{
+    // Llama 3.2 3B's head at 4096 tokens: s·h = 12,582,912, s·V = 4096 · 128,256 = 525,336,576.
+    TransformerShape t{3072, 24, 4096, 128256, 8, 8192, true, false};
+    TrainingSetup s = setup(Precision::bf16_pure, Optimizer::adamw);
+    // Its input 4·s·h = 50,331,648; the fp32 loss (log-probabilities, the NLL's gradient and
+    // log_softmax's gradient, 4 bytes each) 12·s·V = 6,304,038,912.
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 6304038912ULL);
+    // Chunked: 16-bit logits and fp32 log-probabilities, 6·s·V = 3,152,019,456.
+    s.loss = Loss::chunked;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 3152019456ULL);
+    // Fused: the fp32 softmax its gradient overwrites, 4·s·V = 2,101,346,304.
+    s.loss = Loss::fused;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 2101346304ULL);
+    // fp32 and chunked: the input 8·s·h = 100,663,296, fp32 logits and log-probabilities 8·s·V.
+    s.precision = Precision::fp32;
+    s.loss = Loss::chunked;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 100663296ULL + 4202692608ULL);
+    // TensorFlow keeps its own count whatever the loss: the logits and the softmax, 8·s·V in fp32.
+    s.framework = Framework::tensorflow;
+    s.loss = Loss::fused;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 100663296ULL + 4202692608ULL);
+    // Over fewer tokens (a decoder's), and nothing without a vocabulary.
+    s = setup(Precision::bf16_pure, Optimizer::adamw);
+    EXPECT_EQ(output_layer_bytes(t, 128, s), 4ULL * 128 * 3072 + 12ULL * 128 * 128256);
+    t.vocab = 0;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 0u);
+    // The plan counts it once per sample.
+    ModelSpec m;
+    m.params = 3212749824;
+    m.layers = 28;
+    m.transformer = TransformerShape{3072, 24, 4096, 128256, 8, 8192, true, false};
+    EXPECT_EQ(plan_memory(m, s).activations.output_layer, 50331648ULL + 6304038912ULL);
 }
 
 TEST(FitModel, Fp32ActivationsAndNoVocabulary)
@@ -438,9 +473,10 @@ TEST(FitModel, FullRecomputeKeepsLayerInputsAndRebuildsOneLayer)
     // Rebuilt once: the full layer 34 · 16,777,216 + 5 · 536,870,912 = 570,425,344 + 2,684,354,560
     // = 3,254,779,904, less what is kept, 33,554,432: 3,221,225,472.
     EXPECT_EQ(plan.activations.rebuilt_layer, 3221225472u);
-    // Output layer: 4 · 4096 · (4096 + 32000) = 16,384 · 36,096 = 591,396,864.
-    EXPECT_EQ(plan.activations.output_layer, 591396864u);
-    EXPECT_EQ(plan.activations.per_sample, 4886364160u);
+    // Output layer: its input 4 · 4096 · 4096 = 67,108,864 and the fp32 loss 12 · 4096 · 32,000 =
+    // 1,572,864,000: 1,639,972,864.
+    EXPECT_EQ(plan.activations.output_layer, 1639972864u);
+    EXPECT_EQ(plan.activations.per_sample, 5934940160u);
 }
 
 TEST(FitModel, SelectiveRecomputeRebuildsTheAttentionScores)
@@ -450,7 +486,8 @@ TEST(FitModel, SelectiveRecomputeRebuildsTheAttentionScores)
     // Kept 34·s·h = 17,825,792 per layer (× 24 = 427,819,008); rebuilt 5·a·s² = 20,971,520.
     EXPECT_EQ(plan.activations.layers_total, 427819008u);
     EXPECT_EQ(plan.activations.rebuilt_layer, 20971520u);
-    EXPECT_EQ(plan.activations.per_sample, 427819008u + 20971520u + 64606208u);
+    // Output layer: 4·s·h = 2,097,152 and the fp32 loss 12 · 512 · 30,522 = 187,527,168.
+    EXPECT_EQ(plan.activations.per_sample, 427819008u + 20971520u + 189624320u);
 }
 
 TEST(FitModel, ZeroStagesFollowThePaper)
@@ -552,20 +589,26 @@ TEST(FitModel, NothingFitsWhenTheStatesDoNotFit)
 TEST(FitModel, SuggestionsForLlama7bOn24GB)
 {
     const auto changes = suggest_changes(llama_7b(), setup(Precision::bf16, Optimizer::adamw), 24000000000u);
-    // Alone: selective and full recompute (no ZeRO with dp 1, nothing lower than bf16), neither fits.
-    // Then ZeRO-3 with full recompute over the fewest GPUs, at the upper estimate (states +5 %, a
-    // sample's 4,886,364,160 +40 % = 6,840,909,824): with 24e9 − 536,870,912 − 268,435,456 − 2.4e9
-    // = 20,794,693,632 per GPU, less one sample: 13,953,783,808 ≥ 1.05 · (16 P / dp + the gathered
-    // layer, 4 B · P / 32 = 842,301,952) → 107,814,649,856 / dp ≤ 12,447,015,960 → dp ≥ 8.66 → 9.
-    // At dp 9: (20,794,693,632 − 1.05 · 12,821,707,492) / 6,840,909,824 = 1.07 → batch 1.
-    ASSERT_EQ(changes.size(), 3u);
+    // Alone: selective and full recompute, the loss in chunks (no ZeRO with dp 1, nothing lower
+    // than bf16), and the two that apply together: none fits. Then ZeRO-3 with full recompute over
+    // the fewest GPUs, at the upper estimate (states +5 %, a sample's 5,934,940,160 +40 % =
+    // 8,308,916,224): with 24e9 − 536,870,912 − 268,435,456 − 2.4e9 = 20,794,693,632 per GPU,
+    // less one sample: 12,485,777,408 ≥ 1.05 · (16 P / dp + the gathered layer, 4 B · P / 32 =
+    // 842,301,952) → 107,814,649,856 / dp ≤ 11,048,914,627 → dp ≥ 9.76 → 10. At dp 10:
+    // (20,794,693,632 − 1.05 · 11,623,766,938) / 8,308,916,224 = 1.03 → batch 1.
+    ASSERT_EQ(changes.size(), 5u);
     EXPECT_EQ(changes[0].change, "--recompute selective");
     EXPECT_EQ(changes[0].max_batch, 0u);
     EXPECT_EQ(changes[1].change, "--recompute full");
     EXPECT_EQ(changes[1].max_batch, 0u);
-    EXPECT_EQ(changes[2].change, "--zero 3 --dp 9 --recompute full");
-    EXPECT_EQ(changes[2].setup.dp, 9u);
-    EXPECT_EQ(changes[2].max_batch, 1u);
+    EXPECT_EQ(changes[2].change, "--loss chunked");
+    EXPECT_EQ(changes[2].setup.loss, Loss::chunked);
+    EXPECT_EQ(changes[2].max_batch, 0u);
+    EXPECT_EQ(changes[3].change, "--recompute full --loss chunked");
+    EXPECT_EQ(changes[3].max_batch, 0u);
+    EXPECT_EQ(changes[4].change, "--zero 3 --dp 10 --recompute full");
+    EXPECT_EQ(changes[4].setup.dp, 10u);
+    EXPECT_EQ(changes[4].max_batch, 1u);
 }
 
 TEST(FitModel, SuggestionsStopAtTheFirstThatFits)
@@ -582,7 +625,8 @@ TEST(FitModel, SuggestionsStopAtTheFirstThatFits)
     // 6 GiB − 512 MiB − 256 MiB − 644,245,094 = 4,992,899,482. ZeRO-2 over 4: 4P + 12P/4 = 7P =
     // 2,345,993,216, leaving 2,646,906,266. ZeRO-3 over 4: 16P/4 = 1,340,567,552 plus the layer
     // gathered, 8 · P / 24 = 111,713,963, leaving 3,540,617,967. fp32 per sample: 24 × 72,351,744
-    // + 8 · 512 · 31,546 = 1,736,441,856 + 129,212,416 = 1,865,654,272: batch 1 with either.
+    // + 8 · 512 · 1024 + 12 · 512 · 30,522 = 1,736,441,856 + 191,721,472 = 1,928,163,328, at the
+    // upper estimate 2,699,428,659; with the states' +5 %, ZeRO-3 leaves 3,468,003,891: batch 1.
     const auto zero3 =
         std::find_if(changes.begin(), changes.end(), [](const Suggestion& c) { return c.change == "--zero 3"; });
     ASSERT_NE(zero3, changes.end());
@@ -770,11 +814,11 @@ TEST(FitModel, EncoderDecoderLayersAndTheCrossAttention)
     EXPECT_EQ(plan.activations.decoder_layers, 12u);
     EXPECT_EQ(plan.activations.decoder_per_layer, 20152320u);
     // The encoder's output, 512 · 768 · 4, kept once; the output layer over the 128 target tokens,
-    // 8 · (128 · 768 + 128 · 32128) = 33,685,504.
+    // 8 · 128 · 768 + 12 · 128 · 32128 = 50,135,040.
     EXPECT_EQ(plan.activations.encoder_output, 1572864u);
-    EXPECT_EQ(plan.activations.output_layer, 33685504u);
+    EXPECT_EQ(plan.activations.output_layer, 50135040u);
     EXPECT_EQ(plan.activations.layers_total, 12 * 54263808ULL + 12 * 20152320ULL);
-    EXPECT_EQ(plan.activations.per_sample, 12 * 54263808ULL + 12 * 20152320ULL + 1572864 + 33685504);
+    EXPECT_EQ(plan.activations.per_sample, 12 * 54263808ULL + 12 * 20152320ULL + 1572864 + 50135040);
 
     // sdpa keeps the softmax statistics instead of the scores: 4 · 12 · 128 in the cross-attention.
     EXPECT_EQ(cross_attention_bytes(*m.transformer, 128, 512, Precision::fp32, Recompute::none, Attention::sdpa),
