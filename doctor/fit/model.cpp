@@ -531,7 +531,9 @@ std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, co
         return 0;
     }
     const std::uint64_t sh = std::uint64_t{seq} * shape.hidden;
-    const std::uint64_t sv = std::uint64_t{seq} * shape.vocab;
+    // Tensor parallelism splits the head by the vocabulary (Megatron's vocab-parallel output
+    // layer and cross-entropy): each GPU holds its share of the logits.
+    const std::uint64_t sv = ceil_div(std::uint64_t{seq} * shape.vocab, setup.tp == 0 ? 1 : setup.tp);
     const bool fp32 = setup.precision == Precision::fp32;
     // The head's input and the final norm's: 2·s·h elements.
     const std::uint64_t input = (fp32 ? 8 : 4) * sh;

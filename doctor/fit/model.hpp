@@ -324,7 +324,8 @@ std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned targ
     Precision precision, Recompute recompute, Attention attention);
 /// The output layer of one sample over `seq` tokens: its input (and the final norm's), 4·s·h (fp32:
 /// 8·s·h), and what the loss holds over the vocabulary (see Loss). TensorFlow: the logits and the
-/// softmax, 4·s·V in 16-bit, 8·s·V in fp32. 0 without a vocabulary.
+/// softmax, 4·s·V in 16-bit, 8·s·V in fp32. With tensor parallelism each GPU holds V / tp of the
+/// vocabulary. 0 without a vocabulary.
 std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, const TrainingSetup& setup);
 /// Parameters of one layer's adapters.
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora);

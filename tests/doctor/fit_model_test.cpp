@@ -434,6 +434,10 @@ TEST(FitModel, TheLossSetsWhatTheOutputLayerHolds)
     s.framework = Framework::tensorflow;
     s.loss = Loss::fused;
     EXPECT_EQ(output_layer_bytes(t, 4096, s), 100663296ULL + 4202692608ULL);
+    // Tensor parallelism splits the vocabulary: 4 GPUs each hold 12·s·V / 4 = 1,576,009,728.
+    s = setup(Precision::bf16_pure, Optimizer::adamw);
+    s.tp = 4;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 1576009728ULL);
     // Over fewer tokens (a decoder's), and nothing without a vocabulary.
     s = setup(Precision::bf16_pure, Optimizer::adamw);
     EXPECT_EQ(output_layer_bytes(t, 128, s), 4ULL * 128 * 3072 + 12ULL * 128 * 128256);
