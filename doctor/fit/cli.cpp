@@ -517,8 +517,8 @@ int run_fit(int argc, char** argv)
            "eager (stores the s×s scores), sdpa (default: PyTorch ≥ 2.0) or flash (FlashAttention)")
         ->type_name("A");
     app.add_option("--loss", o.loss,
-           "The loss over the vocabulary: fp32 (default: the logits cast to fp32, Hugging Face, torchtune), chunked "
-           "(LitGPT, torchtune's chunked loss) or fused (Megatron)")
+           "The loss over the vocabulary: fp32 (default: the logits cast to fp32, as Hugging Face), chunked "
+           "(LitGPT, torchtune's chunked losses) or fused (Megatron)")
         ->type_name("L");
     probes::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
     probes::add_number(app, "--tp", o.tp, "Tensor-parallel GPUs per layer (Megatron; default 1)", "T");
@@ -663,6 +663,11 @@ int run_fit(int argc, char** argv)
                         "its graph keeps it: leave --loss out");
         }
         q.setup.loss = named<Loss>("--loss", o.loss.empty() ? "fp32" : o.loss, loss_named, loss_names());
+        if (!o.loss.empty() && (!q.model.transformer || q.model.transformer->vocab == 0 || q.model.activation_bytes)) {
+            throw Error(fmt::format("--loss: {} has no vocabulary to count a loss over; give --vocab with a "
+                                    "transformer's shape, or leave --loss out",
+                q.model.name));
+        }
         if (o.sequence_parallel && o.tp < 2) {
             throw Error("--sequence-parallel splits the sequence over the tensor-parallel GPUs: add --tp 2 or more");
         }

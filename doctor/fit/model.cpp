@@ -531,28 +531,31 @@ std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, co
         return 0;
     }
     const std::uint64_t sh = std::uint64_t{seq} * shape.hidden;
-    // Tensor parallelism splits the head by the vocabulary (Megatron's vocab-parallel output
-    // layer and cross-entropy): each GPU holds its share of the logits.
-    const std::uint64_t sv = ceil_div(std::uint64_t{seq} * shape.vocab, setup.tp == 0 ? 1 : setup.tp);
+    const std::uint64_t sv = std::uint64_t{seq} * shape.vocab;
     const bool fp32 = setup.precision == Precision::fp32;
     // The head's input and the final norm's: 2·s·h elements.
     const std::uint64_t input = (fp32 ? 8 : 4) * sh;
     if (setup.framework == Framework::tensorflow) {
-        // The logits and the softmax in the precision's type.
-        return input + (fp32 ? 8 : 4) * sv;
+        // The logits and the softmax: in the precision's type, amp's softmax in fp32 (the
+        // cross-entropy is on TensorFlow's mixed-precision deny list).
+        return input + (fp32 ? 8 : setup.precision == Precision::amp ? 6 : 4) * sv;
     }
     switch (setup.loss) {
     case Loss::fp32:
         // At the start of the backward pass log_softmax's saved output, nll_loss's gradient and
         // log_softmax's gradient, fp32 each (the cast logits are freed before: nothing saves them).
+        // Hugging Face and torchtune keep the logits whole on every tensor-parallel GPU.
         return input + 12 * sv;
     case Loss::chunked:
-        // The logits as the head wrote them (fp32, else 16-bit: autocast runs the head in 16-bit)
-        // and the fp32 log-probabilities; the gradients one chunk at a time.
+        // The logits as the head wrote them and the loss's chunks: LitGPT's bf16 log-probabilities
+        // and the gradients of the chunks it concatenates hold about 6·s·V in 16-bit (4 with its
+        // chunked head), torchtune's fp32 chunks about 5; fp32 logits and log-probabilities 8.
         return input + (fp32 ? 8 : 6) * sv;
     case Loss::fused:
-        // The fp32 softmax, overwritten by its own gradient.
-        return input + 4 * sv;
+        // Megatron's vocab-parallel cross-entropy: each tensor-parallel GPU its share of the
+        // vocabulary, the fp32 softmax that its gradient overwrites, and in 16-bit that gradient
+        // cast back to the logits' type while it lives.
+        return input + (fp32 ? 4 : 6) * ceil_div(sv, setup.tp == 0 ? 1 : setup.tp);
     }
     return input;
 }

@@ -57,13 +57,14 @@ enum class Recompute { none, selective, full };
 /// How the loss over the vocabulary runs, which sets what the output layer holds at its peak, the
 /// start of the backward pass (s tokens, V words; TensorFlow keeps its own count):
 /// - fp32: the logits cast to fp32 and PyTorch's cross_entropy, as Hugging Face Transformers'
-///   causal-LM loss and torchtune's CrossEntropyLoss run it: the log-probabilities it saved, the
-///   NLL's gradient and log_softmax's gradient are alive at once, fp32 each: 12·s·V.
+///   causal-LM loss and torch.nn.CrossEntropyLoss over fp32 logits run it: the log-probabilities
+///   it saved, the NLL's gradient and log_softmax's gradient are alive at once, fp32 each: 12·s·V.
 /// - chunked: the loss over chunks of the sequence (LitGPT's chunked_cross_entropy, torchtune's
-///   CEWithChunkedOutputLoss): the logits in the model's type and fp32 log-probabilities are kept,
-///   the gradients are one chunk's at a time: (e + 4)·s·V.
-/// - fused: a fused cross-entropy that writes its gradient over its own fp32 softmax (Megatron's
-///   vocab-parallel cross-entropy): 4·s·V.
+///   CEWithChunkedOutputLoss and LinearCrossEntropyLoss): the logits in the model's type and one
+///   chunk's gradients at a time, 6·s·V in 16-bit as a bound (LitGPT about 4 to 6, torchtune
+///   about 5), 8·s·V in fp32.
+/// - fused: Megatron's vocab-parallel cross-entropy, whose gradient overwrites its fp32 softmax:
+///   (4 + e)·s·V / tp in 16-bit (the gradient cast back while it lives), 4·s·V / tp in fp32.
 enum class Loss { fp32, chunked, fused };
 
 const char* to_string(Precision precision);
@@ -324,8 +325,7 @@ std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned targ
     Precision precision, Recompute recompute, Attention attention);
 /// The output layer of one sample over `seq` tokens: its input (and the final norm's), 4·s·h (fp32:
 /// 8·s·h), and what the loss holds over the vocabulary (see Loss). TensorFlow: the logits and the
-/// softmax, 4·s·V in 16-bit, 8·s·V in fp32. With tensor parallelism each GPU holds V / tp of the
-/// vocabulary. 0 without a vocabulary.
+/// softmax, 4·s·V in 16-bit, 6·s·V with amp, 8·s·V in fp32. 0 without a vocabulary.
 std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, const TrainingSetup& setup);
 /// Parameters of one layer's adapters.
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora);

@@ -38,9 +38,11 @@ std::string output_layer_text(const TrainingSetup& s)
     case Loss::fp32:
         return "its input; the fp32 loss's log-probabilities and two gradients, 12·s·V";
     case Loss::chunked:
-        return "its input, the logits and fp32 log-probabilities (a chunked loss)";
+        return "its input, the logits and the chunked loss's";
     case Loss::fused:
-        return "its input and the fused loss's fp32 softmax, 4·s·V";
+        return s.tp > 1
+            ? fmt::format("its input and the fused loss's softmax and gradient, 1/{} of the vocabulary", s.tp)
+            : std::string("its input and the fused loss's softmax and gradient");
     }
     return "its input";
 }

@@ -224,6 +224,44 @@ TEST_F(FitCli, ConfigFileAndMemoryAtABatch)
     EXPECT_NE(text.out.find("fits at the upper estimate, "), std::string::npos) << text.out;
 }
 
+TEST_F(FitCli, TheLossOptionSetsTheOutputLayer)
+{
+    // llama-3.2-1b at 512 tokens: s·h = 1,048,576, s·V = 512 · 128,256 = 65,667,072; the head's
+    // input 4·s·h = 4,194,304.
+    struct Case {
+        std::vector<std::string> extra;
+        std::uint64_t output_layer;
+        std::string loss;
+        std::string row;
+    };
+    const std::vector<Case> cases = {
+        {{}, 4194304 + 12ULL * 65667072, "fp32", "the fp32 loss's log-probabilities and two gradients"},
+        {{"--loss", "chunked"}, 4194304 + 6ULL * 65667072, "chunked", "the logits and the chunked loss's"},
+        // Megatron's: half the vocabulary on each of 2 tensor-parallel GPUs, 6 · 32,833,536.
+        {{"--loss", "fused", "--tp", "2"}, 4194304 + 6ULL * 32833536, "fused", "1/2 of the vocabulary"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> args = {"--model", "llama-3.2-1b", "--seq", "512", "--precision", "bf16-pure",
+            "--optimizer", "adamw", "--gpu-mem", "24GB"};
+        args.insert(args.end(), c.extra.begin(), c.extra.end());
+        const auto text = fit(args);
+        ASSERT_EQ(text.exit_code, 0) << text.err;
+        EXPECT_NE(text.out.find(", " + c.loss + " loss\n"), std::string::npos) << text.out;
+        EXPECT_NE(text.out.find(c.row), std::string::npos) << text.out;
+        args.emplace_back("--json");
+        const auto r = fit(args);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const auto doc = nlohmann::json::parse(r.out);
+        EXPECT_EQ(doc["training"]["loss"], c.loss);
+        EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["output_layer_bytes"], c.output_layer) << c.loss;
+    }
+    // Where no vocabulary is counted the JSON has no loss.
+    const auto cnn =
+        fit({"--model", "resnet50", "--precision", "fp32", "--optimizer", "sgd", "--gpu-mem", "16GB", "--json"});
+    ASSERT_EQ(cnn.exit_code, 0) << cnn.err;
+    EXPECT_TRUE(nlohmann::json::parse(cnn.out)["training"]["loss"].is_null());
+}
+
 TEST_F(FitCli, QloraOnALlamaPreset)
 {
     const auto r = fit({"--model", "llama-7b", "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
@@ -311,6 +349,7 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
             "TensorFlow's attention keeps its scores"},
         {{"--model", "gpt2", "--framework", "jax"}, "--framework jax: expected pytorch, tensorflow"},
         {{"--model", "gpt2", "--loss", "fast"}, "--loss fast: expected fp32, chunked, fused"},
+        {{"--model", "resnet50", "--loss", "chunked"}, "--loss: resnet50 has no vocabulary to count a loss over"},
         {{"--model", "bert-large", "--framework", "tensorflow", "--loss", "chunked"},
             "--loss is how PyTorch code runs its cross-entropy"},
         {{"--model", "llama-7b", "--lora-rank", "0"}, "--lora-rank 0: expected the adapters' rank"},

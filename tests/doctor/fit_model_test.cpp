@@ -420,24 +420,31 @@ TEST(FitModel, TheLossSetsWhatTheOutputLayerHolds)
     // Its input 4·s·h = 50,331,648; the fp32 loss (log-probabilities, the NLL's gradient and
     // log_softmax's gradient, 4 bytes each) 12·s·V = 6,304,038,912.
     EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 6304038912ULL);
-    // Chunked: 16-bit logits and fp32 log-probabilities, 6·s·V = 3,152,019,456.
+    // Chunked: the logits and the chunks, 6·s·V = 3,152,019,456 in 16-bit.
     s.loss = Loss::chunked;
     EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 3152019456ULL);
-    // Fused: the fp32 softmax its gradient overwrites, 4·s·V = 2,101,346,304.
+    // Fused: the fp32 softmax and its gradient cast to 16-bit, 6·s·V; over 4 tensor-parallel GPUs
+    // each holds a quarter, 788,004,864.
     s.loss = Loss::fused;
-    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 2101346304ULL);
-    // fp32 and chunked: the input 8·s·h = 100,663,296, fp32 logits and log-probabilities 8·s·V.
-    s.precision = Precision::fp32;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 3152019456ULL);
+    s.tp = 4;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 788004864ULL);
+    // The fp32 loss keeps the logits whole on every tensor-parallel GPU (Hugging Face, torchtune).
+    s.loss = Loss::fp32;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 6304038912ULL);
+    // fp32 training: the input 8·s·h = 100,663,296; chunked, fp32 logits and log-probabilities
+    // 8·s·V = 4,202,692,608; fused, the softmax alone 4·s·V = 2,101,346,304.
+    s = setup(Precision::fp32, Optimizer::adamw);
     s.loss = Loss::chunked;
     EXPECT_EQ(output_layer_bytes(t, 4096, s), 100663296ULL + 4202692608ULL);
-    // TensorFlow keeps its own count whatever the loss: the logits and the softmax, 8·s·V in fp32.
-    s.framework = Framework::tensorflow;
     s.loss = Loss::fused;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 100663296ULL + 2101346304ULL);
+    // TensorFlow keeps its own count whatever the loss: the logits and the softmax, 8·s·V in
+    // fp32, and with amp 16-bit logits and an fp32 softmax, 6·s·V = 3,152,019,456 (input 4·s·h).
+    s.framework = Framework::tensorflow;
     EXPECT_EQ(output_layer_bytes(t, 4096, s), 100663296ULL + 4202692608ULL);
-    // Tensor parallelism splits the vocabulary: 4 GPUs each hold 12·s·V / 4 = 1,576,009,728.
-    s = setup(Precision::bf16_pure, Optimizer::adamw);
-    s.tp = 4;
-    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 1576009728ULL);
+    s.precision = Precision::amp;
+    EXPECT_EQ(output_layer_bytes(t, 4096, s), 50331648ULL + 3152019456ULL);
     // Over fewer tokens (a decoder's), and nothing without a vocabulary.
     s = setup(Precision::bf16_pure, Optimizer::adamw);
     EXPECT_EQ(output_layer_bytes(t, 128, s), 4ULL * 128 * 3072 + 12ULL * 128 * 128256);
