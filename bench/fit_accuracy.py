@@ -8,6 +8,8 @@ For each row it runs `gpudoctor fit ARGS --json` and compares:
   alloc_gib  the same in GiB (torchtune's "peak memory active")
   max_batch  the largest batch that ran, with max_batch_per_gpu
   oom_at     the smallest batch that ran out of memory: max_batch_per_gpu must be below it
+  ran        a batch that ran where the run's lengths are not known (sequences padded to each
+             batch's longest): shown beside max_batch_per_gpu, not compared
 
 and prints each row's ln(predicted / published), then per framework and overall the median and
 worst |ln| and the rows whose max batch reaches a published out-of-memory batch. The max batch is
@@ -77,6 +79,8 @@ def compare(row, doc):
     elif kind == "oom_at":
         predicted = doc["max_batch_per_gpu"]
         return predicted, None, value, None, predicted >= value
+    elif kind == "ran":
+        return doc["max_batch_per_gpu"], None, value, None, False
     else:
         raise SystemExit(f"{row['id']}: unknown kind {kind}")
     ln = math.log(predicted / value) if predicted > 0 else -math.inf
@@ -94,7 +98,8 @@ def summary(name, results):
               f"{len(broken)} of {sum(1 for r in results if r[2] == 'oom_at')} out-of-memory bounds reached"
               + (f": {', '.join(broken)}" if broken else "")
               + (f"; the upper estimate covers {sum(1 for r in covered if r[5])} of {len(covered)} measured peaks"
-                 if covered else ""))
+                 if covered else "")
+              + (f"; {shown} shown, not compared" if (shown := sum(1 for r in results if r[2] == "ran")) else ""))
     else:
         print(f"  {name:<11} no rows")
 
@@ -113,7 +118,7 @@ def main():
     for row in read_table(args.table):
         predicted, upper, value, ln, broken = compare(row, predict(gpudoctor, row))
         results.append((row["id"], row["framework"], row["kind"], ln, broken, None if upper is None else upper >= value))
-        shown = "bound" if ln is None else f"{ln:+.3f}"
+        shown = f"{ln:+.3f}" if ln is not None else "bound" if row["kind"] == "oom_at" else "shown"
         if broken:
             shown = "REACHED"
         upper_shown = "" if upper is None else f"{upper:.5g}"

@@ -218,7 +218,7 @@ std::uint64_t mib_to_bytes(double mib)
 }
 
 const std::vector<std::string> model_keys = {"description", "config", "params", "layers", "hidden", "heads", "seq",
-    "vocab", "kv_heads", "intermediate", "gated_mlp", "dropout", "image_size", "activation_mib_fp32",
+    "vocab", "kv_heads", "intermediate", "gated_mlp", "rms_norm", "dropout", "image_size", "activation_mib_fp32",
     "activation_mib_16bit", "activation_bytes_per_sample"};
 
 // The text of a config an entry names: beside the file that names it when `directory` is given,
@@ -243,9 +243,9 @@ ModelSpec read_model(const Entry& e, const std::optional<std::filesystem::path>&
 {
     if (const auto config = e.text("config")) {
         // The shape and the parameter count come from the config; only the length may be set.
-        for (const char* key :
-            {"params", "layers", "hidden", "heads", "vocab", "kv_heads", "intermediate", "gated_mlp", "dropout",
-                "image_size", "activation_mib_fp32", "activation_mib_16bit", "activation_bytes_per_sample"}) {
+        for (const char* key : {"params", "layers", "hidden", "heads", "vocab", "kv_heads", "intermediate", "gated_mlp",
+                 "rms_norm", "dropout", "image_size", "activation_mib_fp32", "activation_mib_16bit",
+                 "activation_bytes_per_sample"}) {
             if (e.has(key)) {
                 throw e.wrong(key, fmt::format("left out: config \"{}\" gives the model", *config));
             }
@@ -281,9 +281,10 @@ ModelSpec read_model(const Entry& e, const std::optional<std::filesystem::path>&
         t.kv_heads = e.count("kv_heads").value_or(0);
         t.intermediate = e.count("intermediate").value_or(0);
         t.gated_mlp = e.flag("gated_mlp").value_or(false);
+        t.rms_norm = e.flag("rms_norm").value_or(false);
         t.dropout = e.flag("dropout").value_or(true);
     } else {
-        for (const char* key : {"vocab", "kv_heads", "intermediate", "gated_mlp", "dropout"}) {
+        for (const char* key : {"vocab", "kv_heads", "intermediate", "gated_mlp", "rms_norm", "dropout"}) {
             if (e.has(key)) {
                 throw e.wrong(key, "given with a transformer shape (layers, hidden, heads, seq)");
             }

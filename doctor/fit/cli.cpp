@@ -49,6 +49,7 @@ struct FitOptions {
     unsigned kv_heads = 0;
     unsigned intermediate = 0;
     std::string mlp;
+    std::string norm;
     std::string config;
     unsigned image = 0;
     unsigned batch = 0;
@@ -337,9 +338,15 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
             }
             t.gated_mlp = o.mlp == "gated";
         }
+        if (!o.norm.empty()) {
+            if (o.norm != "layer" && o.norm != "rms") {
+                throw Error(fmt::format("--norm {}: expected layer (GPT-2, BERT) or rms (Llama, Mistral, T5)", o.norm));
+            }
+            t.rms_norm = o.norm == "rms";
+        }
     } else {
         for (const char* option :
-            {"--vocab", "--kv-heads", "--intermediate", "--mlp", "--decoder-layers", "--target-seq"}) {
+            {"--vocab", "--kv-heads", "--intermediate", "--mlp", "--norm", "--decoder-layers", "--target-seq"}) {
             if (given(option)) {
                 throw Error(fmt::format("{} needs a transformer shape (--layers, --hidden, --heads, --seq, a "
                                         "transformer --model or --config)",
@@ -389,6 +396,7 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
                 j["intermediate"] =
                     m.transformer->intermediate > 0 ? m.transformer->intermediate : 4 * m.transformer->hidden;
                 j["gated_mlp"] = m.transformer->gated_mlp;
+                j["norm"] = m.transformer->rms_norm ? "rms" : "layer";
                 j["dropout"] = m.transformer->dropout;
                 j["decoder_layers"] = m.transformer->decoder_layers;
                 if (m.attention) {
@@ -511,6 +519,8 @@ int run_fit(int argc, char** argv)
     probes::add_number(
         app, "--target-seq", o.target_seq, "Encoder-decoder: the decoder's tokens per sample (default --seq)", "S");
     app.add_option("--mlp", o.mlp, "plain (GPT, BERT) or gated (SwiGLU: Llama, Mistral)")->type_name("KIND");
+    app.add_option("--norm", o.norm, "layer (LayerNorm: GPT-2, BERT) or rms (RMSNorm: Llama, Mistral, T5)")
+        ->type_name("KIND");
     app.add_option("--config", o.config, "The model from its Hugging Face config.json")->type_name("FILE");
     probes::add_number(app, "--image", o.image, "Image side for a CNN preset (default its own, e.g. 224)", "N");
     app.add_option("--attention", o.attention,
@@ -742,10 +752,10 @@ int run_fit(int argc, char** argv)
         for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--gpu-model", "--gpu-count",
                  "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
-                 "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--image", "--attention",
-                 "--loss", "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp", "--pp",
-                 "--sequence-parallel", "--offload", "--cuda-context", "--grad-accum", "--decoder-layers",
-                 "--target-seq"}) {
+                 "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--norm", "--image",
+                 "--attention", "--loss", "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits",
+                 "--tp", "--pp", "--sequence-parallel", "--offload", "--cuda-context", "--grad-accum",
+                 "--decoder-layers", "--target-seq"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

@@ -191,6 +191,7 @@ ModelSpec t5_model(const Config& c, const std::string& origin)
     m.params = encoder * (attention + mlp + 2 * h) + decoder * (2 * attention + mlp + 3 * h) + 2 * h +
         2 * buckets * heads + m.embedding_params; // final norms, position biases, embeddings
     m.transformer->gated_mlp = gated;
+    m.transformer->rms_norm = true; // T5LayerNorm: a scale, no mean, no bias
     m.attention = Attention::eager;
     return m;
 }
@@ -334,6 +335,7 @@ ModelSpec model_from_config(const std::string& text, const std::string& origin, 
     t.kv_heads = static_cast<unsigned>(kv);
     t.intermediate = static_cast<unsigned>(inner);
     t.gated_mlp = arch.gated_mlp;
+    t.rms_norm = !arch.layer_norm;
     t.vocab = static_cast<unsigned>(vocab);
     t.dropout = c.any_positive({"attention_probs_dropout_prob", "hidden_dropout_prob", "attn_pdrop", "resid_pdrop",
         "attention_dropout", "hidden_dropout", "dropout"});

@@ -467,15 +467,27 @@ std::vector<std::string> lora_target_list(unsigned targets)
     return out;
 }
 
+std::uint64_t norm_bytes(const TransformerShape& shape, Precision precision, const Lora& lora)
+{
+    const auto [e, residual] = element_bytes(precision);
+    if (!shape.rms_norm) {
+        return residual;
+    }
+    // x.float() is saved by pow and by the product with rsqrt; the cast back to the input's type
+    // saves nothing; weight · y saves y while the weight trains.
+    const bool wide = precision == Precision::fp32 || precision == Precision::amp;
+    return 4 + (lora.rank == 0 ? (wide ? 4 : e) : 0);
+}
+
 std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned target, unsigned source,
-    Precision precision, Recompute recompute, Attention attention)
+    Precision precision, Recompute recompute, Attention attention, const Lora& lora)
 {
     if (recompute == Recompute::full) {
         return 0;
     }
-    // Its norm's input besides the attention, whose projections all keep their inputs.
+    // Its norm besides the attention, whose projections all keep their inputs.
     return attention_bytes(shape, target, source, precision, recompute, attention, 1, 1) +
-        std::uint64_t{target} * shape.hidden * element_bytes(precision).residual;
+        std::uint64_t{target} * shape.hidden * norm_bytes(shape, precision, lora);
 }
 
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora)
@@ -520,7 +532,7 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
     // and the product (down's input).
     const std::uint64_t mlp = shape.gated_mlp ? s * e * (h * mlp_input + inner * (3 + down_input))
                                               : s * e * (h * mlp_input + inner * (1 + down_input)) + s * h * mask;
-    const std::uint64_t norms = 2 * s * h * residual;
+    const std::uint64_t norms = 2 * s * h * norm_bytes(shape, precision, lora);
     return attention_bytes(shape, s, s, precision, recompute, attention, attention_input, output_input) + mlp + norms +
         adapters;
 }
@@ -604,7 +616,7 @@ std::uint64_t replicated_layer_bytes(const TransformerShape& shape, const Traini
     }
     const std::uint64_t inputs =
         keeps_input(setup.lora, Lora::q | Lora::k | Lora::v) + keeps_input(setup.lora, Lora::gate | Lora::up);
-    return sh * (2 * residual + e * inputs + (shape.dropout ? 2 : 0));
+    return sh * (2 * norm_bytes(shape, setup.precision, setup.lora) + e * inputs + (shape.dropout ? 2 : 0));
 }
 
 // An encoder-decoder model: the encoder's layers at seq (as computed into act by the caller), the

@@ -130,6 +130,10 @@ struct TransformerShape {
     /// add cross-attention over the encoder's output and run at target_seq; 0: one stack.
     unsigned decoder_layers = 0;
     unsigned target_seq = 0; ///< the decoder's tokens per sample; 0: seq
+    /// RMSNorm (Llama, Mistral, Qwen, Gemma, T5) instead of LayerNorm: as Hugging Face, LitGPT and
+    /// torchtune write it, it casts its input to fp32 and keeps that, and the normalised output
+    /// its weight multiplies while that weight trains (see transformer_layer_bytes).
+    bool rms_norm = false;
     /// The tokens the last layers and the output layer run over: the decoder's in an
     /// encoder-decoder model, else seq.
     unsigned output_seq() const { return decoder_layers > 0 && target_seq > 0 ? target_seq : seq; }
@@ -298,7 +302,10 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
 ///               a·s²·e); amp keeps softmax and dropout in fp32 and a 16-bit copy: a·s²·(4+1+4+2)
 ///               sdpa, flash: 4·a·s (the softmax statistics)
 ///   MLP         s·e·(h + 2·I) + s·h (mask); gated: s·e·(h + 4·I) (gate, up, activation, product)
-///   norms       2·s·h·e (amp: fp32 inputs, 4 bytes)
+///   norms       2·s·h·e (amp: fp32 inputs, 4 bytes); RMSNorm 2·s·h·(4 + y): the input cast to
+///               fp32 (x.float(), which pow and the product with rsqrt save) and, while its weight
+///               trains (not under LoRA), the normalised output y that weight multiplies (e bytes
+///               after the cast back; 4 in fp32 and amp)
 /// GPT with h = 4·I, g = 1 and dropout gives Korthikanti's 34·s·h + 5·a·s² in 16-bit.
 /// Selective recompute drops the scores; full recompute keeps only the layer's input, s·h·e
 /// (amp: the fp32 residual stream, 4 bytes).
@@ -322,7 +329,10 @@ std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision p
 /// Full recompute keeps nothing more (the encoder's output is counted once, apart); selective
 /// drops eager scores.
 std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned target, unsigned source,
-    Precision precision, Recompute recompute, Attention attention);
+    Precision precision, Recompute recompute, Attention attention, const Lora& lora = {});
+/// What one norm keeps per token and hidden unit: LayerNorm its input, in the residual stream's
+/// type; RMSNorm 4 + y (see transformer_layer_bytes).
+std::uint64_t norm_bytes(const TransformerShape& shape, Precision precision, const Lora& lora = {});
 /// The output layer of one sample over `seq` tokens: its input (and the final norm's), 4·s·h (fp32:
 /// 8·s·h), and what the loss holds over the vocabulary (see Loss). TensorFlow: the logits and the
 /// softmax, 4·s·V in 16-bit, 6·s·V with amp, 8·s·V in fp32. 0 without a vocabulary.

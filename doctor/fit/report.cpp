@@ -169,6 +169,9 @@ std::string shape_text(const ModelSpec& m)
         }
         parts.push_back(fmt::format(
             "{} MLP {}", t.gated_mlp ? "gated" : "plain", t.intermediate > 0 ? t.intermediate : 4 * t.hidden));
+        if (t.rms_norm) {
+            parts.push_back("RMSNorm");
+        }
         if (!t.dropout) {
             parts.push_back("no dropout");
         }
@@ -623,6 +626,7 @@ nlohmann::json render_fit_json(const FitReport& r)
         model["intermediate"] =
             m.transformer->intermediate > 0 ? m.transformer->intermediate : 4 * m.transformer->hidden;
         model["gated_mlp"] = m.transformer->gated_mlp;
+        model["norm"] = m.transformer->rms_norm ? "rms" : "layer";
         model["dropout"] = m.transformer->dropout;
         model["decoder_layers"] = m.transformer->decoder_layers;
         model["target_seq"] = m.transformer->decoder_layers > 0 ? json(m.transformer->output_seq()) : json(nullptr);

@@ -57,8 +57,10 @@ TEST(ModelCatalog, BuiltinValuesAreTheReferenceOnes)
     EXPECT_EQ(llama.transformer->kv_heads, 8u);
     EXPECT_EQ(llama.transformer->intermediate, 28672u);
     EXPECT_TRUE(llama.transformer->gated_mlp);
+    EXPECT_TRUE(llama.transformer->rms_norm);
     EXPECT_FALSE(llama.transformer->dropout);
     EXPECT_TRUE(bert.transformer->dropout); // the default
+    EXPECT_FALSE(bert.transformer->rms_norm);
     // ResNet-50 ≈ 82 MiB per image fp32 (81.9 MiB = 85,878,374 B), DenseNet-121 ≈ 124 MiB.
     EXPECT_EQ(*catalog.find("resnet50").measured_fp32, 85878374u);
     EXPECT_EQ(*catalog.find("densenet121").measured_fp32, 130337997u); // 124.3 · 2^20 = 130,337,996.8
@@ -146,15 +148,26 @@ layers = 12
 hidden = 768
 heads = 12
 seq = 2048
+
+[my-llama]
+params = "1B"
+layers = 16
+hidden = 2048
+heads = 32
+seq = 1024
+gated_mlp = true
+rms_norm = true
 )",
         "mine.toml");
-    EXPECT_EQ(catalog.models().size(), before + 1);
+    EXPECT_EQ(catalog.models().size(), before + 2);
     const ModelSpec& vit = catalog.find("my-vit");
     EXPECT_EQ(vit.params, 86000000u);
     EXPECT_EQ(*vit.activation_bytes, 300u << 20);
     const ModelSpec& gpt2 = catalog.find("gpt2");
     EXPECT_EQ(gpt2.transformer->seq, 2048u);
     EXPECT_EQ(gpt2.transformer->vocab, 0u); // replaced whole: the built-in's vocabulary is gone
+    EXPECT_FALSE(gpt2.transformer->rms_norm);
+    EXPECT_TRUE(catalog.find("my-llama").transformer->rms_norm);
 }
 
 TEST(ModelCatalog, UserFileErrorsSayWhere)

@@ -205,22 +205,24 @@ TEST_F(FitCli, ConfigFileAndMemoryAtABatch)
     EXPECT_EQ(doc["breakdown"]["states"]["bytes"], 8 * 1100048384ULL);
     // Per layer (s = 512, h = 2048, a = 32, 4 key/value heads, I = 5632, sdpa, no dropout):
     // 3·2·s·h = 6,291,456; K and V 2 · 512 · 64 · 4 · 2 = 524,288; MLP 2 · 512 · (2048 + 22,528) =
-    // 25,165,824; norms 4·s·h = 4,194,304; statistics 4 · 32 · 512 = 65,536: 36,241,408. × 22 =
-    // 797,310,976; output layer: its input 4 · 512 · 2048 = 4,194,304 and the fp32 loss 12 · 512 ·
-    // 32,000 = 196,608,000: 998,113,280 per sample.
-    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["bytes"], 998113280u);
+    // 25,165,824; two RMSNorms, each its input in fp32 and its bf16 output, 2 · 6·s·h =
+    // 12,582,912; statistics 4 · 32 · 512 = 65,536: 44,630,016. × 22 = 981,860,352; output layer:
+    // its input 4 · 512 · 2048 = 4,194,304 and the fp32 loss 12 · 512 · 32,000 = 196,608,000:
+    // 1,182,662,656 per sample.
+    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["bytes"], 1182662656u);
     EXPECT_EQ(doc["training"]["loss"], "fp32");
+    EXPECT_EQ(doc["model"]["norm"], "rms");
     const auto& at = doc["at_batch"];
     EXPECT_EQ(at["batch"], 4);
-    EXPECT_EQ(at["activations_bytes"], 4 * 998113280ULL);
-    EXPECT_EQ(at["allocated_bytes"], 8 * 1100048384ULL + 4 * 998113280ULL);
-    EXPECT_EQ(at["peak_bytes"], 8 * 1100048384ULL + 4 * 998113280ULL + (768ULL << 20));
+    EXPECT_EQ(at["activations_bytes"], 4 * 1182662656ULL);
+    EXPECT_EQ(at["allocated_bytes"], 8 * 1100048384ULL + 4 * 1182662656ULL);
+    EXPECT_EQ(at["peak_bytes"], 8 * 1100048384ULL + 4 * 1182662656ULL + (768ULL << 20));
     EXPECT_EQ(at["gpus"][0]["fits"], true);
     // The text says the same, with what nvidia-smi and torch would show.
     const auto text = fit({"--config", config, "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
         "--gpu-mem", "24GB", "--batch", "4"});
     ASSERT_EQ(text.exit_code, 0) << text.err;
-    EXPECT_NE(text.out.find("At batch 4: about 12.66 GiB per GPU"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("At batch 4: about 13.35 GiB per GPU"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("fits at the upper estimate, "), std::string::npos) << text.out;
 }
 
@@ -343,6 +345,8 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "gpt2", "--image", "384"}, "--image scales a CNN preset's measured activations"},
         {{"--model", "gpt2", "--attention", "flash2"}, "--attention flash2: expected eager, sdpa, flash"},
         {{"--model", "gpt2", "--mlp", "swiglu"}, "--mlp swiglu: expected plain"},
+        {{"--model", "gpt2", "--norm", "batch"}, "--norm batch: expected layer (GPT-2, BERT) or rms"},
+        {{"--model", "resnet50", "--norm", "rms"}, "--norm needs a transformer shape"},
         {{"--model", "resnet50", "--kv-heads", "8"}, "--kv-heads needs a transformer shape"},
         {{"--model", "gpt2", "--kv-heads", "5"}, "5 key/value heads for 12 attention heads"},
         {{"--model", "bert-large", "--framework", "tensorflow", "--attention", "sdpa"},

@@ -91,6 +91,7 @@ TEST(FitHfConfig, ShapeForTheActivations)
     EXPECT_EQ(m.transformer->kv_heads, 8u);
     EXPECT_EQ(m.transformer->intermediate, 14336u);
     EXPECT_TRUE(m.transformer->gated_mlp);
+    EXPECT_TRUE(m.transformer->rms_norm); // rms_norm_eps
     EXPECT_FALSE(m.transformer->dropout);
     EXPECT_EQ(m.transformer->vocab, 32000u);
     EXPECT_EQ(m.transformer->seq, 2048u); // as given; not the 32768 positions
@@ -98,6 +99,7 @@ TEST(FitHfConfig, ShapeForTheActivations)
     const ModelSpec g = model_from_config(gpt2, "gpt2.json");
     EXPECT_EQ(g.transformer->seq, 1024u);
     EXPECT_FALSE(g.transformer->gated_mlp);
+    EXPECT_FALSE(g.transformer->rms_norm); // LayerNorm
     EXPECT_TRUE(g.transformer->dropout);
     EXPECT_EQ(g.transformer->kv_heads, 12u);
     EXPECT_EQ(g.transformer->intermediate, 3072u); // 4 × 768 where n_inner is absent
@@ -173,6 +175,7 @@ TEST(FitHfConfig, EncoderDecoderModelsCountBothStacks)
     EXPECT_EQ(t5_small.transformer->seq, 512u);
     EXPECT_TRUE(t5_small.transformer->dropout);
     EXPECT_FALSE(t5_small.transformer->gated_mlp);
+    EXPECT_TRUE(t5_small.transformer->rms_norm); // T5LayerNorm: no mean, no bias
     // T5's attention has no sdpa path in Transformers (its position bias): eager unless asked.
     ASSERT_TRUE(t5_small.attention);
     EXPECT_EQ(*t5_small.attention, Attention::eager);
@@ -204,5 +207,6 @@ TEST(FitHfConfig, EncoderDecoderModelsCountBothStacks)
     EXPECT_EQ(bart.transformer->decoder_layers, 12u);
     EXPECT_EQ(bart.transformer->heads, 16u);
     EXPECT_EQ(bart.transformer->seq, 1024u);
+    EXPECT_FALSE(bart.transformer->rms_norm);
     EXPECT_FALSE(bart.attention); // BART runs sdpa
 }

@@ -412,6 +412,32 @@ TEST(FitModel, BertLargeAmpAdamOn16GiB)
     EXPECT_EQ(peak.upper(), 6334181683ULL + 3 * 2485099725ULL + 768 * MiB); // 3 × one sample's upper
 }
 
+TEST(FitModel, RmsNormKeepsItsInputInFp32)
+{
+    // As Hugging Face, LitGPT and torchtune write it: x.float() saved by pow and the rsqrt product,
+    // and while the weight trains, the normalised output its product saves.
+    TransformerShape t{4096, 32, 1024, 0, 0, 11008, true, false};
+    EXPECT_EQ(norm_bytes(t, Precision::bf16_pure), 2u); // LayerNorm: its 16-bit input
+    EXPECT_EQ(norm_bytes(t, Precision::amp), 4u);
+    t.rms_norm = true;
+    EXPECT_EQ(norm_bytes(t, Precision::bf16_pure), 4u + 2u);
+    EXPECT_EQ(norm_bytes(t, Precision::fp16), 4u + 2u);
+    EXPECT_EQ(norm_bytes(t, Precision::fp32), 4u + 4u);
+    EXPECT_EQ(norm_bytes(t, Precision::amp), 4u + 4u);
+    Lora lora;
+    lora.rank = 8;
+    EXPECT_EQ(norm_bytes(t, Precision::bf16_pure, lora), 4u); // the weight frozen: no output kept
+    // A layer's two norms: s·h = 4,194,304; bf16-pure, sdpa, full training, LayerNorm 2 · 2 · s·h,
+    // RMSNorm 2 · 6 · s·h: 33,554,432 more.
+    TransformerShape layer_norm = t;
+    layer_norm.rms_norm = false;
+    EXPECT_EQ(transformer_layer_bytes(t, Precision::bf16_pure, Recompute::none, Attention::sdpa) -
+            transformer_layer_bytes(layer_norm, Precision::bf16_pure, Recompute::none, Attention::sdpa),
+        8ULL * 4194304);
+    // Full recompute keeps the layer's input alone, whichever the norm.
+    EXPECT_EQ(transformer_layer_bytes(t, Precision::bf16_pure, Recompute::full, Attention::sdpa), 2ULL * 4194304);
+}
+
 TEST(FitModel, TheLossSetsWhatTheOutputLayerHolds)
 {
     // Llama 3.2 3B's head at 4096 tokens: s·h = 12,582,912, s·V = 4096 · 128,256 = 525,336,576.

@@ -63,6 +63,7 @@ expect_eq "fit --gpu-model K80,V100-<TAB>" "K80,V100-32GB" "$(reply_for _gpudoct
 expect_eq "fit --precision <TAB>" "amp bf16 bf16-pure fp16 fp16-pure fp32" "$(reply_for _gpudoctor gpudoctor fit --precision '')"
 expect_eq "fit --attention <TAB>" "eager flash sdpa" "$(reply_for _gpudoctor gpudoctor fit --attention '')"
 expect_eq "fit --loss <TAB>" "chunked fp32 fused" "$(reply_for _gpudoctor gpudoctor fit --loss '')"
+expect_eq "fit --norm <TAB>" "layer rms" "$(reply_for _gpudoctor gpudoctor fit --norm '')"
 expect_eq "fit --gpu-mem a<TAB> (SIZE|auto)" "auto" "$(reply_for _gpudoctor gpudoctor fit --gpu-mem a)"
 expect_eq "a numeric value has no completion" "" "$(reply_for _gpudoctor gpudoctor check --timeout '')"
 
