@@ -16,10 +16,11 @@ worst |ln| and the rows whose max batch reaches a published out-of-memory batch.
 the one gpudoctor reports, where the upper estimate fits; the memory rows compare the central
 estimate, and show the upper one beside it (it should not be below the published number).
 
-Usage: bench/fit_accuracy.py [BUILD_DIR] [--table FILE] [--check MEDIAN WORST]
+Usage: bench/fit_accuracy.py [BUILD_DIR] [--table FILE] [--check MEDIAN WORST] [--covered N]
 BUILD_DIR (default `build`) holds doctor/gpudoctor. Standard library only. Exit status 0; with
 --check, 1 when the median or the worst |ln| over all rows is above the bound given, or when a max
-batch reaches a published out-of-memory batch.
+batch reaches a published out-of-memory batch; with --covered, 1 when the upper estimate is at or
+above fewer than N of the measured peaks.
 """
 
 import argparse
@@ -109,6 +110,7 @@ def main():
     parser.add_argument("build", nargs="?", default="build")
     parser.add_argument("--table", default=os.path.join(REPO, "tests", "data", "fit_published.tsv"))
     parser.add_argument("--check", nargs=2, type=float, metavar=("MEDIAN", "WORST"))
+    parser.add_argument("--covered", type=int, metavar="N")
     args = parser.parse_args()
     gpudoctor = os.path.join(args.build, "doctor", "gpudoctor")
     if not os.access(gpudoctor, os.X_OK):
@@ -135,6 +137,11 @@ def main():
         if median > args.check[0] or worst > args.check[1] or reached:
             print(f"FAIL: median {median:.3f} (bound {args.check[0]}), worst {worst:.3f} (bound {args.check[1]})"
                   + (f"; out-of-memory bounds reached: {', '.join(reached)}" if reached else ""))
+            return 1
+    if args.covered is not None:
+        covered = sum(1 for r in results if r[5])
+        if covered < args.covered:
+            print(f"FAIL: the upper estimate covers {covered} measured peaks, fewer than {args.covered}")
             return 1
     return 0
 

@@ -130,9 +130,12 @@ struct TransformerShape {
     /// add cross-attention over the encoder's output and run at target_seq; 0: one stack.
     unsigned decoder_layers = 0;
     unsigned target_seq = 0; ///< the decoder's tokens per sample; 0: seq
-    /// RMSNorm (Llama, Mistral, Qwen, Gemma, T5) instead of LayerNorm: as Hugging Face, LitGPT and
+    /// RMSNorm (Llama, Mistral, Qwen, Gemma, T5) instead of LayerNorm: as Hugging Face's Llama and
     /// torchtune write it, it casts its input to fp32 and keeps that, and the normalised output
-    /// its weight multiplies while that weight trains (see transformer_layer_bytes).
+    /// its weight multiplies while that weight trains (see transformer_layer_bytes). Gemma's, and
+    /// LitGPT's since July 2024, keep that output in fp32 (2 bytes more per element in 16-bit full
+    /// training); T5's keeps its 16-bit input too in 16-bit training; fused kernels (Apex,
+    /// Transformer Engine) keep the 16-bit input alone: not told apart.
     bool rms_norm = false;
     /// The tokens the last layers and the output layer run over: the decoder's in an
     /// encoder-decoder model, else seq.
