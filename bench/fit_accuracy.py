@@ -92,6 +92,7 @@ def summary(name, results):
     errors = [abs(r[3]) for r in results if r[3] is not None]
     broken = [r[0] for r in results if r[4]]
     covered = [r for r in results if r[5] is not None]
+    not_compared = sum(1 for r in results if r[2] == "ran")
     if errors:
         worst = max(errors)
         print(f"  {name:<11} {len(errors):>2} compared: median |ln| {statistics.median(errors):.3f} "
@@ -100,7 +101,7 @@ def summary(name, results):
               + (f": {', '.join(broken)}" if broken else "")
               + (f"; the upper estimate covers {sum(1 for r in covered if r[5])} of {len(covered)} measured peaks"
                  if covered else "")
-              + (f"; {shown} shown, not compared" if (shown := sum(1 for r in results if r[2] == "ran")) else ""))
+              + (f"; {not_compared} shown, not compared" if not_compared else ""))
     else:
         print(f"  {name:<11} no rows")
 

@@ -673,7 +673,7 @@ int run_fit(int argc, char** argv)
                         "its graph keeps it: leave --loss out");
         }
         q.setup.loss = named<Loss>("--loss", o.loss.empty() ? "fp32" : o.loss, loss_named, loss_names());
-        if (!o.loss.empty() && (!q.model.transformer || q.model.transformer->vocab == 0 || q.model.activation_bytes)) {
+        if (!o.loss.empty() && !counts_vocabulary(q.model)) {
             throw Error(fmt::format("--loss: {} has no vocabulary to count a loss over; give --vocab with a "
                                     "transformer's shape, or leave --loss out",
                 q.model.name));

@@ -470,14 +470,18 @@ std::vector<std::string> lora_target_list(unsigned targets)
 
 std::uint64_t norm_bytes(const TransformerShape& shape, Precision precision, const Lora& lora)
 {
-    const auto [e, residual] = element_bytes(precision);
+    const std::uint64_t residual = element_bytes(precision).residual;
     if (!shape.rms_norm) {
         return residual;
     }
     // x.float() is saved by pow and by the product with rsqrt; the cast back to the input's type
-    // saves nothing; weight · y saves y while the weight trains.
-    const bool wide = precision == Precision::fp32 || precision == Precision::amp;
-    return 4 + (lora.rank == 0 ? (wide ? 4 : e) : 0);
+    // saves nothing; weight · y saves y, in the residual stream's type, while the weight trains.
+    return 4 + (lora.rank == 0 ? residual : 0);
+}
+
+bool counts_vocabulary(const ModelSpec& model)
+{
+    return model.transformer && model.transformer->vocab > 0 && !model.activation_bytes;
 }
 
 std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned target, unsigned source,
@@ -846,7 +850,7 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         // The output layer runs over the decoder's tokens.
         const std::uint64_t s = shape.output_seq();
         const std::uint64_t sh = s * shape.hidden;
-        act.output_layer = output_layer_bytes(shape, shape.output_seq(), setup);
+        act.output_layer = output_layer_bytes(shape, static_cast<unsigned>(s), setup);
         act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer + act.encoder_output;
         act.source = "transformer formula";
         const std::uint64_t scores = setup.attention == Attention::eager ? whole -
@@ -968,7 +972,7 @@ std::vector<Suggestion> suggest_changes(
     const bool lower_precision = setup.precision == Precision::fp32 || setup.precision == Precision::amp;
     // The loss in chunks keeps one chunk's gradients instead of the whole sequence's.
     const bool chunk_loss =
-        formula && model.transformer->vocab > 0 && setup.framework == Framework::pytorch && setup.loss == Loss::fp32;
+        counts_vocabulary(model) && setup.framework == Framework::pytorch && setup.loss == Loss::fp32;
 
     // Each change alone.
     std::vector<TrainingSetup> singles;

@@ -336,10 +336,14 @@ std::uint64_t cross_attention_bytes(const TransformerShape& shape, unsigned targ
 /// What one norm keeps per token and hidden unit: LayerNorm its input, in the residual stream's
 /// type; RMSNorm 4 + y (see transformer_layer_bytes).
 std::uint64_t norm_bytes(const TransformerShape& shape, Precision precision, const Lora& lora = {});
-/// The output layer of one sample over `seq` tokens: its input (and the final norm's), 4·s·h (fp32:
-/// 8·s·h), and what the loss holds over the vocabulary (see Loss). TensorFlow: the logits and the
+/// The output layer of one sample over `seq` tokens: the final norm (as a layer's, norm_bytes), the
+/// head's input, s·h·e, which a head frozen by LoRA does not keep, and what the loss holds over the
+/// vocabulary (see Loss). TensorFlow: both inputs, 4·s·h (fp32 8·s·h), and the logits and the
 /// softmax, 4·s·V in 16-bit, 6·s·V with amp, 8·s·V in fp32. 0 without a vocabulary.
 std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, const TrainingSetup& setup);
+/// Whether the formula counts an output layer over a vocabulary for `model` (a transformer with
+/// one, its activations not given): where PyTorch's --loss changes the count.
+bool counts_vocabulary(const ModelSpec& model);
 /// Parameters of one layer's adapters.
 std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora);
 

@@ -24,8 +24,7 @@ bool all_equal(const std::vector<double>& values)
 // Whether --loss changes the count: a PyTorch transformer's output layer over a vocabulary.
 bool counts_loss(const FitRequest& q)
 {
-    const ModelSpec& m = q.model;
-    return q.setup.framework == Framework::pytorch && m.transformer && m.transformer->vocab > 0 && !m.activation_bytes;
+    return q.setup.framework == Framework::pytorch && counts_vocabulary(q.model);
 }
 
 // What the output layer's row counts, by how the loss runs.
