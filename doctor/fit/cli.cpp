@@ -59,6 +59,7 @@ struct FitOptions {
     unsigned tp = 1;
     unsigned pp = 1;
     bool sequence_parallel = false;
+    bool bucket_view = false;
     std::string offload = "none";
     unsigned lora_rank = 0;
     std::string lora_targets = "q,v";
@@ -555,7 +556,10 @@ int run_fit(int argc, char** argv)
     app.add_option("--optimizer", o.optimizer, "sgd, momentum, adam, adamw, adam8bit (bitsandbytes), adafactor or lamb")
         ->type_name("O");
     probes::add_number(app, "--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3", "N");
-    probes::add_number(app, "--dp", o.dp, "Data-parallel GPUs ZeRO shards over (default: the number of GPUs)", "N");
+    probes::add_number(app, "--dp", o.dp,
+        "Data-parallel GPUs ZeRO shards over (default: the number of GPUs; without ZeRO, PyTorch's DDP)", "N");
+    app.add_flag("--bucket-view", o.bucket_view,
+        "DDP with gradient_as_bucket_view=True: the all-reduce buckets are the gradients, not a copy");
     app.add_option("--recompute", o.recompute, "Activation recomputation: none (default), selective, full")
         ->type_name("R");
     app.add_option("--cuda-context", o.cuda_context,
@@ -725,6 +729,12 @@ int run_fit(int argc, char** argv)
         }
         q.gpus = resolve_gpus(o, table, q.findings);
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
+        if (o.bucket_view && bucket_bytes(q.setup) == 0) {
+            throw Error("--bucket-view is PyTorch DDP's gradient_as_bucket_view=True; this setup has no DDP buckets "
+                        "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO, --tp or --pp, and fp32, amp "
+                        "or a pure 16-bit precision): leave --bucket-view out");
+        }
+        q.setup.bucket_view = o.bucket_view;
         if (app.count("--global-batch") > 0) {
             if (o.global_batch == 0) {
                 throw Error("--global-batch 0: expected 1 or more samples");
@@ -754,7 +764,7 @@ int run_fit(int argc, char** argv)
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--norm", "--image",
                  "--attention", "--loss", "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits",
-                 "--tp", "--pp", "--sequence-parallel", "--offload", "--cuda-context", "--grad-accum",
+                 "--tp", "--pp", "--sequence-parallel", "--bucket-view", "--offload", "--cuda-context", "--grad-accum",
                  "--decoder-layers", "--target-seq"}) {
             if (app.count(option) > 0) {
                 throw Error(

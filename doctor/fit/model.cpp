@@ -105,6 +105,9 @@ std::string change_text(const TrainingSetup& from, const TrainingSetup& to)
     if (to.loss != from.loss) {
         add(fmt::format("--loss {}", to_string(to.loss)));
     }
+    if (to.bucket_view && !from.bucket_view) {
+        add("--bucket-view");
+    }
     return out;
 }
 
@@ -768,15 +771,16 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
     if (setup.grad_accum == 0) {
         throw Error("--grad-accum 0: expected the micro-batches per optimizer step, 1 or more");
     }
+    const std::uint64_t trained = setup.lora.rank > 0 ? st.adapter_params : p;
     if (setup.grad_accum > 1) {
         // Sharded as the gradients are: by the model's split, and by ZeRO from stage 2.
-        const std::uint64_t trained = setup.lora.rank > 0 ? st.adapter_params : p;
         std::uint64_t buffer = ceil_div(accumulation_bytes(setup) * trained, std::uint64_t{setup.tp} * setup.pp);
         if (setup.zero >= 2) {
             buffer = ceil_div(buffer, setup.dp);
         }
         st.accumulation = buffer;
     }
+    st.buckets = bucket_bytes(setup) * trained;
     if (setup.zero > 0 && setup.dp == 1) {
         plan.findings.push_back(fit_finding("fit.zero_over_one_gpu", "setup",
             fmt::format("ZeRO-{} over 1 data-parallel GPU shards nothing", setup.zero)));
@@ -915,6 +919,17 @@ unsigned accumulation_bytes(const TrainingSetup& setup)
     return 0;
 }
 
+unsigned bucket_bytes(const TrainingSetup& setup)
+{
+    const bool torch_ddp =
+        setup.framework == Framework::pytorch && setup.dp > 1 && setup.zero == 0 && setup.tp == 1 && setup.pp == 1;
+    const bool own_buffers = setup.precision == Precision::fp16 || setup.precision == Precision::bf16;
+    if (!torch_ddp || own_buffers || setup.bucket_view) {
+        return 0;
+    }
+    return state_bytes(setup.precision, setup.optimizer, setup.framework).gradients;
+}
+
 std::string Uncertainty::basis() const
 {
     return fmt::format("{}; {}", activations_basis, states_basis);
@@ -998,6 +1013,12 @@ std::vector<Suggestion> suggest_changes(
     if (chunk_loss) {
         singles.push_back(setup);
         singles.back().loss = Loss::chunked;
+    }
+    // DDP's buckets as views of the gradients instead of a copy.
+    const bool bucket_copy = bucket_bytes(setup) > 0;
+    if (bucket_copy) {
+        singles.push_back(setup);
+        singles.back().bucket_view = true;
     }
     std::vector<Suggestion> out;
     bool fits = false;

@@ -205,6 +205,9 @@ struct TrainingSetup {
     Framework framework = Framework::pytorch;
     Loss loss = Loss::fp32;
     Lora lora;
+    /// PyTorch DDP with gradient_as_bucket_view=True: the gradients are views into the all-reduce
+    /// buckets instead of a second copy (see bucket_bytes).
+    bool bucket_view = false;
 };
 
 /// Bytes per trained parameter of the buffer gradient accumulation adds (0 with one micro-batch):
@@ -215,6 +218,17 @@ struct TrainingSetup {
 /// - PyTorch otherwise: 0, backward adds into the .grad the step already keeps (fp32, amp, the
 ///   pure 16-bit precisions; fp16 with fp32 masters as DeepSpeed's FP16_Optimizer does it).
 unsigned accumulation_bytes(const TrainingSetup& setup);
+
+/// Bytes per trained parameter of PyTorch DDP's all-reduce buckets: the Reducer copies every
+/// gradient into a flat bucket (25 MiB each, together the size of all gradients) and keeps them
+/// for the whole run, so they cost the gradients' bytes again (torch.nn.parallel's documentation
+/// of gradient_as_bucket_view: "the saved memory size will be equal to the total gradients size";
+/// PyTorch PR #41954 measured RoBERTa's peak 8250 → 7183 MB with the views). Counted where
+/// torch's DDP runs: PyTorch, more than one data-parallel GPU, no ZeRO, no --tp or --pp, and
+/// gradients torch keeps (fp32, amp, the pure 16-bit precisions). 0 otherwise: DeepSpeed's and
+/// Megatron's mixed precision (fp16, bf16) reduce from their own contiguous gradient buffers, and
+/// with bucket_view the buckets are the gradients.
+unsigned bucket_bytes(const TrainingSetup& setup);
 
 /// The fixed costs of a training process on one GPU.
 struct Overheads {
@@ -267,7 +281,11 @@ struct StateMemory {
     std::uint64_t offloaded = 0; ///< kept in CPU memory instead (ZeRO-Offload)
     /// With gradient accumulation, the buffer the gradients add up in, where there is one.
     std::uint64_t accumulation = 0;
-    std::uint64_t total() const { return weights + gradients + optimizer + zero3_gather + dequantized + accumulation; }
+    std::uint64_t buckets = 0; ///< PyTorch DDP's all-reduce buckets (bucket_bytes)
+    std::uint64_t total() const
+    {
+        return weights + gradients + optimizer + zero3_gather + dequantized + accumulation + buckets;
+    }
 };
 
 /// How far the real peak may lie above the estimate, as shares of each part: the upper estimate is
@@ -387,7 +405,8 @@ struct Suggestion {
 
 /// When nothing fits (even batch 1) on `memory`: each single change that could help (full or
 /// selective recompute for transformers, each higher ZeRO stage when dp > 1, 16-bit precision
-/// from fp32 or amp), with its max batch; when none alone fits, all of them together; and the
+/// from fp32 or amp, the loss in chunks, DDP's buckets as views of the gradients), with its max
+/// batch; when none alone fits, all of them together (ZeRO-3 has no DDP buckets); and the
 /// fewest data-parallel GPUs (up to 4096) over which ZeRO-3 (with full recompute and 16-bit
 /// precision where those apply) fits batch 1.
 std::vector<Suggestion> suggest_changes(

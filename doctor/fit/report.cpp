@@ -405,6 +405,12 @@ std::string render_fit_text(const FitReport& r, bool color)
             fmt::format("{} B/trained parameter, the fp32 buffer {} micro-batches' gradients add up in{}",
                 accumulation_bytes(s), s.grad_accum, sharded(2)));
     }
+    if (st.buckets > 0) {
+        row("DDP buckets", st.buckets,
+            fmt::format("{} B/trained parameter, PyTorch DDP's all-reduce buckets over {} GPUs, a copy of the "
+                        "gradients (--bucket-view: gradient_as_bucket_view=True)",
+                bucket_bytes(s), s.dp));
+    }
 
     out += fmt::format("Activations per sample: {} ({})\n", format_bytes(act.per_sample), act.source);
     if (act.decoder_layers > 0) {
@@ -643,22 +649,23 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["training"]["tp"] = q.setup.tp;
     doc["training"]["pp"] = q.setup.pp;
     doc["training"]["sequence_parallel"] = q.setup.sequence_parallel;
+    doc["training"]["bucket_view"] = q.setup.bucket_view;
     doc["training"]["offload"] = to_string(q.setup.offload);
     doc["training"]["grad_accum"] = q.setup.grad_accum;
     if (q.setup.lora.rank > 0) {
         doc["training"]["lora"] = {{"rank", q.setup.lora.rank}, {"base_bits", q.setup.lora.base_bits},
             {"targets", lora_target_list(q.setup.lora.targets)}};
     }
-    doc["breakdown"] = {
-        {"states",
-            {{"bytes", st.total()},
-                {"bytes_per_param",
-                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
-                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
-                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients}, {"optimizer_bytes", st.optimizer},
-                {"zero3_gather_bytes", st.zero3_gather}, {"dequantized_bytes", st.dequantized},
-                {"frozen_weights_bytes", st.frozen_weights}, {"adapter_params", st.adapter_params},
-                {"offloaded_bytes", st.offloaded}, {"accumulation_bytes", st.accumulation}}},
+    doc["breakdown"] = {{"states",
+                            {{"bytes", st.total()},
+                                {"bytes_per_param",
+                                    {{"weights", st.per_param.weights}, {"gradients", st.per_param.gradients},
+                                        {"optimizer", st.per_param.optimizer}, {"total", st.per_param.total()}}},
+                                {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
+                                {"optimizer_bytes", st.optimizer}, {"zero3_gather_bytes", st.zero3_gather},
+                                {"dequantized_bytes", st.dequantized}, {"frozen_weights_bytes", st.frozen_weights},
+                                {"adapter_params", st.adapter_params}, {"offloaded_bytes", st.offloaded},
+                                {"accumulation_bytes", st.accumulation}, {"buckets_bytes", st.buckets}}},
         {"activations_per_sample",
             {{"bytes", act.per_sample}, {"source", act.source}, {"formula", act.formula},
                 {"per_layer_bytes", act.per_layer}, {"layers_bytes", act.layers_total},

@@ -298,6 +298,41 @@ TEST_F(FitCli, ModelParallelismAndOffloadInTheJson)
     EXPECT_EQ(doc["breakdown"]["states"]["offloaded_bytes"], 6 * 2155520256ULL);
 }
 
+TEST_F(FitCli, DdpBucketsOverSeveralGpus)
+{
+    // gpt2 (124,439,808 parameters), fp32 AdamW over 4 GPUs without ZeRO: torch's DDP keeps a
+    // bucket copy of the fp32 gradients.
+    const std::vector<std::string> ddp = {"--model", "gpt2", "--precision", "fp32", "--optimizer", "adamw",
+        "--gpu-count", "4", "--gpu-mem", "16GB", "--json"};
+    const auto copied = fit(ddp);
+    ASSERT_EQ(copied.exit_code, 0) << copied.err;
+    const auto doc = nlohmann::json::parse(copied.out);
+    const std::uint64_t params = doc["model"]["params"].get<std::uint64_t>();
+    EXPECT_EQ(doc["training"]["bucket_view"], false);
+    EXPECT_EQ(doc["breakdown"]["states"]["buckets_bytes"], 4 * params);
+    EXPECT_EQ(doc["breakdown"]["states"]["bytes"], 20 * params);
+
+    std::vector<std::string> views = ddp;
+    views.push_back("--bucket-view");
+    const auto shared = fit(views);
+    ASSERT_EQ(shared.exit_code, 0) << shared.err;
+    const auto viewed = nlohmann::json::parse(shared.out);
+    EXPECT_EQ(viewed["training"]["bucket_view"], true);
+    EXPECT_EQ(viewed["breakdown"]["states"]["buckets_bytes"], 0);
+    EXPECT_GE(viewed["max_batch_per_gpu"].get<unsigned>(), doc["max_batch_per_gpu"].get<unsigned>());
+
+    // The text names them.
+    std::vector<std::string> text(ddp.begin(), ddp.end() - 1);
+    const auto shown = fit(text);
+    EXPECT_NE(shown.out.find("DDP buckets"), std::string::npos) << shown.out;
+
+    // ZeRO has no DDP buckets to view.
+    views.insert(views.end(), {"--zero", "1"});
+    const auto zero = fit(views);
+    EXPECT_EQ(zero.exit_code, 2);
+    EXPECT_NE(zero.err.find("no DDP buckets"), std::string::npos) << zero.err;
+}
+
 TEST_F(FitCli, MeasuredCudaContext)
 {
     // The Hugging Face guide's V100 showed 1343 MB after torch.ones((1, 1)).to("cuda").
@@ -364,6 +399,7 @@ TEST_F(FitCli, BadModelInputsAreUsageErrors)
         {{"--model", "gpt2", "--tp", "0"}, "--tp 0: expected 1 or more GPUs"},
         {{"--model", "gpt2", "--cuda-context", "lots"}, "--cuda-context"},
         {{"--model", "gpt2", "--sequence-parallel"}, "--sequence-parallel splits the sequence"},
+        {{"--model", "gpt2", "--bucket-view"}, "--bucket-view is PyTorch DDP's gradient_as_bucket_view=True"},
         {{"--model", "gpt2", "--tp", "5"}, "--tp 5: the 12 attention heads do not split evenly"},
         {{"--model", "gpt2", "--offload", "nvme"}, "--offload nvme: expected none, optimizer, all"},
         {{"--model", "gpt2", "--offload", "optimizer"}, "--offload optimizer needs ZeRO"},
