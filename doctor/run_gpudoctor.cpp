@@ -19,6 +19,7 @@
 #include "probes/library_versions.hpp"
 #include "probes/nccl/log.hpp"
 #include "probes/process.hpp"
+#include "probes/python.hpp"
 #include "probes/spelling.hpp"
 #include "probes/sysroot.hpp"
 #include "probes/topology.hpp"
@@ -42,8 +43,6 @@
 #define GPUKIT_VERSION "unknown"
 #endif
 
-extern char** environ;
-
 namespace doctor {
 
 namespace {
@@ -58,13 +57,7 @@ check::CollectContext make_context(const std::string& sysroot, const std::string
     ctx.topology_file = topology.empty() ? topology : std::filesystem::absolute(topology).string();
     ctx.timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
     ctx.progress = isatty(STDERR_FILENO) != 0;
-    for (char** e = environ; *e != nullptr; ++e) {
-        std::string entry(*e);
-        auto eq = entry.find('=');
-        if (eq != std::string::npos) {
-            ctx.env[entry.substr(0, eq)] = entry.substr(eq + 1);
-        }
-    }
+    ctx.env = probes::environment();
     return ctx;
 }
 

@@ -3,6 +3,7 @@
 #include "launcher/binding_plan.hpp"
 #include "probes/error.hpp"
 #include "probes/process.hpp"
+#include "probes/python.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,8 +15,6 @@
 #include <map>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace launcher {
 
@@ -68,14 +67,7 @@ int run_local_launch(const std::vector<std::string>& args)
     sigset_t previous;
     sigprocmask(SIG_BLOCK, &watched, &previous);
 
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-        const std::string entry(*e);
-        const auto eq = entry.find('=');
-        if (eq != std::string::npos && eq != 0) {
-            env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-        }
-    }
+    std::map<std::string, std::string> env = probes::environment();
     env["GPURUN_LAUNCH_SIZE"] = env["GPURUN_LAUNCH_LOCAL_SIZE"] = std::to_string(job.ranks);
     std::vector<pid_t> live;
     std::vector<probes::Child> children;

@@ -3,6 +3,7 @@
 #include "probes/error.hpp"
 #include "probes/input_file.hpp"
 #include "probes/process.hpp"
+#include "probes/python.hpp"
 #include "probes/spelling.hpp"
 
 #include <algorithm>
@@ -102,109 +103,19 @@ std::string exit_text(const probes::CommandResult& r)
     return fmt::format("exited with status {}", r.exit_code);
 }
 
-// The words of a pyenv version file (.python-version, PYENV_ROOT/version): one version or more,
-// blank-separated, "#" starting a comment.
-std::vector<std::string> version_words(const std::filesystem::path& file)
-{
-    std::ifstream in(file);
-    std::vector<std::string> out;
-    std::string word;
-    while (in >> word) {
-        if (word.starts_with("#")) {
-            std::getline(in, word);
-            continue;
-        }
-        out.push_back(word);
-    }
-    return out;
-}
-
-// The interpreter a pyenv shim would run, found as pyenv does it (pyenv-version-name, pyenv-which):
-// PYENV_VERSION, else .python-version in PYENV_DIR (or the working directory) and its parents,
-// else PYENV_ROOT/version, else "system"; each a version under PYENV_ROOT/versions (a prefix such
-// as 3.11 takes the latest 3.11.N) or "system", python3 in PATH past the shims. A shim is a bash
-// script that starts pyenv, some 0.1 to 0.5 s before the interpreter itself: too slow for
-// check --quick. nullopt when `file` is no shim or the version is not found (the shim runs then).
-std::optional<std::string> resolve_pyenv_shim(const std::string& file, const CollectContext& ctx)
-{
-    namespace fs = std::filesystem;
-    const fs::path shims = fs::path(file).parent_path();
-    const fs::path root = shims.parent_path();
-    std::error_code ec;
-    if (shims.filename() != "shims" || !fs::is_directory(root / "versions", ec)) {
-        return std::nullopt;
-    }
-    std::vector<std::string> versions;
-    if (const char* v = ctx.getenv("PYENV_VERSION"); v != nullptr && *v != '\0') {
-        versions = probes::split(v, ':');
-    } else {
-        const char* dir = ctx.getenv("PYENV_DIR") != nullptr ? ctx.getenv("PYENV_DIR") : ctx.getenv("PWD");
-        for (fs::path d = dir != nullptr ? fs::path(dir) : fs::path(); !d.empty() && versions.empty();
-             d = d.parent_path()) {
-            versions = version_words(d / ".python-version");
-            if (d == d.parent_path()) {
-                break;
-            }
-        }
-        if (versions.empty()) {
-            versions = version_words(root / "version");
-        }
-        if (versions.empty()) {
-            versions = {"system"};
-        }
-    }
-    for (const auto& version : versions) {
-        if (version == "system") {
-            std::string path;
-            for (const auto& dir : probes::split(ctx.getenv("PATH") != nullptr ? ctx.getenv("PATH") : "", ':')) {
-                if (fs::path(dir) != shims) {
-                    path += (path.empty() ? "" : ":") + dir;
-                }
-            }
-            if (auto real = probes::find_executable("python3", path.c_str())) {
-                return real;
-            }
-            continue;
-        }
-        std::vector<std::string> matches;
-        for (const auto& entry : fs::directory_iterator(root / "versions", ec)) {
-            const std::string name = entry.path().filename().string();
-            if (name == version || name.starts_with(version + ".")) {
-                matches.push_back(name);
-            }
-        }
-        std::sort(matches.begin(), matches.end(), probes::natural_less);
-        const std::string chosen = std::find(matches.begin(), matches.end(), version) != matches.end()
-            ? version
-            : (matches.empty() ? std::string() : matches.back());
-        if (auto real = probes::find_executable((root / "versions" / chosen / "bin/python3").string(), nullptr);
-            real && !chosen.empty()) {
-            return real;
-        }
-    }
-    return std::nullopt;
-}
-
-// Finds the interpreter: GPUKIT_PYTHON, else python3 in the snapshot's PATH (what a pyenv shim
-// there would run).
+// Finds the interpreter (probes::find_python) in the snapshot's environment, noting a pyenv shim
+// it looked past and why it found none.
 nlohmann::json find_python(const CollectContext& ctx, nlohmann::json& out)
 {
-    if (const char* forced = ctx.getenv("GPUKIT_PYTHON"); forced != nullptr && *forced != '\0') {
-        if (auto file = probes::find_executable(forced, ctx.getenv("PATH"))) {
-            return *file;
-        }
-        out["python_error"] = fmt::format("GPUKIT_PYTHON={} is not an executable file", forced);
+    const probes::Interpreter found = probes::find_python(ctx.env);
+    if (!found.shim.empty()) {
+        out["python_shim"] = found.shim;
+    }
+    if (found.file.empty()) {
+        out["python_error"] = found.error;
         return nullptr;
     }
-    if (auto file = probes::find_executable("python3", ctx.getenv("PATH"))) {
-        if (auto real = resolve_pyenv_shim(*file, ctx)) {
-            out["python_shim"] = *file;
-            return *real;
-        }
-        return *file;
-    }
-    out["python_error"] = "python3 is not in PATH (set GPUKIT_PYTHON to the interpreter of the training jobs)";
-    return nullptr;
+    return found.file;
 }
 
 nlohmann::json collect_frameworks(const CollectContext& ctx)

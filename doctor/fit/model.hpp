@@ -223,7 +223,8 @@ unsigned accumulation_bytes(const TrainingSetup& setup);
 /// gradient into a flat bucket (25 MiB each, together the size of all gradients) and keeps them
 /// for the whole run, so they cost the gradients' bytes again (torch.nn.parallel's documentation
 /// of gradient_as_bucket_view: "the saved memory size will be equal to the total gradients size";
-/// PyTorch PR #41954 measured RoBERTa's peak 8250 → 7183 MB with the views). Counted where
+/// PyTorch PR #41954 measured RoBERTa's peak 8250 → 7183 MB with the views; in PyTorch issue
+/// #131653 wrapping a model of 166 MiB in DDP reserved 152 MiB more). Counted where
 /// torch's DDP runs: PyTorch, more than one data-parallel GPU, no ZeRO, no --tp or --pp, and
 /// gradients torch keeps (fp32, amp, the pure 16-bit precisions). 0 otherwise: DeepSpeed's and
 /// Megatron's mixed precision (fp16, bf16) reduce from their own contiguous gradient buffers, and
