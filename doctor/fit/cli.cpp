@@ -3,6 +3,7 @@
 
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/codes.hpp"
+#include "doctor/fit/cuda_context.hpp"
 #include "doctor/fit/hf_config.hpp"
 #include "doctor/fit/model.hpp"
 #include "doctor/fit/report.hpp"
@@ -16,6 +17,7 @@
 #include "probes/nvml.hpp"
 #include "probes/pci_address.hpp"
 #include "probes/process.hpp"
+#include "probes/python.hpp"
 #include "probes/spelling.hpp"
 
 #include <CLI/CLI.hpp>
@@ -157,7 +159,7 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
             throw probes::Unavailable(fmt::format("GPU {} has no free memory", g.index));
         }
         out.push_back({g.name.empty() ? "GPU" : g.name, memory.free,
-            selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0});
+            selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0, g.index});
         if (!g.mig_uuids.empty()) {
             notes.push_back(fit_finding("fit.mig_instance", fmt::format("gpu {}", g.index),
                 fmt::format(
@@ -165,6 +167,25 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
         }
     }
     return out;
+}
+
+// --cuda-context measure: on this node's GPUs, with the training jobs' interpreter. The largest
+// of the models' contexts stands for all (they are usually one model).
+std::vector<ContextMeasurement> measure_contexts(FitRequest& q)
+{
+    std::vector<unsigned> indexes;
+    for (const auto& g : q.gpus) {
+        if (!g.nvml_index) {
+            throw Error("--cuda-context measure measures on this node's GPUs, and --gpu-model or --gpu-mem SIZE name "
+                        "none: leave those out (the GPUs NVML sees, or --gpus LIST), or give --cuda-context SIZE");
+        }
+        indexes.push_back(*g.nvml_index);
+    }
+    const probes::Interpreter python = probes::find_python(probes::environment());
+    if (python.file.empty()) {
+        throw probes::Unavailable(fmt::format("--cuda-context measure: {}", python.error));
+    }
+    return measure_cuda_contexts(q.setup.framework, indexes, python.file, std::chrono::seconds(120));
 }
 
 std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std::vector<probes::Finding>& notes)
@@ -189,7 +210,8 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
                     "--gpu-model {}: an empty name; give names from the GPU table, like K80,V100,V100", o.gpu_models));
             }
             const GpuSpec& spec = table.find(name);
-            gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed});
+            gpus.push_back(
+                {spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed, std::nullopt});
             const bool said = std::any_of(
                 notes.begin(), notes.end(), [&](const probes::Finding& f) { return f.message == spec.note; });
             if (!spec.note.empty() && !said) {
@@ -200,7 +222,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
         if (o.gpu_count > 100000) {
             throw Error(fmt::format("--gpu-count {}: expected a number of GPUs from 1 to 100000", o.gpu_count));
         }
-        FitGpu each{"", size.value_or(0), "--gpu-mem", 1.0};
+        FitGpu each{"", size.value_or(0), "--gpu-mem", 1.0, std::nullopt};
         if (!size) {
             const auto seen = nvml_gpus({}, notes);
             each = *std::min_element(
@@ -233,7 +255,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
             }
         }
     } else if (size) {
-        gpus.push_back({"", *size, "--gpu-mem", 1.0});
+        gpus.push_back({"", *size, "--gpu-mem", 1.0, std::nullopt});
     } else {
         gpus = nvml_gpus({}, notes);
     }
@@ -564,8 +586,8 @@ int run_fit(int argc, char** argv)
         ->type_name("R");
     app.add_option("--cuda-context", o.cuda_context,
            "The CUDA context and framework kernels per GPU, as measured (default 512MiB; nvidia-smi after "
-           "torch.cuda.init() shows it)")
-        ->type_name("SIZE");
+           "torch.cuda.init() shows it), or measure: start the framework on one GPU of each model here and read NVML")
+        ->type_name("SIZE|measure");
     app.add_option("--gpu-mem", o.gpu_mem,
            "Memory per GPU (16GiB, 80GB, 40000MiB) or auto: free memory from NVML "
            "(the default without GPU names)")
@@ -601,7 +623,8 @@ int run_fit(int argc, char** argv)
                "[--gpu-mem SIZE] [--gpus LIST|--gpu-model LIST|--gpu-count N]\n"
                "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
                "Exit status: 0 an answer, 1 nothing fits (a finding at the --fail-on level) or the search stopped on "
-               "a failed trial, 2 usage or input error. See gpudoctor(1).");
+               "a failed trial, 2 usage or input error, 3 NVML or the interpreter missing where needed. See "
+               "gpudoctor(1).");
     cli::reject_unknown_options(app, line, "fit");
     if (!cli::parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor fit --help")) {
         return 0;
@@ -724,7 +747,8 @@ int run_fit(int argc, char** argv)
         if (app.count("--dp") > 0 && o.dp == 0) {
             throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
         }
-        if (!o.cuda_context.empty()) {
+        const bool measure_context = o.cuda_context == "measure";
+        if (!o.cuda_context.empty() && !measure_context) {
             q.overheads.cuda_context = probes::parse_byte_size(o.cuda_context, "--cuda-context");
         }
         q.gpus = resolve_gpus(o, table, q.findings);
@@ -735,6 +759,13 @@ int run_fit(int argc, char** argv)
                         "or a pure 16-bit precision): leave --bucket-view out");
         }
         q.setup.bucket_view = o.bucket_view;
+        if (measure_context) {
+            q.contexts_measured = measure_contexts(q);
+            q.overheads.cuda_context = std::max_element(q.contexts_measured.begin(), q.contexts_measured.end(),
+                [](const ContextMeasurement& a, const ContextMeasurement& b) {
+                    return a.bytes < b.bytes;
+                })->bytes;
+        }
         if (app.count("--global-batch") > 0) {
             if (o.global_batch == 0) {
                 throw Error("--global-batch 0: expected 1 or more samples");

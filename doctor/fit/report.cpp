@@ -443,6 +443,11 @@ std::string render_fit_text(const FitReport& r, bool color)
     out += fmt::format("Overhead per GPU: CUDA context {}, workspaces {} (cuBLAS, cuDNN, NCCL); margin {:g} % of its "
                        "memory, for fragmentation\n",
         format_bytes(q.overheads.cuda_context), format_bytes(q.overheads.workspace), q.overheads.margin_fraction * 100);
+    for (const auto& c : q.contexts_measured) {
+        row("context", c.bytes,
+            fmt::format("measured on GPU {} ({}): used {} → {}, less {} {} pool", c.index, c.gpu,
+                format_bytes(c.before), format_bytes(c.peak), format_bytes(c.reserved), to_string(s.framework)));
+    }
     const Uncertainty& u = r.plan.uncertainty;
     out += fmt::format("Upper estimate, which the max batch fits: states +{:g} %, activations +{:g} % ({})\n\n",
         u.states * 100, u.activations * 100, u.basis());
@@ -677,6 +682,15 @@ nlohmann::json render_fit_json(const FitReport& r)
         {"uncertainty",
             {{"states", r.plan.uncertainty.states}, {"activations", r.plan.uncertainty.activations},
                 {"basis", r.plan.uncertainty.basis()}}}};
+    nlohmann::json measured = nullptr;
+    if (!q.contexts_measured.empty()) {
+        measured = json::array();
+        for (const auto& c : q.contexts_measured) {
+            measured.push_back({{"gpu", c.index}, {"name", c.gpu}, {"bytes", c.bytes}, {"used_before_bytes", c.before},
+                {"used_peak_bytes", c.peak}, {"reserved_bytes", c.reserved}});
+        }
+    }
+    doc["breakdown"]["cuda_context_measured"] = measured;
     json gpus = json::array();
     for (std::size_t i = 0; i < q.gpus.size(); ++i) {
         const auto& g = q.gpus[i];

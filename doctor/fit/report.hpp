@@ -3,6 +3,7 @@
 // gpudoctor fit's answer: the model's fit on each GPU, the global batch and its split over the
 // GPUs, the learning rate, and what would fit when nothing does. One data model, two renderers.
 
+#include "doctor/fit/cuda_context.hpp"
 #include "doctor/fit/model.hpp"
 #include "probes/batch_split.hpp"
 
@@ -19,6 +20,7 @@ struct FitGpu {
     std::uint64_t memory = 0;
     std::string memory_from; ///< "gpu table", "nvml free", "--gpu-mem"
     double speed = 1; ///< relative training speed
+    std::optional<unsigned> nvml_index; ///< this node's GPU, as NVML numbers it; nullopt for a size or a model
 };
 
 /// What the user asked, resolved: the model, the setup and the GPUs.
@@ -33,6 +35,8 @@ struct FitRequest {
     std::optional<unsigned> base_batch;
     bool layers_given = false; ///< --layers on the command line: show the pipeline split
     std::vector<probes::Finding> findings; ///< found while resolving the GPUs (MIG, table notes, ...)
+    /// --cuda-context measure: one GPU of each model; overheads.cuda_context is the largest.
+    std::vector<ContextMeasurement> contexts_measured;
 };
 
 struct FitReport {

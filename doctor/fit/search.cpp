@@ -1,5 +1,7 @@
 #include "doctor/fit/search.hpp"
 
+#include "doctor/fit/gpu_memory.hpp"
+
 #include "probes/error.hpp"
 #include "probes/nvml.hpp"
 #include "probes/process.hpp"
@@ -205,97 +207,6 @@ std::string last_line(const std::string& text)
     return pos == std::string::npos ? text : text.substr(pos + 1);
 }
 
-// --- peak GPU memory while a trial runs ------------------------------------------------------
-
-// Samples the memory used on every GPU NVML sees, every 100 ms on its own thread, and keeps the
-// largest value of the busiest GPU. Does nothing when NVML cannot be loaded.
-class GpuMemoryPeak {
-public:
-    GpuMemoryPeak()
-    {
-        try {
-            m_nvml.emplace(probes::Nvml::load());
-        } catch (const probes::Error&) {
-            return; // no NVML: no peak
-        }
-        unsigned count = 0;
-        if (m_nvml->api().memory == nullptr || m_nvml->api().device_count(&count) != probes::nvml_abi::success) {
-            return;
-        }
-        for (unsigned i = 0; i < count; ++i) {
-            probes::nvml_abi::Device device = nullptr;
-            if (m_nvml->api().handle_by_index(i, &device) == probes::nvml_abi::success) {
-                m_devices.push_back(device);
-            }
-        }
-        if (!m_devices.empty()) {
-            sample();
-            m_thread = std::thread([this] { loop(); });
-        }
-    }
-    ~GpuMemoryPeak() { stop(); }
-    GpuMemoryPeak(const GpuMemoryPeak&) = delete;
-    GpuMemoryPeak& operator=(const GpuMemoryPeak&) = delete;
-
-    /// Stops sampling (after one last sample) and returns the peak in MiB, if any sample worked.
-    std::optional<double> stop()
-    {
-        if (m_thread.joinable()) {
-            {
-                std::lock_guard lock(m_mutex);
-                m_stop = true;
-            }
-            m_wake.notify_all();
-            m_thread.join();
-            sample();
-        }
-        if (!m_peak) {
-            return std::nullopt;
-        }
-        return static_cast<double>(*m_peak) / (1024.0 * 1024.0);
-    }
-
-private:
-    void loop()
-    {
-        std::unique_lock lock(m_mutex);
-        while (!m_wake.wait_for(lock, std::chrono::milliseconds(100), [this] { return m_stop; })) {
-            lock.unlock();
-            sample();
-            lock.lock();
-        }
-    }
-
-    void sample()
-    {
-        for (auto device : m_devices) {
-            probes::nvml_abi::Memory memory{};
-            if (m_nvml->api().memory(device, &memory) == probes::nvml_abi::success) {
-                std::lock_guard lock(m_peak_mutex);
-                if (!m_peak || memory.used > *m_peak) {
-                    m_peak = memory.used;
-                    m_total = memory.total;
-                }
-            }
-        }
-    }
-
-    std::optional<probes::Nvml> m_nvml;
-    std::vector<probes::nvml_abi::Device> m_devices;
-    std::thread m_thread;
-    std::mutex m_mutex;
-    std::condition_variable m_wake;
-    bool m_stop = false;
-    std::mutex m_peak_mutex;
-    std::optional<std::uint64_t> m_peak;
-    std::uint64_t m_total = 0; ///< of the GPU at the peak
-
-public:
-    /// After stop(): the peak in bytes and the total memory of that GPU.
-    std::optional<std::uint64_t> peak_bytes() const { return m_peak; }
-    std::uint64_t total_bytes() const { return m_total; }
-};
-
 // --- the search's stories ---------------------------------------------------------------------
 
 std::string story(const Trial& trial, unsigned min)
@@ -336,13 +247,22 @@ unsigned ceil_log2(std::uint64_t value)
 
 // --- what trials tell of their memory ---------------------------------------------------------
 
-constexpr std::string_view peak_key = "GPUKIT_PEAK_BYTES=";
-constexpr std::string_view total_key = "GPUKIT_TOTAL_BYTES=";
+// A "GPUKIT_..._BYTES=<n>" line a child prints, with what the number must be and where a
+// PyTorch script gets it.
+struct MemoryKey {
+    std::string_view key;
+    bool above_zero;
+    std::string_view example;
+};
+constexpr MemoryKey peak_key{"GPUKIT_PEAK_BYTES=", false, "from torch.cuda.max_memory_reserved()"};
+constexpr MemoryKey total_key{"GPUKIT_TOTAL_BYTES=", true, "from torch.cuda.mem_get_info()[1]"};
+constexpr MemoryKey reserved_key{"GPUKIT_RESERVED_BYTES=", false, "from torch.cuda.memory_reserved()"};
 
-// Every value of `key` in `output`, passed to `seen`. A key glued to a longer name
+// Every value of `mk.key` in `output`, passed to `seen`. A key glued to a longer name
 // (MY_GPUKIT_PEAK_BYTES=) is not it.
-template <typename Seen> void each_value(std::string_view output, std::string_view key, Seen seen)
+template <typename Seen> void each_value(std::string_view output, const MemoryKey& mk, Seen seen)
 {
+    const std::string_view key = mk.key;
     each_occurrence(output, key, [&](std::size_t pos) {
         if (pos > 0 && (std::isalnum(static_cast<unsigned char>(output[pos - 1])) != 0 || output[pos - 1] == '_')) {
             return;
@@ -368,12 +288,11 @@ template <typename Seen> void each_value(std::string_view output, std::string_vi
             "B", "bytes", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"};
         const std::string_view after = output.substr(word, word_end - word);
         const bool unit = std::find(units.begin(), units.end(), after) != units.end();
-        if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || (key == total_key && n == 0) ||
+        if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || (mk.above_zero && n == 0) ||
             unit) {
             throw probes::Error(fmt::format("'{}' is not a number of bytes; print {}<n> with n a whole number "
                                             "of bytes{} and no unit, e.g. {}",
-                clip(line_at(output, pos)), key, key == total_key ? " above 0" : "",
-                key == total_key ? "from torch.cuda.mem_get_info()[1]" : "from torch.cuda.max_memory_reserved()"));
+                clip(line_at(output, pos)), key, mk.above_zero ? " above 0" : "", mk.example));
         }
         seen(n);
     });
@@ -442,6 +361,7 @@ MemoryReport read_memory_report(std::string_view output)
         output, peak_key, [&](std::uint64_t n) { report.peak_bytes = std::max(report.peak_bytes.value_or(0), n); });
     each_value(output, total_key,
         [&](std::uint64_t n) { report.total_bytes = report.total_bytes ? std::min(*report.total_bytes, n) : n; });
+    each_value(output, reserved_key, [&](std::uint64_t n) { report.reserved_bytes = n; });
     return report;
 }
 
@@ -676,7 +596,7 @@ Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chron
     const std::vector<std::string> args = expand_batch(argv, batch);
     Trial trial;
     trial.batch = batch;
-    GpuMemoryPeak peak;
+    GpuMemorySampler peak;
     auto start = std::chrono::steady_clock::now();
     probes::CommandResult ran = probes::run_command(args, timeout);
     trial.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

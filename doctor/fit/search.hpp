@@ -51,13 +51,15 @@ struct Trial {
     std::string memory_from; ///< "trial", "nvml", or empty
 };
 
-/// What a trial printed about its memory: the largest GPUKIT_PEAK_BYTES=<n> (of every rank that
-/// printed one) and the smallest GPUKIT_TOTAL_BYTES=<n>. A line may carry a prefix ("[rank0]: ",
-/// a logger's); the value is decimal digits up to the end of the line or a blank. Throws
-/// probes::Error, naming the line, for a value that is not such a number.
+/// What a child printed about its memory: the largest GPUKIT_PEAK_BYTES=<n> (of every rank that
+/// printed one) and the smallest GPUKIT_TOTAL_BYTES=<n> (a trial's), the last
+/// GPUKIT_RESERVED_BYTES=<n> (the CUDA context script's: its allocator's pool). A line may carry a
+/// prefix ("[rank0]: ", a logger's); the value is decimal digits up to the end of the line or a
+/// blank. Throws probes::Error, naming the line, for a value that is not such a number.
 struct MemoryReport {
     std::optional<std::uint64_t> peak_bytes;
     std::optional<std::uint64_t> total_bytes;
+    std::optional<std::uint64_t> reserved_bytes;
 };
 MemoryReport read_memory_report(std::string_view output);
 

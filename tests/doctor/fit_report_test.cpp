@@ -40,7 +40,7 @@ FitRequest request(const std::vector<FitGpu>& gpus)
 
 FitGpu gpu(const std::string& name, unsigned room_for, double speed)
 {
-    return FitGpu{name, memory_for(room_for), "gpu table", speed};
+    return FitGpu{name, memory_for(room_for), "gpu table", speed, std::nullopt};
 }
 
 } // namespace
@@ -120,7 +120,7 @@ TEST(FitReport, GlobalBatchBeyondTheGpusSaysAccumulate)
 
 TEST(FitReport, NothingFitsOnTheSmallestGpu)
 {
-    FitRequest q = request({gpu("big", 10, 1), FitGpu{"small", GiB, "gpu table", 1}});
+    FitRequest q = request({gpu("big", 10, 1), FitGpu{"small", GiB, "gpu table", 1, std::nullopt}});
     const FitReport r = analyse_fit(q);
     EXPECT_EQ(r.max_batch_per_gpu, 0u);
     ASSERT_TRUE(r.failing_gpu);
@@ -224,7 +224,7 @@ TEST(FitReport, GradientAccumulationMultipliesTheGlobalBatch)
     EXPECT_NE(r.findings[0].message.find("accumulate over 5 (--grad-accum 5)"), std::string::npos)
         << r.findings[0].message;
     // Where nothing fits, the global batch given is still split into its micro-batches.
-    FitRequest small = request({FitGpu{"tiny", GiB, "gpu table", 1}});
+    FitRequest small = request({FitGpu{"tiny", GiB, "gpu table", 1, std::nullopt}});
     small.setup.grad_accum = 3;
     small.global_batch = 240;
     r = analyse_fit(small);

@@ -1,6 +1,7 @@
 #include "doctor/fit/search.hpp"
 #include "probes/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
+#include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
@@ -1009,30 +1010,7 @@ TEST(FitSearchMemoryReport, AValueThatIsNotANumberIsAnErrorNamingTheLine)
 // run_trial with fake training scripts (/bin/sh, written here): each prints a framework's real
 // message when the batch is above its limit.
 
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const std::string& value) : m_name(name)
-    {
-        if (const char* old = std::getenv(name)) {
-            m_old = old;
-        }
-        setenv(name, value.c_str(), 1);
-    }
-    ~ScopedEnv()
-    {
-        if (m_old) {
-            setenv(m_name, m_old->c_str(), 1);
-        } else {
-            unsetenv(m_name);
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* m_name;
-    std::optional<std::string> m_old;
-};
+using test_support::ScopedEnv;
 
 class FitSearchRun : public ::testing::Test {
 protected:

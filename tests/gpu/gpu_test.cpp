@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <gtest/gtest.h>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -185,6 +186,30 @@ TEST(GpuDoctor, DeepBandwidthCheckRunsOnThisGpu)
     for (const auto& f : (*bandwidth)["findings"]) {
         EXPECT_NE(f.value("severity", ""), "error") << f.dump(2);
     }
+}
+
+TEST(GpuDoctor, FitMeasuresTheFrameworksContext)
+{
+    const RealGpu& gpu = real_gpu();
+    if (!gpu.cuda) {
+        GTEST_SKIP() << gpu.skip_reason;
+    }
+    const auto torch = test_support::run(
+        {"python3", "-c", "import torch; assert torch.cuda.is_available()"}, {}, std::chrono::seconds(120));
+    if (torch.exit_code != 0) {
+        GTEST_SKIP() << "python3 has no PyTorch with CUDA: " << torch.err;
+    }
+    const auto r = test_support::run({gpudoctor_path(), "fit", "--model", "gpt2", "--precision", "bf16", "--optimizer",
+                                         "adamw", "--gpus", "0", "--cuda-context", "measure", "--json"},
+        {}, std::chrono::seconds(280));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    ASSERT_EQ(doc["breakdown"]["cuda_context_measured"].size(), 1u) << r.out;
+    // PyTorch's context with lazy loading is some 250 MiB to 1 GiB; without it, over 1 GiB.
+    const auto bytes = doc["breakdown"]["cuda_context_bytes"].get<std::uint64_t>();
+    EXPECT_GT(bytes, std::uint64_t{100} << 20) << r.out;
+    EXPECT_LT(bytes, std::uint64_t{4} << 30) << r.out;
+    std::cout << "PyTorch's CUDA context on GPU 0: " << bytes / (1 << 20) << " MiB\n";
 }
 
 TEST(GpuMonitor, OwnContextIsInNvmlsProcessListAndTheGpusAreSampled)

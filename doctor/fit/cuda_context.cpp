@@ -1,0 +1,123 @@
+#include "doctor/fit/cuda_context.hpp"
+
+#include "doctor/fit/gpu_memory.hpp"
+#include "doctor/fit/search.hpp"
+#include "probes/byte_size.hpp"
+#include "probes/error.hpp"
+#include "probes/nvml.hpp"
+#include "probes/process.hpp"
+#include "probes/python.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <string_view>
+
+namespace doctor::fit {
+
+namespace {
+
+// share/gpukit/cuda_context.py, compiled in as `cuda_context_py`.
+#include "doctor/cuda_context_py.inc"
+
+// The last non-empty line of `output`, for a message.
+std::string last_words(const std::string& output)
+{
+    std::string_view text(output);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+        text.remove_suffix(1);
+    }
+    const auto pos = text.rfind('\n');
+    text = pos == std::string_view::npos ? text : text.substr(pos + 1);
+    return text.empty() ? "no output" : probes::quote_input(text);
+}
+
+std::string instead()
+{
+    return "give the context as measured with --cuda-context SIZE (nvidia-smi's memory for the process after "
+           "torch.cuda.init())";
+}
+
+ContextMeasurement measure_one(
+    Framework framework, const probes::NvmlGpu& gpu, const std::string& python, std::chrono::milliseconds timeout)
+{
+    auto env = probes::environment();
+    env["CUDA_VISIBLE_DEVICES"] = gpu.uuid.empty() ? std::to_string(gpu.index) : gpu.uuid;
+    env.emplace("TF_CPP_MIN_LOG_LEVEL", "2"); // TensorFlow's start-up chatter; the user's value stays
+    const std::vector<std::string> argv = {python, "-c", cuda_context_py, to_string(framework)};
+    const std::string what = fmt::format("--cuda-context measure on GPU {} ({})", gpu.index, gpu.name);
+
+    GpuMemorySampler sampler({gpu.index}, std::chrono::milliseconds(50));
+    probes::CommandResult ran;
+    try {
+        ran = probes::run_command(argv, timeout, env);
+    } catch (const probes::Error& e) {
+        throw probes::Unavailable(fmt::format("{}: {}; {}", what, e.what(), instead()));
+    }
+    sampler.stop();
+    if (ran.timed_out) {
+        throw probes::Unavailable(fmt::format("{}: {} did not finish in {} s (last: {}); {}", what, python,
+            std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), last_words(ran.output), instead()));
+    }
+    std::optional<std::uint64_t> reserved;
+    try {
+        reserved = read_memory_report(ran.output).reserved_bytes;
+    } catch (const probes::Error& e) {
+        throw probes::Unavailable(fmt::format("{}: {}", what, e.what()));
+    }
+    if (ran.exit_code != 0 || !reserved) {
+        throw probes::Unavailable(fmt::format("{}: {} -c <script> {} exited with status {} before holding a context "
+                                              "(last: {}); {}",
+            what, python, to_string(framework), ran.exit_code, last_words(ran.output), instead()));
+    }
+    if (!sampler.first_bytes() || !sampler.peak_bytes()) {
+        throw probes::Unavailable(fmt::format("{}: NVML gave no used memory for it; {}", what, instead()));
+    }
+    ContextMeasurement m;
+    m.index = gpu.index;
+    m.gpu = gpu.name;
+    m.before = *sampler.first_bytes();
+    m.peak = *sampler.peak_bytes();
+    m.reserved = *reserved;
+    if (m.peak <= m.before + m.reserved) {
+        throw probes::Unavailable(fmt::format("{}: NVML saw the GPU's used memory go from {} to at most {} while {} "
+                                              "held {} of its own: no context on this GPU (is it the one "
+                                              "CUDA_VISIBLE_DEVICES names?); {}",
+            what, probes::format_bytes(m.before), probes::format_bytes(m.peak), to_string(framework),
+            probes::format_bytes(m.reserved), instead()));
+    }
+    m.bytes = m.peak - m.before - m.reserved;
+    return m;
+}
+
+} // namespace
+
+std::vector<ContextMeasurement> measure_cuda_contexts(Framework framework, const std::vector<unsigned>& indexes,
+    const std::string& python, std::chrono::milliseconds timeout)
+{
+    std::vector<probes::NvmlGpu> found;
+    try {
+        found = probes::Nvml::load().gpus();
+    } catch (const probes::Error& e) {
+        throw probes::Unavailable(
+            fmt::format("--cuda-context measure: cannot read NVML ({}); {}", e.what(), instead()));
+    }
+    // One GPU of each model: the context follows the model (its SMs' local memory) and the
+    // software, which is the same for all of them here.
+    std::vector<ContextMeasurement> out;
+    std::vector<std::string> measured;
+    for (const auto& gpu : found) {
+        if (std::find(indexes.begin(), indexes.end(), gpu.index) == indexes.end() ||
+            std::find(measured.begin(), measured.end(), gpu.name) != measured.end()) {
+            continue;
+        }
+        measured.push_back(gpu.name);
+        out.push_back(measure_one(framework, gpu, python, timeout));
+    }
+    if (out.empty()) {
+        throw probes::Unavailable(
+            fmt::format("--cuda-context measure: NVML lists none of the GPUs to fit; {}", instead()));
+    }
+    return out;
+}
+
+} // namespace doctor::fit
