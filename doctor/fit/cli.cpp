@@ -171,7 +171,7 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
 
 // --cuda-context measure: on this node's GPUs, with the training jobs' interpreter. The largest
 // of the models' contexts stands for all (they are usually one model).
-std::vector<ContextMeasurement> measure_contexts(FitRequest& q)
+std::vector<ContextMeasurement> measure_contexts(const FitRequest& q)
 {
     std::vector<unsigned> indexes;
     for (const auto& g : q.gpus) {

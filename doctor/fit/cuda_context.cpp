@@ -65,9 +65,10 @@ ContextMeasurement measure_one(
         throw probes::Unavailable(fmt::format("{}: {}", what, e.what()));
     }
     if (ran.exit_code != 0 || !reserved) {
-        throw probes::Unavailable(fmt::format("{}: {} -c <script> {} exited with status {} before holding a context "
-                                              "(last: {}); {}",
-            what, python, to_string(framework), ran.exit_code, last_words(ran.output), instead()));
+        throw probes::Unavailable(fmt::format("{}: {} -c <script> {} stopped before holding a context: {}{} (last: "
+                                              "{}); {}",
+            what, python, to_string(framework), exit_text(ran.exit_code),
+            ran.exit_code == 0 ? " without its GPUKIT_RESERVED_BYTES line" : "", last_words(ran.output), instead()));
     }
     if (!sampler.first_bytes() || !sampler.peak_bytes()) {
         throw probes::Unavailable(fmt::format("{}: NVML gave no used memory for it; {}", what, instead()));

@@ -180,22 +180,6 @@ std::string last_lines(std::string_view output, std::size_t count)
     return out;
 }
 
-std::string exit_text(int exit_code)
-{
-    static constexpr std::array<std::pair<int, const char*>, 10> signals = {{{SIGHUP, "SIGHUP"}, {SIGINT, "SIGINT"},
-        {SIGILL, "SIGILL"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}, {SIGKILL, "SIGKILL"},
-        {SIGSEGV, "SIGSEGV"}, {SIGPIPE, "SIGPIPE"}, {SIGTERM, "SIGTERM"}}};
-    for (const auto& [number, name] : signals) {
-        if (exit_code == 128 + number) {
-            return fmt::format("killed by {} (exit status {})", name, exit_code);
-        }
-    }
-    if (exit_code == 127) {
-        return "exit status 127: the command was not found or could not be run";
-    }
-    return fmt::format("exit status {}", exit_code);
-}
-
 std::string first_line(const std::string& text)
 {
     return text.substr(0, text.find('\n'));
@@ -352,6 +336,22 @@ TrialVerdict classify_trial(int exit_code, bool timed_out, std::string_view outp
     std::string tail = last_lines(output, failure_lines);
     say(exit_text(exit_code) + (tail.empty() ? ", no output" : "\n" + tail));
     return TrialVerdict::failed;
+}
+
+std::string exit_text(int exit_code)
+{
+    static constexpr std::array<std::pair<int, const char*>, 10> signals = {{{SIGHUP, "SIGHUP"}, {SIGINT, "SIGINT"},
+        {SIGILL, "SIGILL"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}, {SIGKILL, "SIGKILL"},
+        {SIGSEGV, "SIGSEGV"}, {SIGPIPE, "SIGPIPE"}, {SIGTERM, "SIGTERM"}}};
+    for (const auto& [number, name] : signals) {
+        if (exit_code == 128 + number) {
+            return fmt::format("killed by {} (exit status {})", name, exit_code);
+        }
+    }
+    if (exit_code == 127) {
+        return "exit status 127: the command was not found or could not be run";
+    }
+    return fmt::format("exit status {}", exit_code);
 }
 
 MemoryReport read_memory_report(std::string_view output)

@@ -63,6 +63,10 @@ struct MemoryReport {
 };
 MemoryReport read_memory_report(std::string_view output);
 
+/// How a child ended, for a message: "exit status 1", "killed by SIGSEGV (exit status 139)",
+/// "exit status 127: the command was not found or could not be run".
+std::string exit_text(int exit_code);
+
 /// memory = intercept + bytes_per_sample × batch, least squares over the trials that fitted and
 /// told their peak, against the smallest GPU memory any trial told.
 struct MemoryLine {

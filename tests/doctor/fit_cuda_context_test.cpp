@@ -130,9 +130,13 @@ TEST_F(FitContextMeasure, WhatWentWrongIsSaidWithWhatToGiveInstead)
         script("echo 'Traceback (most recent call last):' >&2\n"
                "echo \"ModuleNotFoundError: No module named 'torch'\" >&2\n"
                "exit 1\n"));
-    EXPECT_NE(failed.find("exited with status 1 before holding a context"), std::string::npos) << failed;
+    EXPECT_NE(failed.find("stopped before holding a context: exit status 1"), std::string::npos) << failed;
     EXPECT_NE(failed.find("No module named 'torch'"), std::string::npos) << failed;
     EXPECT_NE(failed.find("--cuda-context SIZE"), std::string::npos) << failed;
+
+    const std::string silent = unavailable({0}, script("echo 'done'\n"));
+    EXPECT_NE(silent.find("exit status 0 without its GPUKIT_RESERVED_BYTES line (last: 'done')"), std::string::npos)
+        << silent;
 
     // A context elsewhere (CUDA_VISIBLE_DEVICES not honoured): no rise on the GPU measured.
     const std::string none = unavailable({0}, script("echo 'GPUKIT_RESERVED_BYTES=2097152'\n"));
@@ -147,7 +151,7 @@ TEST_F(FitContextMeasure, WhatWentWrongIsSaidWithWhatToGiveInstead)
 
     // A crash in the CUDA library.
     const std::string crashed = unavailable({0}, script("kill -SEGV $$\n"));
-    EXPECT_NE(crashed.find("exited with status 139"), std::string::npos) << crashed;
+    EXPECT_NE(crashed.find("killed by SIGSEGV (exit status 139)"), std::string::npos) << crashed;
 
     const std::string garbled = unavailable({0}, script("echo 'GPUKIT_RESERVED_BYTES=many'\n"));
     EXPECT_NE(garbled.find("is not a number of bytes"), std::string::npos) << garbled;
@@ -210,6 +214,6 @@ TEST_F(FitContextMeasure, TheScriptRunsTheRealPyTorchUpToCuda)
         GTEST_SKIP() << python << " has no torch (Debian package python3-torch)";
     }
     const std::string message = unavailable({0}, python, std::chrono::seconds(120));
-    EXPECT_NE(message.find("exited with status 1 before holding a context"), std::string::npos) << message;
+    EXPECT_NE(message.find("stopped before holding a context: exit status 1"), std::string::npos) << message;
     EXPECT_TRUE(message.find("CUDA") != std::string::npos || message.find("NVIDIA") != std::string::npos) << message;
 }
