@@ -116,7 +116,7 @@ std::map<std::string, std::string> environment()
     for (char** e = environ; *e != nullptr; ++e) {
         const std::string entry(*e);
         if (auto eq = entry.find('='); eq != std::string::npos && eq != 0) {
-            out[entry.substr(0, eq)] = entry.substr(eq + 1);
+            out.emplace(entry.substr(0, eq), entry.substr(eq + 1)); // the first, as getenv finds it
         }
     }
     return out;

@@ -8,7 +8,7 @@
 
 namespace probes {
 
-/// This process's environment, name to value.
+/// This process's environment, name to value (of a name set twice, the first, as getenv reads it).
 std::map<std::string, std::string> environment();
 
 /// What find_python found.

@@ -579,7 +579,9 @@ int run_fit(int argc, char** argv)
         ->type_name("O");
     probes::add_number(app, "--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3", "N");
     probes::add_number(app, "--dp", o.dp,
-        "Data-parallel GPUs ZeRO shards over (default: the number of GPUs; without ZeRO, PyTorch's DDP)", "N");
+        "Data-parallel GPUs ZeRO shards over (default: the number of GPUs; without ZeRO or with ZeRO-1, PyTorch's "
+        "DDP)",
+        "N");
     app.add_flag("--bucket-view", o.bucket_view,
         "DDP with gradient_as_bucket_view=True: the all-reduce buckets are the gradients, not a copy");
     app.add_option("--recompute", o.recompute, "Activation recomputation: none (default), selective, full")
@@ -623,8 +625,8 @@ int run_fit(int argc, char** argv)
                "[--gpu-mem SIZE] [--gpus LIST|--gpu-model LIST|--gpu-count N]\n"
                "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
                "Exit status: 0 an answer, 1 nothing fits (a finding at the --fail-on level) or the search stopped on "
-               "a failed trial, 2 usage or input error, 3 NVML or the interpreter missing where needed. See "
-               "gpudoctor(1).");
+               "a failed trial, 2 usage or input error, 3 NVML needed and missing, or --cuda-context measure could "
+               "not measure. See gpudoctor(1).");
     cli::reject_unknown_options(app, line, "fit");
     if (!cli::parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor fit --help")) {
         return 0;
@@ -755,17 +757,10 @@ int run_fit(int argc, char** argv)
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
         if (o.bucket_view && bucket_bytes(q.setup) == 0) {
             throw Error("--bucket-view is PyTorch DDP's gradient_as_bucket_view=True; this setup has no DDP buckets "
-                        "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO, --tp or --pp, and fp32, amp "
-                        "or a pure 16-bit precision): leave --bucket-view out");
+                        "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO or ZeRO-1, no --tp or --pp, "
+                        "and fp32, amp or a pure 16-bit precision): leave --bucket-view out");
         }
         q.setup.bucket_view = o.bucket_view;
-        if (measure_context) {
-            q.contexts_measured = measure_contexts(q);
-            q.overheads.cuda_context = std::max_element(q.contexts_measured.begin(), q.contexts_measured.end(),
-                [](const ContextMeasurement& a, const ContextMeasurement& b) {
-                    return a.bytes < b.bytes;
-                })->bytes;
-        }
         if (app.count("--global-batch") > 0) {
             if (o.global_batch == 0) {
                 throw Error("--global-batch 0: expected 1 or more samples");
@@ -787,6 +782,15 @@ int run_fit(int argc, char** argv)
                 throw Error("--base-batch 0: expected the batch the base learning rate was tuned for, 1 or more");
             }
             q.base_batch = o.base_batch;
+        }
+        if (measure_context) {
+            // The setup's own errors (exit 2) before a measurement that takes seconds.
+            plan_memory(q.model, q.setup, q.overheads);
+            q.contexts_measured = measure_contexts(q);
+            q.overheads.cuda_context = std::max_element(q.contexts_measured.begin(), q.contexts_measured.end(),
+                [](const ContextMeasurement& a, const ContextMeasurement& b) {
+                    return a.bytes < b.bytes;
+                })->bytes;
         }
         report = analyse_fit(q);
     } else {

@@ -19,16 +19,11 @@ namespace {
 // share/gpukit/cuda_context.py, compiled in as `cuda_context_py`.
 #include "doctor/cuda_context_py.inc"
 
-// The last non-empty line of `output`, for a message.
+// The last line the interpreter printed, quoted for a message.
 std::string last_words(const std::string& output)
 {
-    std::string_view text(output);
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
-        text.remove_suffix(1);
-    }
-    const auto pos = text.rfind('\n');
-    text = pos == std::string_view::npos ? text : text.substr(pos + 1);
-    return text.empty() ? "no output" : probes::quote_input(text);
+    const std::string line = last_lines(output, 1);
+    return line.empty() ? "no output" : probes::quote_input(line);
 }
 
 std::string instead()
@@ -40,11 +35,18 @@ std::string instead()
 ContextMeasurement measure_one(
     Framework framework, const probes::NvmlGpu& gpu, const std::string& python, std::chrono::milliseconds timeout)
 {
+    const std::string what = fmt::format("--cuda-context measure on GPU {} ({})", gpu.index, gpu.name);
+    if (!gpu.mig_uuids.empty()) {
+        throw probes::Unavailable(fmt::format("{}: the GPU is split into MIG instances, whose use NVML does not give "
+                                              "as one GPU's; {}",
+            what, instead()));
+    }
     auto env = probes::environment();
+    // NVML numbers the GPUs in PCI order; CUDA too with this (its default is fastest first).
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
     env["CUDA_VISIBLE_DEVICES"] = gpu.uuid.empty() ? std::to_string(gpu.index) : gpu.uuid;
     env.emplace("TF_CPP_MIN_LOG_LEVEL", "2"); // TensorFlow's start-up chatter; the user's value stays
     const std::vector<std::string> argv = {python, "-c", cuda_context_py, to_string(framework)};
-    const std::string what = fmt::format("--cuda-context measure on GPU {} ({})", gpu.index, gpu.name);
 
     GpuMemorySampler sampler({gpu.index}, std::chrono::milliseconds(50));
     probes::CommandResult ran;
@@ -79,7 +81,7 @@ ContextMeasurement measure_one(
     m.before = *sampler.first_bytes();
     m.peak = *sampler.peak_bytes();
     m.reserved = *reserved;
-    if (m.peak <= m.before + m.reserved) {
+    if (m.peak <= m.before || m.peak - m.before <= m.reserved) {
         throw probes::Unavailable(fmt::format("{}: NVML saw the GPU's used memory go from {} to at most {} while {} "
                                               "held {} of its own: no context on this GPU (is it the one "
                                               "CUDA_VISIBLE_DEVICES names?); {}",

@@ -373,8 +373,9 @@ std::string render_fit_text(const FitReport& r, bool color)
     auto sharded = [&](unsigned from_stage) {
         return s.zero >= from_stage && s.dp > 1 ? fmt::format(", ÷ {} (ZeRO-{})", s.dp, s.zero) : std::string();
     };
-    out += fmt::format("Model states per GPU: {} ({} bytes per {}parameter)\n", format_bytes(st.total()),
-        st.per_param.total(), st.adapter_params > 0 ? "trained " : "");
+    out += fmt::format("Model states per GPU: {} ({} bytes per {}parameter{})\n", format_bytes(st.total()),
+        st.per_param.total(), st.adapter_params > 0 ? "trained " : "",
+        st.buckets > 0 ? fmt::format(", and {} for DDP's buckets", bucket_bytes(s)) : "");
     if (st.adapter_params > 0) {
         row("weights", st.weights,
             fmt::format("frozen {} ({}-bit{}) + {} adapter parameters at {} B{}", format_bytes(st.frozen_weights),
@@ -740,6 +741,7 @@ nlohmann::json render_fit_json(const FitReport& r)
         for (const auto& sg : r.suggestions) {
             suggestions.push_back({{"change", sg.change}, {"precision", to_string(sg.setup.precision)},
                 {"zero", sg.setup.zero}, {"dp", sg.setup.dp}, {"recompute", to_string(sg.setup.recompute)},
+                {"loss", to_string(sg.setup.loss)}, {"bucket_view", sg.setup.bucket_view},
                 {"max_batch_per_gpu", sg.max_batch}});
         }
         doc["suggestions"] = {{"gpu", *r.failing_gpu}, {"changes", suggestions}};

@@ -156,30 +156,6 @@ std::optional<std::string_view> last_line_starting(std::string_view output, std:
     return line_at(output, *last);
 }
 
-// The last `count` non-empty lines, oldest first, joined with '\n'.
-std::string last_lines(std::string_view output, std::size_t count)
-{
-    std::vector<std::string> lines;
-    std::size_t end = output.size();
-    while (end > 0 && lines.size() < count) {
-        std::size_t begin = end;
-        while (begin > 0 && !is_line_break(output[begin - 1])) {
-            --begin;
-        }
-        std::string line = clip(output.substr(begin, end - begin));
-        if (!line.empty()) {
-            lines.push_back(std::move(line));
-        }
-        end = begin > 0 ? begin - 1 : 0;
-    }
-    std::reverse(lines.begin(), lines.end());
-    std::string out;
-    for (const auto& line : lines) {
-        out += (out.empty() ? "" : "\n") + line;
-    }
-    return out;
-}
-
 std::string first_line(const std::string& text)
 {
     return text.substr(0, text.find('\n'));
@@ -336,6 +312,29 @@ TrialVerdict classify_trial(int exit_code, bool timed_out, std::string_view outp
     std::string tail = last_lines(output, failure_lines);
     say(exit_text(exit_code) + (tail.empty() ? ", no output" : "\n" + tail));
     return TrialVerdict::failed;
+}
+
+std::string last_lines(std::string_view output, std::size_t count)
+{
+    std::vector<std::string> lines;
+    std::size_t end = output.size();
+    while (end > 0 && lines.size() < count) {
+        std::size_t begin = end;
+        while (begin > 0 && !is_line_break(output[begin - 1])) {
+            --begin;
+        }
+        std::string line = clip(output.substr(begin, end - begin));
+        if (!line.empty()) {
+            lines.push_back(std::move(line));
+        }
+        end = begin > 0 ? begin - 1 : 0;
+    }
+    std::reverse(lines.begin(), lines.end());
+    std::string out;
+    for (const auto& line : lines) {
+        out += (out.empty() ? "" : "\n") + line;
+    }
+    return out;
 }
 
 std::string exit_text(int exit_code)

@@ -63,6 +63,10 @@ struct MemoryReport {
 };
 MemoryReport read_memory_report(std::string_view output);
 
+/// The last `count` non-empty lines of a child's output, oldest first, joined with '\n', each
+/// clipped for a message.
+std::string last_lines(std::string_view output, std::size_t count);
+
 /// How a child ended, for a message: "exit status 1", "killed by SIGSEGV (exit status 139)",
 /// "exit status 127: the command was not found or could not be run".
 std::string exit_text(int exit_code);

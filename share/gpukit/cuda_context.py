@@ -12,6 +12,7 @@ if sys.path and sys.path[0] in ("", "."):
     del sys.path[0]
 
 import contextlib
+import os
 import time
 
 
@@ -25,7 +26,11 @@ def pytorch():
     opt = torch.optim.AdamW(model.parameters())
     x = torch.randn(8, 64, device=dev)
     y = torch.randint(0, 16, (8,), device=dev)
-    half = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    try:  # PyTorch 2.4 counts emulated bf16 (V100, T4) as supported unless told not to
+        bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:
+        bf16 = torch.cuda.is_bf16_supported()
+    half = torch.bfloat16 if bf16 else torch.float16
     for autocast in (contextlib.nullcontext(), torch.autocast("cuda", dtype=half)):
         with autocast:
             loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -39,7 +44,10 @@ def pytorch():
 def tensorflow():
     import tensorflow as tf
 
-    for gpu in tf.config.list_physical_devices("GPU"):
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:  # it would run the step on the CPU without a word
+        sys.exit("TensorFlow sees no GPU (CUDA_VISIBLE_DEVICES=%s)" % os.environ.get("CUDA_VISIBLE_DEVICES"))
+    for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     with tf.device("/GPU:0"):
         model = tf.keras.Sequential(

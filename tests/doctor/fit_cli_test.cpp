@@ -319,15 +319,18 @@ TEST_F(FitCli, DdpBucketsOverSeveralGpus)
     const auto viewed = nlohmann::json::parse(shared.out);
     EXPECT_EQ(viewed["training"]["bucket_view"], true);
     EXPECT_EQ(viewed["breakdown"]["states"]["buckets_bytes"], 0);
-    EXPECT_GE(viewed["max_batch_per_gpu"].get<unsigned>(), doc["max_batch_per_gpu"].get<unsigned>());
+    EXPECT_EQ(viewed["breakdown"]["states"]["bytes"], 16 * params);
+    // What is left for activations grows by the buckets and their share of the upper estimate.
+    EXPECT_GT(viewed["gpus"][0]["available_bytes"].get<std::int64_t>(),
+        doc["gpus"][0]["available_bytes"].get<std::int64_t>() + static_cast<std::int64_t>(4 * params));
 
     // The text names them.
     std::vector<std::string> text(ddp.begin(), ddp.end() - 1);
     const auto shown = fit(text);
     EXPECT_NE(shown.out.find("DDP buckets"), std::string::npos) << shown.out;
 
-    // ZeRO has no DDP buckets to view.
-    views.insert(views.end(), {"--zero", "1"});
+    // ZeRO-2 shards the gradients: no DDP buckets to view.
+    views.insert(views.end(), {"--zero", "2"});
     const auto zero = fit(views);
     EXPECT_EQ(zero.exit_code, 2);
     EXPECT_NE(zero.err.find("no DDP buckets"), std::string::npos) << zero.err;

@@ -38,25 +38,28 @@ TEST(FitContextReady, TheScriptsLineGivesThePool)
     EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=99999999999999999999999\n"), probes::Error);
 }
 
-// Two H100s and an A100 (NVML indexes 0, 1, 2), each GPU's used memory in a file of its own.
+// Two H100s, an A100 and an A100 in MIG mode (NVML indexes 0 to 3), each GPU's used memory in a
+// file of its own.
 class FitContextMeasure : public ::testing::Test {
 protected:
     void SetUp() override
     {
         nlohmann::json gpus = nlohmann::json::array();
-        const char* names[] = {"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"};
-        for (int i = 0; i < 3; ++i) {
+        const char* names[] = {
+            "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB"};
+        for (int i = 0; i < 4; ++i) {
             const std::string used = (m_dir / fmt::format("used{}", i)).string();
             std::ofstream(used) << 4 * MiB;
             gpus.push_back({{"bus_id", fmt::format("00000000:{:02X}:00.0", 7 + i)}, {"name", names[i]},
                 {"uuid", fmt::format("GPU-{}", i)}, {"memory_total", 85899345920ULL}, {"memory_used_file", used}});
         }
+        gpus[3]["mig"] = {"MIG-3a"}; // split into MIG instances
         m_fixture.emplace(m_dir, nlohmann::json{{"gpus", gpus}}.dump());
     }
 
     // A stand-in interpreter: checks that it was given "-c <script> FRAMEWORK", raises the used
-    // memory of the GPU CUDA_VISIBLE_DEVICES names by `rise` bytes for 0.3 s, saying `reserved`
-    // is its pool, then puts it back.
+    // memory of the GPU CUDA_VISIBLE_DEVICES names (GPU-i) by `rise` + i · 100 MiB bytes for 0.3 s,
+    // saying `reserved` is its pool, then puts it back.
     std::string interpreter(std::uint64_t rise, std::uint64_t reserved, const std::string& framework = "pytorch")
     {
         const std::string path = (m_dir / "python").string();
@@ -65,7 +68,7 @@ protected:
             "[ \"$1\" = -c ] && [ \"$3\" = {framework} ] || {{ echo \"bad arguments: $1 $3\" >&2; exit 9; }}\n"
             "case \"$2\" in *GPUKIT_RESERVED_BYTES*) ;; *) echo 'not the context script' >&2; exit 9;; esac\n"
             "file='{dir}/used'\"${{CUDA_VISIBLE_DEVICES#GPU-}}\"\n"
-            "echo $(( 4194304 + {rise} )) > \"$file\"\n"
+            "echo $(( 4194304 + {rise} + ${{CUDA_VISIBLE_DEVICES#GPU-}} * 104857600 )) > \"$file\"\n"
             "echo 'GPUKIT_RESERVED_BYTES={reserved}'\n"
             "sleep 0.3\necho 4194304 > \"$file\"\n",
             fmt::arg("framework", framework), fmt::arg("dir", m_dir.path().string()), fmt::arg("rise", rise),
@@ -116,12 +119,13 @@ TEST_F(FitContextMeasure, OneGpuOfEachModelWithThePoolTakenOff)
     EXPECT_EQ(measured[0].bytes, 498 * MiB);
     EXPECT_EQ(measured[1].index, 2u);
     EXPECT_EQ(measured[1].gpu, "NVIDIA A100-SXM4-40GB");
+    EXPECT_EQ(measured[1].bytes, 698 * MiB);
     // Only the GPUs asked for.
     const auto second = measure_cuda_contexts(
         Framework::tensorflow, {1}, interpreter(300 * MiB, 0, "tensorflow"), std::chrono::seconds(20));
     ASSERT_EQ(second.size(), 1u);
     EXPECT_EQ(second[0].index, 1u);
-    EXPECT_EQ(second[0].bytes, 300 * MiB);
+    EXPECT_EQ(second[0].bytes, 400 * MiB);
 }
 
 TEST_F(FitContextMeasure, WhatWentWrongIsSaidWithWhatToGiveInstead)
@@ -156,6 +160,9 @@ TEST_F(FitContextMeasure, WhatWentWrongIsSaidWithWhatToGiveInstead)
     const std::string garbled = unavailable({0}, script("echo 'GPUKIT_RESERVED_BYTES=many'\n"));
     EXPECT_NE(garbled.find("is not a number of bytes"), std::string::npos) << garbled;
 
+    const std::string mig = unavailable({3}, interpreter(MiB, 0));
+    EXPECT_NE(mig.find("split into MIG instances"), std::string::npos) << mig;
+
     const std::string no_gpu = unavailable({7}, interpreter(MiB, 0));
     EXPECT_NE(no_gpu.find("NVML lists none of the GPUs"), std::string::npos) << no_gpu;
 }
@@ -169,14 +176,16 @@ TEST_F(FitContextMeasure, NoNvmlIsSaid)
 
 TEST_F(FitContextMeasure, TheCommandLineUsesTheLargestAndShowsEach)
 {
-    // gpudoctor fit itself, on the three GPUs NVML sees, with GPUKIT_PYTHON as the interpreter.
+    // gpudoctor fit itself, on GPUs 0 to 2, with GPUKIT_PYTHON as the interpreter:
+    // 698 MiB on the H100s (GPU 0), 898 on the A100 (GPU 2), which counts for all.
     const std::string python = interpreter(700 * MiB, 2 * MiB);
     const auto r = test_support::run({GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "bf16", "--optimizer",
-                                         "adamw", "--cuda-context", "measure", "--json"},
+                                         "adamw", "--gpus", "0,1,2", "--cuda-context", "measure", "--json"},
         {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", m_fixture->path()}, {"GPUKIT_PYTHON", python}});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto doc = nlohmann::json::parse(r.out);
-    EXPECT_EQ(doc["breakdown"]["cuda_context_bytes"], 698 * MiB);
+    EXPECT_EQ(doc["breakdown"]["cuda_context_bytes"], 898 * MiB);
+    EXPECT_EQ(doc["breakdown"]["cuda_context_measured"][0]["bytes"], 698 * MiB);
     ASSERT_EQ(doc["breakdown"]["cuda_context_measured"].size(), 2u);
     EXPECT_EQ(doc["breakdown"]["cuda_context_measured"][1]["name"], "NVIDIA A100-SXM4-40GB");
     EXPECT_EQ(doc["breakdown"]["cuda_context_measured"][1]["reserved_bytes"], 2 * MiB);
@@ -194,6 +203,16 @@ TEST_F(FitContextMeasure, TheCommandLineUsesTheLargestAndShowsEach)
         {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", m_fixture->path()}, {"GPUKIT_PYTHON", python}});
     EXPECT_EQ(table.exit_code, 2);
     EXPECT_NE(table.err.find("measures on this node's GPUs"), std::string::npos) << table.err;
+
+    // An input error is said before anything is measured.
+    const std::string ran = (m_dir / "ran").string();
+    const auto early =
+        test_support::run({GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw",
+                              "--global-batch", "0", "--cuda-context", "measure"},
+            {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", m_fixture->path()},
+                {"GPUKIT_PYTHON", script("touch '" + ran + "'\n")}});
+    EXPECT_EQ(early.exit_code, 2) << early.err;
+    EXPECT_FALSE(std::filesystem::exists(ran));
 
     // The interpreter failing is "could not run", 3.
     const auto failed = test_support::run({GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "bf16",

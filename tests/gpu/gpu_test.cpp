@@ -194,10 +194,13 @@ TEST(GpuDoctor, FitMeasuresTheFrameworksContext)
     if (!gpu.cuda) {
         GTEST_SKIP() << gpu.skip_reason;
     }
+    // The interpreter gpudoctor runs: GPUKIT_PYTHON, else python3.
+    const char* forced = std::getenv("GPUKIT_PYTHON");
+    const std::string python = forced != nullptr && *forced != '\0' ? forced : "python3";
     const auto torch = test_support::run(
-        {"python3", "-c", "import torch; assert torch.cuda.is_available()"}, {}, std::chrono::seconds(120));
+        {python, "-c", "import torch; assert torch.cuda.is_available()"}, {}, std::chrono::seconds(120));
     if (torch.exit_code != 0) {
-        GTEST_SKIP() << "python3 has no PyTorch with CUDA: " << torch.err;
+        GTEST_SKIP() << python << " has no PyTorch with CUDA: " << torch.err;
     }
     const auto r = test_support::run({gpudoctor_path(), "fit", "--model", "gpt2", "--precision", "bf16", "--optimizer",
                                          "adamw", "--gpus", "0", "--cuda-context", "measure", "--json"},
