@@ -468,8 +468,16 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
     }
 }
 
-int run_search(const FitOptions& o, const std::vector<std::string>& command, std::optional<FitReport> report)
+// The search's own input errors, said before anything runs (the analytic part's measurement too).
+void check_search(const FitOptions& o, const std::vector<std::string>& command, const CLI::App& app)
 {
+    for (const char* option : {"--fail-on", "--junit", "--prometheus", "--quiet"}) {
+        if (app.count(option) > 0) {
+            throw Error(fmt::format("{} judges the analytic fit; the search's answer is its trials: leave out "
+                                    "--search or {}",
+                option, option));
+        }
+    }
     if (!(o.trial_timeout > 0 && o.trial_timeout <= 86400)) {
         throw Error(
             fmt::format("--trial-timeout {}: expected seconds, more than 0 and at most 86400", o.trial_timeout));
@@ -479,6 +487,10 @@ int run_search(const FitOptions& o, const std::vector<std::string>& command, std
         throw Error("--search: no argument of the command holds {batch}; put it where the command takes its batch "
                     "size, e.g. -- python train.py --batch-size {batch}");
     }
+}
+
+int run_search(const FitOptions& o, const std::vector<std::string>& command, std::optional<FitReport> report)
+{
     const auto timeout = std::chrono::milliseconds(static_cast<long long>(o.trial_timeout * 1000));
     const bool progress = isatty(STDERR_FILENO) != 0 && !o.json;
     auto run = [&](unsigned batch) {
@@ -671,7 +683,10 @@ int run_fit(int argc, char** argv)
                 throw Error(fmt::format("{} is for the search by trial: add --search -- CMD ARGS...", option));
             }
         }
+    } else {
+        check_search(o, command, app);
     }
+    const probes::Severity fail_on = probes::parse_fail_on(judging.fail_on);
 
     std::optional<FitReport> report;
     if (analytic) {
@@ -757,8 +772,8 @@ int run_fit(int argc, char** argv)
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
         if (o.bucket_view && bucket_bytes(q.setup) == 0) {
             throw Error("--bucket-view is PyTorch DDP's gradient_as_bucket_view=True; this setup has no DDP buckets "
-                        "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO or ZeRO-1, no --tp or --pp, "
-                        "and fp32, amp or a pure 16-bit precision): leave --bucket-view out");
+                        "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO or ZeRO-1, no --offload, --tp "
+                        "or --pp, and fp32, amp or a pure 16-bit precision): leave --bucket-view out");
         }
         q.setup.bucket_view = o.bucket_view;
         if (app.count("--global-batch") > 0) {
@@ -784,8 +799,9 @@ int run_fit(int argc, char** argv)
             q.base_batch = o.base_batch;
         }
         if (measure_context) {
-            // The setup's own errors (exit 2) before a measurement that takes seconds.
-            plan_memory(q.model, q.setup, q.overheads);
+            // Every input error (exit 2) before a measurement that takes seconds: the analysis is
+            // pure and quick, and runs again with the context measured.
+            analyse_fit(q);
             q.contexts_measured = measure_contexts(q);
             q.overheads.cuda_context = std::max_element(q.contexts_measured.begin(), q.contexts_measured.end(),
                 [](const ContextMeasurement& a, const ContextMeasurement& b) {
@@ -809,18 +825,10 @@ int run_fit(int argc, char** argv)
     }
 
     if (o.search) {
-        for (const char* option : {"--fail-on", "--junit", "--prometheus", "--quiet"}) {
-            if (app.count(option) > 0) {
-                throw Error(fmt::format("{} judges the analytic fit; the search's answer is its trials: leave out "
-                                        "--search or {}",
-                    option, option));
-            }
-        }
         return run_search(o, command, report);
     }
     // The extra files first: one that cannot be written is exit 2, before the report is printed.
-    const check::Verdict verdict =
-        check::findings_verdict("fit", report->findings, probes::parse_fail_on(judging.fail_on));
+    const check::Verdict verdict = check::findings_verdict("fit", report->findings, fail_on);
     check::write_verdict_files(judging.files, verdict, nullptr);
     const bool color = cli::use_color(no_color);
     if (o.json) {

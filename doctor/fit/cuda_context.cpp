@@ -36,11 +36,6 @@ ContextMeasurement measure_one(
     Framework framework, const probes::NvmlGpu& gpu, const std::string& python, std::chrono::milliseconds timeout)
 {
     const std::string what = fmt::format("--cuda-context measure on GPU {} ({})", gpu.index, gpu.name);
-    if (!gpu.mig_uuids.empty()) {
-        throw probes::Unavailable(fmt::format("{}: the GPU is split into MIG instances, whose use NVML does not give "
-                                              "as one GPU's; {}",
-            what, instead()));
-    }
     auto env = probes::environment();
     // NVML numbers the GPUs in PCI order; CUDA too with this (its default is fastest first).
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
@@ -105,16 +100,27 @@ std::vector<ContextMeasurement> measure_cuda_contexts(Framework framework, const
             fmt::format("--cuda-context measure: cannot read NVML ({}); {}", e.what(), instead()));
     }
     // One GPU of each model: the context follows the model (its SMs' local memory) and the
-    // software, which is the same for all of them here.
+    // software, which is the same for all of them here. Not one split into MIG instances, whose
+    // use NVML does not give as one GPU's.
+    auto fitted = [&](const probes::NvmlGpu& gpu) {
+        return std::find(indexes.begin(), indexes.end(), gpu.index) != indexes.end();
+    };
     std::vector<ContextMeasurement> out;
     std::vector<std::string> measured;
     for (const auto& gpu : found) {
-        if (std::find(indexes.begin(), indexes.end(), gpu.index) == indexes.end() ||
-            std::find(measured.begin(), measured.end(), gpu.name) != measured.end()) {
+        if (!fitted(gpu) || std::find(measured.begin(), measured.end(), gpu.name) != measured.end()) {
             continue;
         }
         measured.push_back(gpu.name);
-        out.push_back(measure_one(framework, gpu, python, timeout));
+        const auto whole = std::find_if(found.begin(), found.end(),
+            [&](const probes::NvmlGpu& g) { return fitted(g) && g.name == gpu.name && g.mig_uuids.empty(); });
+        if (whole == found.end()) {
+            throw probes::Unavailable(fmt::format("--cuda-context measure: GPU {} ({}) is split into MIG instances, "
+                                                  "whose use NVML does not give as one GPU's, and no {} here is "
+                                                  "whole; {}",
+                gpu.index, gpu.name, gpu.name, instead()));
+        }
+        out.push_back(measure_one(framework, *whole, python, timeout));
     }
     if (out.empty()) {
         throw probes::Unavailable(

@@ -927,8 +927,8 @@ unsigned accumulation_bytes(const TrainingSetup& setup)
 
 unsigned bucket_bytes(const TrainingSetup& setup)
 {
-    const bool torch_ddp =
-        setup.framework == Framework::pytorch && setup.dp > 1 && setup.zero <= 1 && setup.tp == 1 && setup.pp == 1;
+    const bool torch_ddp = setup.framework == Framework::pytorch && setup.dp > 1 && setup.zero <= 1 &&
+        setup.offload == Offload::none && setup.tp == 1 && setup.pp == 1;
     const bool own_buffers = setup.precision == Precision::fp16 || setup.precision == Precision::bf16;
     if (!torch_ddp || own_buffers || setup.bucket_view) {
         return 0;

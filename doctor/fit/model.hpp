@@ -227,10 +227,10 @@ unsigned accumulation_bytes(const TrainingSetup& setup);
 /// Linear(2000, 2000), 80,040,000 fp32 parameters, take 335 MB, and 656 MB once wrapped in DDP
 /// (tests/data/fit_published.tsv). Counted where torch's DDP runs: PyTorch, more than one
 /// data-parallel GPU, no ZeRO or ZeRO-1 (torch's ZeroRedundancyOptimizer shards the optimizer of
-/// a DDP model), no --tp or --pp, and gradients torch keeps (fp32, amp, the pure 16-bit
-/// precisions). 0 otherwise: DeepSpeed's and Megatron's mixed precision (fp16, bf16) reduce from
-/// their own gradient buffers, ZeRO-2 and -3 (FSDP) shard the gradients, and with bucket_view
-/// the buckets are the gradients.
+/// a DDP model), no offload, no --tp or --pp, and gradients torch keeps (fp32, amp, the pure
+/// 16-bit precisions). 0 otherwise: DeepSpeed's and Megatron's mixed precision (fp16, bf16) and
+/// DeepSpeed's offload reduce from their own gradient buffers, ZeRO-2 and -3 (FSDP) shard the
+/// gradients, and with bucket_view the buckets are the gradients.
 unsigned bucket_bytes(const TrainingSetup& setup);
 
 /// The fixed costs of a training process on one GPU.

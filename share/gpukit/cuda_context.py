@@ -26,10 +26,13 @@ def pytorch():
     opt = torch.optim.AdamW(model.parameters())
     x = torch.randn(8, 64, device=dev)
     y = torch.randint(0, 16, (8,), device=dev)
-    try:  # PyTorch 2.4 counts emulated bf16 (V100, T4) as supported unless told not to
+    # Since PyTorch 2.2 is_bf16_supported() counts bf16 emulated on older GPUs (V100, T4), which a
+    # job there does not run; 2.4 added the argument to leave emulation out. Native bf16 is
+    # compute capability 8 on (Ampere).
+    try:
         bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
     except TypeError:
-        bf16 = torch.cuda.is_bf16_supported()
+        bf16 = bool(torch.version.hip) or torch.cuda.get_device_capability()[0] >= 8
     half = torch.bfloat16 if bf16 else torch.float16
     for autocast in (contextlib.nullcontext(), torch.autocast("cuda", dtype=half)):
         with autocast:
@@ -44,14 +47,14 @@ def pytorch():
 def tensorflow():
     import tensorflow as tf
 
-    gpus = tf.config.list_physical_devices("GPU")
+    gpus = tf.config.experimental.list_physical_devices("GPU")
     if not gpus:  # it would run the step on the CPU without a word
         sys.exit("TensorFlow sees no GPU (CUDA_VISIBLE_DEVICES=%s)" % os.environ.get("CUDA_VISIBLE_DEVICES"))
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     with tf.device("/GPU:0"):
         model = tf.keras.Sequential(
-            [tf.keras.Input((64,)), tf.keras.layers.Dense(256, activation="gelu"), tf.keras.layers.Dense(16)]
+            [tf.keras.Input((64,)), tf.keras.layers.Dense(256, activation="relu"), tf.keras.layers.Dense(16)]
         )
         model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.train_on_batch(tf.random.normal((8, 64)), tf.random.uniform((8,), 0, 16, dtype=tf.int32))

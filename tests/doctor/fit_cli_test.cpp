@@ -329,6 +329,34 @@ TEST_F(FitCli, DdpBucketsOverSeveralGpus)
     const auto shown = fit(text);
     EXPECT_NE(shown.out.find("DDP buckets"), std::string::npos) << shown.out;
 
+    // ZeRO-1 as torch's ZeroRedundancyOptimizer keeps them; DeepSpeed's offload does not.
+    std::vector<std::string> zero1 = views;
+    zero1.insert(zero1.end(), {"--zero", "1"});
+    const auto sharded = fit(zero1);
+    ASSERT_EQ(sharded.exit_code, 0) << sharded.err;
+    EXPECT_EQ(nlohmann::json::parse(sharded.out)["breakdown"]["states"]["buckets_bytes"], 0);
+    zero1.pop_back();
+    zero1.pop_back();
+    zero1.pop_back(); // --bucket-view
+    zero1.insert(zero1.end(), {"--zero", "1"});
+    EXPECT_EQ(nlohmann::json::parse(fit(zero1).out)["breakdown"]["states"]["buckets_bytes"], 4 * params);
+    zero1.insert(zero1.end(), {"--offload", "optimizer", "--bucket-view"});
+    const auto offloaded = fit(zero1);
+    EXPECT_EQ(offloaded.exit_code, 2);
+    EXPECT_NE(offloaded.err.find("no DDP buckets"), std::string::npos) << offloaded.err;
+
+    // When nothing fits, the views are among the changes, in the JSON too.
+    const auto none = fit({"--model", "gpt2", "--precision", "fp32", "--optimizer", "adamw", "--gpu-count", "4",
+        "--gpu-mem", "2500MB", "--json"});
+    EXPECT_EQ(none.exit_code, 1) << none.err;
+    bool view_suggested = false;
+    const auto suggested = nlohmann::json::parse(none.out);
+    for (const auto& change : suggested["suggestions"]["changes"]) {
+        EXPECT_TRUE(change.contains("loss")) << change;
+        view_suggested = view_suggested || (change["change"] == "--bucket-view" && change["bucket_view"] == true);
+    }
+    EXPECT_TRUE(view_suggested) << none.out;
+
     // ZeRO-2 shards the gradients: no DDP buckets to view.
     views.insert(views.end(), {"--zero", "2"});
     const auto zero = fit(views);

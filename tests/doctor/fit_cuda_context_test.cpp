@@ -38,16 +38,16 @@ TEST(FitContextReady, TheScriptsLineGivesThePool)
     EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=99999999999999999999999\n"), probes::Error);
 }
 
-// Two H100s, an A100 and an A100 in MIG mode (NVML indexes 0 to 3), each GPU's used memory in a
-// file of its own.
+// Two H100s, an A100 40GB, and two A100 80GB of which the first is in MIG mode (NVML indexes 0
+// to 4), each GPU's used memory in a file of its own.
 class FitContextMeasure : public ::testing::Test {
 protected:
     void SetUp() override
     {
         nlohmann::json gpus = nlohmann::json::array();
-        const char* names[] = {
-            "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB"};
-        for (int i = 0; i < 4; ++i) {
+        const char* names[] = {"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
+            "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"};
+        for (int i = 0; i < 5; ++i) {
             const std::string used = (m_dir / fmt::format("used{}", i)).string();
             std::ofstream(used) << 4 * MiB;
             gpus.push_back({{"bus_id", fmt::format("00000000:{:02X}:00.0", 7 + i)}, {"name", names[i]},
@@ -66,6 +66,8 @@ protected:
         std::ofstream(path) << fmt::format(
             "#!/bin/sh\n"
             "[ \"$1\" = -c ] && [ \"$3\" = {framework} ] || {{ echo \"bad arguments: $1 $3\" >&2; exit 9; }}\n"
+            "[ \"$CUDA_DEVICE_ORDER\" = PCI_BUS_ID ] || {{ echo 'CUDA would number the GPUs otherwise' >&2; exit 9; "
+            "}}\n"
             "case \"$2\" in *GPUKIT_RESERVED_BYTES*) ;; *) echo 'not the context script' >&2; exit 9;; esac\n"
             "file='{dir}/used'\"${{CUDA_VISIBLE_DEVICES#GPU-}}\"\n"
             "echo $(( 4194304 + {rise} + ${{CUDA_VISIBLE_DEVICES#GPU-}} * 104857600 )) > \"$file\"\n"
@@ -160,8 +162,19 @@ TEST_F(FitContextMeasure, WhatWentWrongIsSaidWithWhatToGiveInstead)
     const std::string garbled = unavailable({0}, script("echo 'GPUKIT_RESERVED_BYTES=many'\n"));
     EXPECT_NE(garbled.find("is not a number of bytes"), std::string::npos) << garbled;
 
+    // A model whose only GPU here is split into MIG instances is refused; with a whole one of the
+    // same model beside it, that one is measured.
     const std::string mig = unavailable({3}, interpreter(MiB, 0));
-    EXPECT_NE(mig.find("split into MIG instances"), std::string::npos) << mig;
+    EXPECT_NE(mig.find("GPU 3 (NVIDIA A100-SXM4-80GB) is split into MIG instances"), std::string::npos) << mig;
+    const auto whole = measure_cuda_contexts(Framework::pytorch, {3, 4}, interpreter(MiB, 0), std::chrono::seconds(20));
+    ASSERT_EQ(whole.size(), 1u);
+    EXPECT_EQ(whole[0].index, 4u);
+
+    // A pool too large to be one is no context, not a wrapped-around number.
+    const std::string huge = unavailable({0},
+        script("echo 8388608 > '" + (m_dir / "used0").string() +
+            "'\necho GPUKIT_RESERVED_BYTES=18446744073709551615\nsleep 0.3\n"));
+    EXPECT_NE(huge.find("no context on this GPU"), std::string::npos) << huge;
 
     const std::string no_gpu = unavailable({7}, interpreter(MiB, 0));
     EXPECT_NE(no_gpu.find("NVML lists none of the GPUs"), std::string::npos) << no_gpu;
@@ -212,6 +225,13 @@ TEST_F(FitContextMeasure, TheCommandLineUsesTheLargestAndShowsEach)
             {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", m_fixture->path()},
                 {"GPUKIT_PYTHON", script("touch '" + ran + "'\n")}});
     EXPECT_EQ(early.exit_code, 2) << early.err;
+    const auto uneven =
+        test_support::run({GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "bf16", "--optimizer", "adamw",
+                              "--gpus", "0", "--grad-accum", "4", "--global-batch", "30", "--cuda-context", "measure"},
+            {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", m_fixture->path()},
+                {"GPUKIT_PYTHON", script("touch '" + ran + "'\n")}});
+    EXPECT_EQ(uneven.exit_code, 2) << uneven.err;
+    EXPECT_NE(uneven.err.find("not a multiple of --grad-accum 4"), std::string::npos) << uneven.err;
     EXPECT_FALSE(std::filesystem::exists(ran));
 
     // The interpreter failing is "could not run", 3.
