@@ -1,28 +1,41 @@
 #include "doctor/fit/gpu_memory.hpp"
 
 #include "probes/error.hpp"
+#include "probes/process.hpp"
 
 #include <algorithm>
 
 namespace doctor::fit {
 
-GpuMemorySampler::GpuMemorySampler(const std::vector<unsigned>& indexes, std::chrono::milliseconds interval)
-    : m_interval(interval)
+namespace {
+
+constexpr const char* nvml_stuck =
+    "gpudoctor: fit: an NVML call did not return in time while reading GPU memory; gpudoctor stops (see "
+    "nvidia-smi and the kernel log for a stuck driver)\n";
+
+} // namespace
+
+GpuMemorySampler::GpuMemorySampler(
+    const std::vector<unsigned>& indexes, std::chrono::milliseconds interval, unsigned deadline_s)
+    : m_interval(interval), m_deadline_s(deadline_s)
 {
-    try {
-        m_nvml.emplace(probes::Nvml::load());
-    } catch (const probes::Error&) {
-        return; // no NVML: no peak
-    }
-    unsigned count = 0;
-    if (m_nvml->api().memory == nullptr || m_nvml->api().device_count(&count) != probes::nvml_abi::success) {
-        return;
-    }
-    for (unsigned i = 0; i < count; ++i) {
-        probes::nvml_abi::Device device = nullptr;
-        if ((indexes.empty() || std::find(indexes.begin(), indexes.end(), i) != indexes.end()) &&
-            m_nvml->api().handle_by_index(i, &device) == probes::nvml_abi::success) {
-            m_devices.push_back(device);
+    {
+        const probes::CallDeadline deadline(m_deadline_s, nvml_stuck, 3);
+        try {
+            m_nvml.emplace(probes::Nvml::load());
+        } catch (const probes::Error&) {
+            return; // no NVML: no peak
+        }
+        unsigned count = 0;
+        if (m_nvml->api().memory == nullptr || m_nvml->api().device_count(&count) != probes::nvml_abi::success) {
+            return;
+        }
+        for (unsigned i = 0; i < count; ++i) {
+            probes::nvml_abi::Device device = nullptr;
+            if ((indexes.empty() || std::find(indexes.begin(), indexes.end(), i) != indexes.end()) &&
+                m_nvml->api().handle_by_index(i, &device) == probes::nvml_abi::success) {
+                m_devices.push_back(device);
+            }
         }
     }
     if (!m_devices.empty()) {
@@ -66,6 +79,7 @@ void GpuMemorySampler::loop()
 
 void GpuMemorySampler::sample()
 {
+    const probes::CallDeadline deadline(m_deadline_s, nvml_stuck, 3);
     for (auto device : m_devices) {
         probes::nvml_abi::Memory memory{};
         if (m_nvml->api().memory(device, &memory) == probes::nvml_abi::success) {

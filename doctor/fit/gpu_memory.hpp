@@ -18,11 +18,13 @@ namespace doctor::fit {
 /// Samples nvmlDeviceGetMemoryInfo's used memory of the GPUs given by NVML index (all of them
 /// when none is given) every `interval`, from construction to stop(), and keeps the largest value
 /// of the busiest GPU. The first sample is taken in the constructor: the use before the child
-/// starts. Does nothing when NVML cannot be loaded.
+/// starts. Does nothing when NVML cannot be loaded. NVML runs in this process (its handles are
+/// this process's), so each call into it has `deadline_s` (probes::CallDeadline): a driver call
+/// that never returns ends gpudoctor with exit status 3 and a message, instead of hanging it.
 class GpuMemorySampler {
 public:
-    explicit GpuMemorySampler(
-        const std::vector<unsigned>& indexes = {}, std::chrono::milliseconds interval = std::chrono::milliseconds(100));
+    explicit GpuMemorySampler(const std::vector<unsigned>& indexes = {},
+        std::chrono::milliseconds interval = std::chrono::milliseconds(100), unsigned deadline_s = 30);
     ~GpuMemorySampler();
     GpuMemorySampler(const GpuMemorySampler&) = delete;
     GpuMemorySampler& operator=(const GpuMemorySampler&) = delete;
@@ -42,6 +44,7 @@ private:
     std::optional<probes::Nvml> m_nvml;
     std::vector<probes::nvml_abi::Device> m_devices;
     std::chrono::milliseconds m_interval;
+    unsigned m_deadline_s;
     std::thread m_thread;
     std::mutex m_mutex;
     std::condition_variable m_wake;

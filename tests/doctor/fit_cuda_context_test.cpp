@@ -2,6 +2,7 @@
 // interpreter (/bin/sh, written here) raises while it "holds its context", as the real script
 // makes PyTorch or TensorFlow do.
 #include "doctor/fit/cuda_context.hpp"
+#include "doctor/fit/gpu_memory.hpp"
 #include "doctor/fit/search.hpp"
 #include "probes/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
@@ -255,4 +256,16 @@ TEST_F(FitContextMeasure, TheScriptRunsTheRealPyTorchUpToCuda)
     const std::string message = unavailable({0}, python, std::chrono::seconds(120));
     EXPECT_NE(message.find("stopped before holding a context: exit status 1"), std::string::npos) << message;
     EXPECT_TRUE(message.find("CUDA") != std::string::npos || message.find("NVIDIA") != std::string::npos) << message;
+}
+
+TEST_F(FitContextMeasure, AStuckNvmlEndsGpudoctorWithAMessage)
+{
+    // nvmlDeviceGetMemoryInfo never returns (a wedged driver): the sampler's deadline ends the
+    // process with exit status 3 and says why, where it would hang for ever.
+    const std::string stuck = (m_dir / "stuck.json").string();
+    std::ofstream(stuck) << R"({"hang_in": "nvmlDeviceGetMemoryInfo",
+        "gpus": [{"bus_id": "00000000:07:00.0", "memory_total": 85899345920}]})";
+    ScopedEnv fixture{"FAKE_NVML_FIXTURE", stuck};
+    EXPECT_EXIT({ doctor::fit::GpuMemorySampler sampler({0}, std::chrono::milliseconds(50), 1); },
+        ::testing::ExitedWithCode(3), "an NVML call did not return in time");
 }

@@ -340,6 +340,7 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length)
 
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory)
 {
+    misbehave("nvmlDeviceGetMemoryInfo");
     const auto& gpu = fixture()["gpus"][gpu_of(device)];
     memory->total = gpu.value("memory_total", 0ULL);
     memory->used = gpu.contains("memory_used")
