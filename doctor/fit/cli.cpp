@@ -770,7 +770,7 @@ int run_fit(int argc, char** argv)
         }
         q.gpus = resolve_gpus(o, table, q.findings);
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
-        if (o.bucket_view && bucket_bytes(q.setup) == 0) {
+        if (o.bucket_view && !has_ddp_buckets(q.setup)) {
             throw Error("--bucket-view is PyTorch DDP's gradient_as_bucket_view=True; this setup has no DDP buckets "
                         "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO or ZeRO-1, no --offload, --tp "
                         "or --pp, and fp32, amp or a pure 16-bit precision): leave --bucket-view out");

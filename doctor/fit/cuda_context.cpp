@@ -94,10 +94,7 @@ std::vector<ContextMeasurement> measure_cuda_contexts(Framework framework, const
 {
     std::vector<probes::NvmlGpu> found;
     try {
-        const probes::CallDeadline deadline(30,
-            "gpudoctor: fit: NVML did not list the GPUs in 30 s; gpudoctor stops (see nvidia-smi and the kernel "
-            "log for a stuck driver)\n",
-            3);
+        const probes::CallDeadline deadline = nvml_deadline();
         found = probes::Nvml::load().gpus();
     } catch (const probes::Error& e) {
         throw probes::Unavailable(

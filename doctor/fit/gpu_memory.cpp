@@ -1,26 +1,25 @@
 #include "doctor/fit/gpu_memory.hpp"
 
 #include "probes/error.hpp"
-#include "probes/process.hpp"
 
 #include <algorithm>
 
 namespace doctor::fit {
 
-namespace {
-
-constexpr const char* nvml_stuck =
-    "gpudoctor: fit: an NVML call did not return in time while reading GPU memory; gpudoctor stops (see "
-    "nvidia-smi and the kernel log for a stuck driver)\n";
-
-} // namespace
+probes::CallDeadline nvml_deadline(unsigned seconds)
+{
+    return probes::CallDeadline(seconds,
+        "gpudoctor: fit: an NVML call did not return in time; gpudoctor stops (see nvidia-smi and the kernel log "
+        "for a stuck driver)\n",
+        3);
+}
 
 GpuMemorySampler::GpuMemorySampler(
     const std::vector<unsigned>& indexes, std::chrono::milliseconds interval, unsigned deadline_s)
     : m_interval(interval), m_deadline_s(deadline_s)
 {
     {
-        const probes::CallDeadline deadline(m_deadline_s, nvml_stuck, 3);
+        const probes::CallDeadline deadline = nvml_deadline(m_deadline_s);
         try {
             m_nvml.emplace(probes::Nvml::load());
         } catch (const probes::Error&) {
@@ -79,7 +78,7 @@ void GpuMemorySampler::loop()
 
 void GpuMemorySampler::sample()
 {
-    const probes::CallDeadline deadline(m_deadline_s, nvml_stuck, 3);
+    const probes::CallDeadline deadline = nvml_deadline(m_deadline_s);
     for (auto device : m_devices) {
         probes::nvml_abi::Memory memory{};
         if (m_nvml->api().memory(device, &memory) == probes::nvml_abi::success) {

@@ -4,6 +4,7 @@
 // of a fit --search trial, the rise a framework's CUDA context makes (fit --cuda-context measure).
 
 #include "probes/nvml.hpp"
+#include "probes/process.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +22,10 @@ namespace doctor::fit {
 /// starts. Does nothing when NVML cannot be loaded. NVML runs in this process (its handles are
 /// this process's), so each call into it has `deadline_s` (probes::CallDeadline): a driver call
 /// that never returns ends gpudoctor with exit status 3 and a message, instead of hanging it.
+/// The deadline fit puts on a call into NVML (probes::CallDeadline): past `seconds`, gpudoctor
+/// says NVML is stuck and ends with exit status 3.
+probes::CallDeadline nvml_deadline(unsigned seconds = 30);
+
 class GpuMemorySampler {
 public:
     explicit GpuMemorySampler(const std::vector<unsigned>& indexes = {},

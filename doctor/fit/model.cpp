@@ -925,15 +925,18 @@ unsigned accumulation_bytes(const TrainingSetup& setup)
     return 0;
 }
 
+bool has_ddp_buckets(const TrainingSetup& setup)
+{
+    const bool own_buffers = setup.precision == Precision::fp16 || setup.precision == Precision::bf16;
+    return setup.framework == Framework::pytorch && setup.dp > 1 && setup.zero <= 1 && setup.offload == Offload::none &&
+        setup.tp == 1 && setup.pp == 1 && !own_buffers;
+}
+
 unsigned bucket_bytes(const TrainingSetup& setup)
 {
-    const bool torch_ddp = setup.framework == Framework::pytorch && setup.dp > 1 && setup.zero <= 1 &&
-        setup.offload == Offload::none && setup.tp == 1 && setup.pp == 1;
-    const bool own_buffers = setup.precision == Precision::fp16 || setup.precision == Precision::bf16;
-    if (!torch_ddp || own_buffers || setup.bucket_view) {
-        return 0;
-    }
-    return state_bytes(setup.precision, setup.optimizer, setup.framework).gradients;
+    return has_ddp_buckets(setup) && !setup.bucket_view
+        ? state_bytes(setup.precision, setup.optimizer, setup.framework).gradients
+        : 0;
 }
 
 std::string Uncertainty::basis() const
@@ -991,10 +994,7 @@ namespace {
 // A changed setup keeps --bucket-view only where it still has DDP buckets to view.
 TrainingSetup without_stale_view(TrainingSetup s)
 {
-    if (s.bucket_view) {
-        s.bucket_view = false;
-        s.bucket_view = bucket_bytes(s) > 0;
-    }
+    s.bucket_view = s.bucket_view && has_ddp_buckets(s);
     return s;
 }
 

@@ -219,18 +219,21 @@ struct TrainingSetup {
 ///   pure 16-bit precisions; fp16 with fp32 masters as DeepSpeed's FP16_Optimizer does it).
 unsigned accumulation_bytes(const TrainingSetup& setup);
 
-/// Bytes per trained parameter of PyTorch DDP's all-reduce buckets: the Reducer copies every
-/// gradient into a flat bucket (25 MiB each, together the size of all gradients), allocated when
-/// the model is wrapped and kept for the whole run, so they cost the gradients' bytes again
-/// (torch.nn.parallel's documentation of gradient_as_bucket_view: "the saved memory size will be
-/// equal to the total gradients size"). PyTorch's ZeroRedundancyOptimizer recipe shows it: 20
-/// Linear(2000, 2000), 80,040,000 fp32 parameters, take 335 MB, and 656 MB once wrapped in DDP
-/// (tests/data/fit_published.tsv). Counted where torch's DDP runs: PyTorch, more than one
-/// data-parallel GPU, no ZeRO or ZeRO-1 (torch's ZeroRedundancyOptimizer shards the optimizer of
-/// a DDP model), no offload, no --tp or --pp, and gradients torch keeps (fp32, amp, the pure
-/// 16-bit precisions). 0 otherwise: DeepSpeed's and Megatron's mixed precision (fp16, bf16) and
-/// DeepSpeed's offload reduce from their own gradient buffers, ZeRO-2 and -3 (FSDP) shard the
-/// gradients, and with bucket_view the buckets are the gradients.
+/// Whether PyTorch's DDP, with its all-reduce buckets, runs `setup`, whatever bucket_view says.
+/// The Reducer copies every gradient into a flat bucket (25 MiB each, together the size of all
+/// gradients), allocated when the model is wrapped and kept for the whole run, so they cost the
+/// gradients' bytes again (torch.nn.parallel's documentation of gradient_as_bucket_view: "the
+/// saved memory size will be equal to the total gradients size"). PyTorch's
+/// ZeroRedundancyOptimizer recipe shows it: 20 Linear(2000, 2000), 80,040,000 fp32 parameters,
+/// take 335 MB, and 656 MB once wrapped in DDP (tests/data/fit_published.tsv). True for PyTorch,
+/// more than one data-parallel GPU, no ZeRO or ZeRO-1 (torch's ZeroRedundancyOptimizer shards the
+/// optimizer of a DDP model), no offload, no --tp or --pp, and gradients torch keeps (fp32, amp,
+/// the pure 16-bit precisions). False otherwise: DeepSpeed's and Megatron's mixed precision (fp16,
+/// bf16) and DeepSpeed's offload reduce from their own gradient buffers, ZeRO-2 and -3 (FSDP)
+/// shard the gradients.
+bool has_ddp_buckets(const TrainingSetup& setup);
+/// Bytes per trained parameter of those buckets: the gradients' where has_ddp_buckets, 0 with
+/// bucket_view (the buckets are the gradients) or without DDP.
 unsigned bucket_bytes(const TrainingSetup& setup);
 
 /// The fixed costs of a training process on one GPU.

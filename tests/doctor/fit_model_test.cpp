@@ -878,6 +878,12 @@ TEST(FitModel, DdpBucketsCopyTheGradients)
         change(t);
         EXPECT_EQ(bucket_bytes(t), 0u);
     }
+    // With the views DDP still runs, its buckets being the gradients.
+    TrainingSetup viewed_ddp = s;
+    viewed_ddp.bucket_view = true;
+    EXPECT_TRUE(has_ddp_buckets(viewed_ddp));
+    viewed_ddp.zero = 2;
+    EXPECT_FALSE(has_ddp_buckets(viewed_ddp));
 
     // bert-large, fp32 AdamW over 4 GPUs: 4 B × 335,141,888 = 1,340,567,552 bytes on top of the
     // 16 B per parameter; the views take them away again.
