@@ -4,7 +4,8 @@
 For each row it runs `gpudoctor fit ARGS --json` and compares:
   nvml_mib   the device memory NVML showed, with the fit's peak at --batch (states, activations,
              CUDA context, workspaces)
-  alloc_gb   torch.cuda.max_memory_allocated() in GB, with states + activations at --batch
+  alloc_gb   torch.cuda.max_memory_allocated() in GB, with states + activations + PyTorch's
+             cuBLAS workspaces at --batch (what its caching allocator holds)
   alloc_gib  the same in GiB (torchtune's "peak memory active")
   max_batch  the largest batch that ran, with max_batch_per_gpu
   oom_at     the smallest batch that ran out of memory: max_batch_per_gpu must be below it

@@ -124,6 +124,7 @@ Nvml Nvml::load(const std::string& file)
     library.bind(api.common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
     library.bind(api.nvlink_state, "nvmlDeviceGetNvLinkState");
     library.bind(api.nvlink_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    library.bind(api.cuda_compute_capability, "nvmlDeviceGetCudaComputeCapability");
 
     Nvml nvml(std::move(library), api);
     nvml_abi::Return rc = api.init();

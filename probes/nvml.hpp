@@ -97,6 +97,7 @@ struct NvmlApi {
     nvml_abi::Return (*common_ancestor)(nvml_abi::Device, nvml_abi::Device, int*) = nullptr;
     nvml_abi::Return (*nvlink_state)(nvml_abi::Device, unsigned int, int*) = nullptr;
     nvml_abi::Return (*nvlink_remote_pci)(nvml_abi::Device, unsigned int, nvml_abi::PciInfo*) = nullptr; // _v2
+    nvml_abi::Return (*cuda_compute_capability)(nvml_abi::Device, int*, int*) = nullptr; // major, minor
 };
 
 /// What NVML says about one physical GPU.

@@ -406,7 +406,8 @@ const char* GpuTable::builtin_toml()
 
 GpuTable GpuTable::from_toml(const std::string& text, const std::string& origin)
 {
-    static const std::vector<std::string> keys = {"aliases", "memory_gib", "speed", "note"};
+    static const std::vector<std::string> keys = {
+        "aliases", "memory_gib", "speed", "note", "compute_capability", "nvlink"};
     GpuTable out;
     const toml::table doc = parse(text, origin);
     for (const auto& [key, node] : in_file_order(doc)) {
@@ -425,6 +426,12 @@ GpuTable GpuTable::from_toml(const std::string& text, const std::string& origin)
         gpu.memory = static_cast<std::uint64_t>(std::llround(*gib * 1073741824.0));
         gpu.speed = e.positive("speed").value_or(1.0);
         gpu.note = e.text("note").value_or("");
+        const auto cc = e.text("compute_capability");
+        gpu.traits.compute_capability = cc ? parse_compute_capability(*cc) : std::nullopt;
+        if (!gpu.traits.compute_capability) {
+            throw e.wrong("compute_capability", "given as major.minor, e.g. \"8.0\"");
+        }
+        gpu.traits.nvlink = e.flag("nvlink");
         out.m_gpus.push_back(std::move(gpu));
     }
     return out;

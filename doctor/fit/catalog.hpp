@@ -60,6 +60,7 @@ struct GpuSpec {
     std::uint64_t memory = 0; ///< bytes, about what NVML reports as total
     double speed = 1; ///< relative training throughput, V100 = 1; rough
     std::string note; ///< e.g. that CUDA 12 dropped it
+    GpuTraits traits; ///< compute capability (required) and NVLink (unknown unless said)
 };
 
 /// The GPU table (share/gpukit/gpus.toml), compiled in.

@@ -74,6 +74,7 @@ struct FitOptions {
     std::string recompute = "none";
     std::string gpu_mem;
     std::string cuda_context;
+    std::string workspace;
     std::string gpus; ///< this node's GPUs: NVML indexes, bus ids or UUIDs
     std::string gpu_models; ///< names from the GPU table
     unsigned gpu_count = 0;
@@ -119,6 +120,39 @@ bool names_local_gpu(const std::string& text)
 }
 
 // The GPUs NVML sees (those `selectors` name, or all), with their free memory.
+// What NVML says of a GPU that its workspaces depend on; unknown where NVML does not say.
+GpuTraits nvml_traits(const probes::Nvml& nvml, probes::nvml_abi::Device device)
+{
+    const auto& api = nvml.api();
+    GpuTraits traits;
+    int major = 0;
+    int minor = 0;
+    if (api.cuda_compute_capability != nullptr &&
+        api.cuda_compute_capability(device, &major, &minor) == probes::nvml_abi::success) {
+        traits.compute_capability = parse_compute_capability(fmt::format("{}.{}", major, minor));
+    }
+    // NVLink: any link up. A GPU without NVLink answers NOT_SUPPORTED for its first link.
+    if (api.nvlink_state != nullptr) {
+        constexpr probes::nvml_abi::Return not_supported = 3;
+        for (unsigned link = 0; link < 18; ++link) {
+            int active = 0;
+            const auto rc = api.nvlink_state(device, link, &active);
+            if (rc != probes::nvml_abi::success) {
+                if (link == 0 && rc == not_supported) {
+                    traits.nvlink = false;
+                }
+                break;
+            }
+            if (active != 0) {
+                traits.nvlink = true;
+                break;
+            }
+            traits.nvlink = false;
+        }
+    }
+    return traits;
+}
+
 std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<probes::Finding>& notes)
 {
     std::optional<probes::Nvml> nvml;
@@ -159,7 +193,8 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
             throw probes::Unavailable(fmt::format("GPU {} has no free memory", g.index));
         }
         out.push_back({g.name.empty() ? "GPU" : g.name, memory.free,
-            selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0, g.index});
+            selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0, g.index,
+            nvml_traits(*nvml, nvml->handle(g.index))});
         if (!g.mig_uuids.empty()) {
             notes.push_back(fit_finding("fit.mig_instance", fmt::format("gpu {}", g.index),
                 fmt::format(
@@ -210,8 +245,8 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
                     "--gpu-model {}: an empty name; give names from the GPU table, like K80,V100,V100", o.gpu_models));
             }
             const GpuSpec& spec = table.find(name);
-            gpus.push_back(
-                {spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed, std::nullopt});
+            gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed,
+                std::nullopt, spec.traits});
             const bool said = std::any_of(
                 notes.begin(), notes.end(), [&](const probes::Finding& f) { return f.message == spec.note; });
             if (!spec.note.empty() && !said) {
@@ -222,7 +257,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
         if (o.gpu_count > 100000) {
             throw Error(fmt::format("--gpu-count {}: expected a number of GPUs from 1 to 100000", o.gpu_count));
         }
-        FitGpu each{"", size.value_or(0), "--gpu-mem", 1.0, std::nullopt};
+        FitGpu each{"", size.value_or(0), "--gpu-mem", 1.0, std::nullopt, {}};
         if (!size) {
             const auto seen = nvml_gpus({}, notes);
             each = *std::min_element(
@@ -255,7 +290,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
             }
         }
     } else if (size) {
-        gpus.push_back({"", *size, "--gpu-mem", 1.0, std::nullopt});
+        gpus.push_back({"", *size, "--gpu-mem", 1.0, std::nullopt, {}});
     } else {
         gpus = nvml_gpus({}, notes);
     }
@@ -439,7 +474,8 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
         }
         for (const auto& g : gpus.gpus()) {
             doc["gpus"].push_back({{"name", g.name}, {"aliases", g.aliases}, {"memory_bytes", g.memory},
-                {"speed", g.speed}, {"note", g.note}});
+                {"speed", g.speed}, {"note", g.note}, {"compute_capability", to_string(*g.traits.compute_capability)},
+                {"nvlink", g.traits.nvlink ? nlohmann::json(*g.traits.nvlink) : nlohmann::json(nullptr)}});
         }
         std::cout << doc.dump(2) << '\n';
         return;
@@ -459,10 +495,16 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
         }
         std::cout << fmt::format("  {:<22} {}\n  {:<22} {}\n", m.name, m.description, "", shape);
     }
-    std::cout << "\nGPU table (--gpu-model NAME,...; speed relative to a V100, rough; --speeds overrides):\n";
+    std::cout << "\nGPU table (--gpu-model NAME,...; speed relative to a V100, rough; --speeds overrides; compute "
+                 "capability; NVLink where the model always or never has it):\n";
     for (const auto& g : gpus.gpus()) {
-        std::string line = fmt::format("  {:<10} {:>10}  speed {:<4} {}", g.name, probes::format_bytes(g.memory),
-            fmt::format("{:g}", g.speed), fmt::join(g.aliases, ", "));
+        const auto& t = g.traits;
+        std::string line = fmt::format("  {:<10} {:>10}  speed {:<4} cc {:<5} {:<10} {}", g.name,
+            probes::format_bytes(g.memory), fmt::format("{:g}", g.speed), to_string(*t.compute_capability),
+            !t.nvlink       ? ""
+                : *t.nvlink ? "NVLink"
+                            : "no NVLink",
+            fmt::join(g.aliases, ", "));
         line.erase(line.find_last_not_of(' ') + 1);
         std::cout << line << '\n';
     }
@@ -602,6 +644,10 @@ int run_fit(int argc, char** argv)
            "The CUDA context and framework kernels per GPU, as measured (default 512MiB; nvidia-smi after "
            "torch.cuda.init() shows it), or measure: start the framework on one GPU of each model here and read NVML")
         ->type_name("SIZE|measure");
+    app.add_option("--workspace", o.workspace,
+           "The workspaces per GPU as measured (e.g. 2GiB with NCCL's NVLS buffers), instead of the count from the "
+           "GPU's compute capability and NVLink: cuBLAS, NCCL, TensorFlow's reserve")
+        ->type_name("SIZE");
     app.add_option("--gpu-mem", o.gpu_mem,
            "Memory per GPU (16GiB, 80GB, 40000MiB) or auto: free memory from NVML "
            "(the default without GPU names)")
@@ -768,6 +814,9 @@ int run_fit(int argc, char** argv)
         if (!o.cuda_context.empty() && !measure_context) {
             q.overheads.cuda_context = probes::parse_byte_size(o.cuda_context, "--cuda-context");
         }
+        if (app.count("--workspace") > 0) {
+            q.overheads.workspace = probes::parse_byte_size(o.workspace, "--workspace");
+        }
         q.gpus = resolve_gpus(o, table, q.findings);
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
         if (o.bucket_view && !has_ddp_buckets(q.setup)) {
@@ -815,8 +864,8 @@ int run_fit(int argc, char** argv)
                  "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
                  "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--norm", "--image",
                  "--attention", "--loss", "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits",
-                 "--tp", "--pp", "--sequence-parallel", "--bucket-view", "--offload", "--cuda-context", "--grad-accum",
-                 "--decoder-layers", "--target-seq"}) {
+                 "--tp", "--pp", "--sequence-parallel", "--bucket-view", "--offload", "--cuda-context", "--workspace",
+                 "--grad-accum", "--decoder-layers", "--target-seq"}) {
             if (app.count(option) > 0) {
                 throw Error(
                     fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));

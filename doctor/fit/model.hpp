@@ -7,6 +7,7 @@
 //   per GPU:  memory = model states + CUDA context + workspaces + margin + batch × activations
 //   max batch = floor((memory − context − workspaces − margin − states) / activations per sample)
 
+#include "doctor/fit/workspace.hpp"
 #include "probes/finding.hpp"
 
 #include <cstdint>
@@ -241,9 +242,10 @@ struct Overheads {
     /// CUDA context and the framework's kernels: 0.3–0.5 GiB with lazy module loading (CUDA ≥
     /// 11.7), over 1 GiB on older stacks.
     std::uint64_t cuda_context = std::uint64_t{512} << 20;
-    /// cuBLAS/cuBLASLt workspaces (up to 32 MiB per stream on Hopper), cuDNN workspaces, NCCL
-    /// buffers (a few MiB per channel and peer).
-    std::uint64_t workspace = std::uint64_t{256} << 20;
+    /// --workspace SIZE: the workspaces as given; otherwise counted for `gpu` and the setup
+    /// (workspaces_for).
+    std::optional<std::uint64_t> workspace;
+    GpuTraits gpu; ///< the GPU these overheads are for
     /// The share of the GPU's memory kept free for allocator fragmentation and rounding.
     double margin_fraction = 0.10;
     /// Measured CNN activations are the tensors saved for backward; the peak adds transient
@@ -311,6 +313,7 @@ struct Uncertainty {
 
 /// Everything that does not depend on the GPU.
 struct MemoryPlan {
+    TrainingSetup setup; ///< what was planned
     StateMemory states;
     ActivationBytes activations;
     Uncertainty uncertainty;
@@ -375,7 +378,7 @@ std::uint64_t lora_layer_params(const TransformerShape& shape, const Lora& lora)
 struct GpuFit {
     std::uint64_t memory = 0; ///< what the GPU offers (total from the table or --gpu-mem, free from NVML)
     std::uint64_t cuda_context = 0;
-    std::uint64_t workspace = 0;
+    Workspaces workspaces;
     std::uint64_t margin = 0;
     std::uint64_t states = 0; ///< the upper estimate of the model states
     /// memory − context − workspace − margin − states; negative when the states alone do not fit.
@@ -388,17 +391,20 @@ struct GpuFit {
 GpuFit fit_gpu(const MemoryPlan& plan, std::uint64_t memory, const Overheads& overheads = {});
 
 /// What one GPU holds at a per-GPU batch: about what nvidia-smi shows for the training process
-/// (torch.cuda.max_memory_allocated() shows states + activations).
+/// (torch.cuda.max_memory_allocated() shows allocated()).
 struct PeakMemory {
     unsigned batch = 0;
     std::uint64_t states = 0;
     std::uint64_t activations = 0; ///< batch × activations per sample
     std::uint64_t cuda_context = 0;
-    std::uint64_t workspace = 0;
+    Workspaces workspaces;
     std::uint64_t states_upper = 0; ///< with the plan's uncertainty
     std::uint64_t activations_upper = 0;
-    std::uint64_t total() const { return states + activations + cuda_context + workspace; }
-    std::uint64_t upper() const { return states_upper + activations_upper + cuda_context + workspace; }
+    std::uint64_t total() const { return states + activations + cuda_context + workspaces.total(); }
+    std::uint64_t upper() const { return states_upper + activations_upper + cuda_context + workspaces.total(); }
+    /// What torch.cuda.max_memory_allocated() shows: no context, no NCCL buffers.
+    std::uint64_t allocated() const { return states + activations + workspaces.allocated(); }
+    std::uint64_t allocated_upper() const { return states_upper + activations_upper + workspaces.allocated(); }
 };
 PeakMemory peak_at(const MemoryPlan& plan, unsigned batch, const Overheads& overheads = {});
 

@@ -243,6 +243,33 @@ void render_lr(const LrAdvice& lr, Optimizer optimizer, std::string& out)
         lr.base_lr ? fmt::format(" ({})", number(*lr.base_lr)) : "");
 }
 
+// The request's overheads on one of its GPUs: the workspaces are counted for that GPU. NCCL runs
+// the same channels on every rank, as many as the job's links allow: NVLink's only where every
+// GPU has it (unknown where one is unknown and none lacks it).
+Overheads overheads_on(const FitRequest& request, const FitGpu& gpu)
+{
+    Overheads o = request.overheads;
+    o.gpu = gpu.traits;
+    o.gpu.nvlink = true;
+    for (const auto& g : request.gpus) {
+        if (g.traits.nvlink == false) {
+            o.gpu.nvlink = false;
+            break;
+        }
+        if (!g.traits.nvlink) {
+            o.gpu.nvlink.reset();
+        }
+    }
+    return o;
+}
+
+nlohmann::json workspace_json(const Workspaces& w)
+{
+    return {{"bytes", w.total()}, {"given", w.given.has_value()}, {"cublas_bytes", w.cublas}, {"nccl_bytes", w.nccl},
+        {"nccl_communicators", w.nccl_communicators}, {"nccl_channels", w.nccl_channels},
+        {"tensorflow_reserve_bytes", w.tensorflow_reserve}, {"allocated_bytes", w.allocated()}, {"assumed", w.assumed}};
+}
+
 } // namespace
 
 FitReport analyse_fit(const FitRequest& request)
@@ -257,16 +284,19 @@ FitReport analyse_fit(const FitRequest& request)
     r.findings = r.plan.findings;
     r.findings.insert(r.findings.end(), request.findings.begin(), request.findings.end());
 
-    if (request.batch) {
-        r.at_batch = peak_at(r.plan, *request.batch, request.overheads);
-    }
     std::vector<unsigned> caps;
     std::vector<double> speeds;
     for (const auto& gpu : request.gpus) {
-        r.fits.push_back(fit_gpu(r.plan, gpu.memory, request.overheads));
-        if (r.at_batch) {
-            r.spare_at_batch.push_back(static_cast<std::int64_t>(gpu.memory - r.fits.back().margin) -
-                static_cast<std::int64_t>(r.at_batch->upper()));
+        const Overheads overheads = overheads_on(request, gpu);
+        r.fits.push_back(fit_gpu(r.plan, gpu.memory, overheads));
+        if (request.batch) {
+            // Each GPU against its own workspaces; the peak shown is the GPU's with the most.
+            const PeakMemory peak = peak_at(r.plan, *request.batch, overheads);
+            r.spare_at_batch.push_back(
+                static_cast<std::int64_t>(gpu.memory - r.fits.back().margin) - static_cast<std::int64_t>(peak.upper()));
+            if (!r.at_batch || peak.total() > r.at_batch->total()) {
+                r.at_batch = peak;
+            }
         }
         caps.push_back(r.fits.back().max_batch);
         speeds.push_back(gpu.speed);
@@ -302,7 +332,8 @@ FitReport analyse_fit(const FitRequest& request)
         r.findings.push_back(fit_finding("fit.nothing_fits", fmt::format("gpu {}", worst),
             fmt::format("nothing fits, not even batch 1, on {}: {}", gpu_label(r, worst),
                 why_nothing_fits(r.plan, r.fits[worst]))));
-        r.suggestions = suggest_changes(request.model, request.setup, request.gpus[worst].memory, request.overheads);
+        r.suggestions = suggest_changes(
+            request.model, request.setup, request.gpus[worst].memory, overheads_on(request, request.gpus[worst]));
     } else if (request.global_batch) {
         if (r.micro_batch > room) {
             const std::uint64_t steps = micro_batches_for(r.global_batch, room);
@@ -441,9 +472,18 @@ std::string render_fit_text(const FitReport& r, bool color)
     if (act.source == "given") {
         row("given", act.per_sample, "--activation-bytes-per-sample");
     }
-    out += fmt::format("Overhead per GPU: CUDA context {}, workspaces {} (cuBLAS, cuDNN, NCCL); margin {:g} % of its "
-                       "memory, for fragmentation\n",
-        format_bytes(q.overheads.cuda_context), format_bytes(q.overheads.workspace), q.overheads.margin_fraction * 100);
+    out += fmt::format(
+        "Overhead per GPU: CUDA context {}, the workspaces below; margin {:g} % of its memory, for fragmentation\n",
+        format_bytes(q.overheads.cuda_context), q.overheads.margin_fraction * 100);
+    // One row per kind of GPU: the workspaces follow its architecture and interconnect.
+    std::vector<std::string> shown;
+    for (std::size_t i = 0; i < q.gpus.size(); ++i) {
+        std::string words = describe(r.fits[i].workspaces, overheads_on(q, q.gpus[i]).gpu);
+        if (std::find(shown.begin(), shown.end(), words) == shown.end()) {
+            row("workspaces", r.fits[i].workspaces.total(), words);
+            shown.push_back(std::move(words));
+        }
+    }
     for (const auto& c : q.contexts_measured) {
         row("context", c.bytes,
             fmt::format("measured on GPU {} ({}): used {} → {}, less {} {} pool", c.index, c.gpu,
@@ -457,10 +497,10 @@ std::string render_fit_text(const FitReport& r, bool color)
         out +=
             fmt::format("At batch {}: about {} per GPU, up to {} (states {} + activations {} + context and workspaces "
                         "{}), what nvidia-smi would show; torch.cuda.max_memory_allocated() shows about {} (no "
-                        "context)\n",
+                        "context, no NCCL)\n",
                 p.batch, format_bytes(p.total()), format_bytes(p.upper()), format_bytes(p.states),
-                format_bytes(p.activations), format_bytes(p.cuda_context + p.workspace),
-                format_bytes(p.states + p.activations));
+                format_bytes(p.activations), format_bytes(p.cuda_context + p.workspaces.total()),
+                format_bytes(p.allocated()));
         for (std::size_t i = 0; i < q.gpus.size(); ++i) {
             const std::int64_t spare = r.spare_at_batch[i];
             out += fmt::format("  {}: {}\n", gpu_label(r, i),
@@ -678,7 +718,11 @@ nlohmann::json render_fit_json(const FitReport& r)
                 {"recomputed_bytes", act.rebuilt_layer}, {"output_layer_bytes", act.output_layer},
                 {"decoder_per_layer_bytes", act.decoder_per_layer}, {"encoder_output_bytes", act.encoder_output},
                 {"measured_bytes", act.measured}, {"transient_bytes", act.transient}}},
-        {"cuda_context_bytes", q.overheads.cuda_context}, {"workspace_bytes", q.overheads.workspace},
+        {"cuda_context_bytes", q.overheads.cuda_context},
+        {"workspace_bytes",
+            std::max_element(r.fits.begin(), r.fits.end(),
+                [](const GpuFit& a, const GpuFit& b) { return a.workspaces.total() < b.workspaces.total(); })
+                ->workspaces.total()},
         {"margin_fraction", q.overheads.margin_fraction},
         {"uncertainty",
             {{"states", r.plan.uncertainty.states}, {"activations", r.plan.uncertainty.activations},
@@ -698,7 +742,11 @@ nlohmann::json render_fit_json(const FitReport& r)
         const auto& f = r.fits[i];
         gpus.push_back({{"index", i}, {"name", g.name.empty() ? json(nullptr) : json(g.name)},
             {"memory_bytes", g.memory}, {"memory_from", g.memory_from}, {"speed", g.speed}, {"margin_bytes", f.margin},
-            {"available_bytes", f.available}, {"max_batch", f.max_batch}, {"max_batch_central", f.max_batch_central}});
+            {"available_bytes", f.available}, {"max_batch", f.max_batch}, {"max_batch_central", f.max_batch_central},
+            {"compute_capability",
+                g.traits.compute_capability ? json(to_string(*g.traits.compute_capability)) : json(nullptr)},
+            {"nvlink", g.traits.nvlink ? json(*g.traits.nvlink) : json(nullptr)},
+            {"workspace", workspace_json(f.workspaces)}});
     }
     doc["gpus"] = gpus;
     if (r.at_batch) {
@@ -708,10 +756,10 @@ nlohmann::json render_fit_json(const FitReport& r)
             const std::int64_t spare = r.spare_at_batch[i];
             fits.push_back({{"index", i}, {"fits", spare >= 0}, {"spare_bytes", spare}});
         }
-        doc["at_batch"] = {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.states + p.activations},
-            {"peak_upper_bytes", p.upper()}, {"allocated_upper_bytes", p.states_upper + p.activations_upper},
-            {"states_bytes", p.states}, {"activations_bytes", p.activations}, {"cuda_context_bytes", p.cuda_context},
-            {"workspace_bytes", p.workspace}, {"gpus", fits}};
+        doc["at_batch"] = {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.allocated()},
+            {"peak_upper_bytes", p.upper()}, {"allocated_upper_bytes", p.allocated_upper()}, {"states_bytes", p.states},
+            {"activations_bytes", p.activations}, {"cuda_context_bytes", p.cuda_context},
+            {"workspace_bytes", p.workspaces.total()}, {"gpus", fits}};
     }
     doc["max_batch_per_gpu"] = r.max_batch_per_gpu;
     doc["max_batch_per_gpu_central"] = r.max_batch_per_gpu_central;

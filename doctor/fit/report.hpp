@@ -21,6 +21,7 @@ struct FitGpu {
     std::string memory_from; ///< "gpu table", "nvml free", "--gpu-mem"
     double speed = 1; ///< relative training speed
     std::optional<unsigned> nvml_index; ///< this node's GPU, as NVML numbers it; nullopt for a size or a model
+    GpuTraits traits; ///< compute capability and NVLink, from the GPU table or NVML; unknown for a size
 };
 
 /// What the user asked, resolved: the model, the setup and the GPUs.

@@ -260,10 +260,10 @@ TEST(GpuTable, FileErrors)
     }).find("unknown key 'sped' (did you mean speed?)"),
         std::string::npos);
     EXPECT_NE(error_of([] {
-        GpuTable::from_toml("[X]\nmemory_gib = 16\nspeed = 0\n", "g.toml");
+        GpuTable::from_toml("[X]\nmemory_gib = 16\nspeed = 0\ncompute_capability = \"8.0\"\n", "g.toml");
     }).find("speed must be a number above 0"),
         std::string::npos);
-    const GpuTable t = GpuTable::from_toml("[X]\nmemory_gib = 16\n", "g.toml");
+    const GpuTable t = GpuTable::from_toml("[X]\nmemory_gib = 16\ncompute_capability = \"8.0\"\n", "g.toml");
     EXPECT_EQ(t.find("x").memory, 16ull << 30);
     EXPECT_DOUBLE_EQ(t.find("x").speed, 1.0);
 }

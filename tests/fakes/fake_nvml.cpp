@@ -9,7 +9,8 @@
 //   ecc {enabled, corrected, uncorrected (lifetime counts), corrected_volatile,
 //   uncorrected_volatile (since the last reset)}, retired_pages {single, double, pending},
 //   remapped_rows {corrected, uncorrected, pending, failure}, clock_event_reasons,
-//   pcie {gen, max_gen, width, max_width}, utilization, nvlinks ["<remote bus id>", ...].
+//   pcie {gen, max_gen, width, max_width}, utilization, nvlinks ["<remote bus id>", ...],
+//   compute_capability "9.0" (nvmlDeviceGetCudaComputeCapability; NOT_SUPPORTED without it).
 // Top level: cuda_driver_version, p2p {"0-1": {"read": status, "write": status}},
 //   ancestor {"0-1": level}, default_ancestor, hang_in / crash_in "<function name>".
 // Monitor readings per GPU (optional): temperature_c (nvmlDeviceGetTemperature, the die),
@@ -560,6 +561,19 @@ int nvmlDeviceGetNvLinkState(void* device, unsigned int link, int* active)
         return 2;
     }
     *active = link < g["nvlinks"].size() ? 1 : 0;
+    return 0;
+}
+
+int nvmlDeviceGetCudaComputeCapability(void* device, int* major, int* minor)
+{
+    const auto& g = gpu(device);
+    if (!g.contains("compute_capability")) {
+        return 3;
+    }
+    const auto text = g["compute_capability"].get<std::string>();
+    if (std::sscanf(text.c_str(), "%d.%d", major, minor) != 2) {
+        return 999;
+    }
     return 0;
 }
 

@@ -1,0 +1,245 @@
+// gpudoctor fit's workspaces per GPU: cuBLAS by compute capability, NCCL by interconnect and
+// parallel groups, TensorFlow's reserve; and the GPUs' traits from the table and from NVML.
+#include "doctor/fit/catalog.hpp"
+#include "doctor/fit/model.hpp"
+#include "doctor/fit/workspace.hpp"
+#include "probes/error.hpp"
+#include "tests/support/fake_nvml_fixture.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace doctor::fit;
+
+namespace {
+
+constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
+// NCCL's three protocols' buffers per connection: 4,194,304 + 4,915,200 + 524,288.
+constexpr std::uint64_t connection = 9633792;
+
+TrainingSetup over(Framework framework, unsigned dp, unsigned tp = 1, unsigned pp = 1)
+{
+    TrainingSetup s;
+    s.framework = framework;
+    s.dp = dp;
+    s.tp = tp;
+    s.pp = pp;
+    return s;
+}
+
+GpuTraits gpu(unsigned major, unsigned minor, std::optional<bool> nvlink)
+{
+    return {ComputeCapability{major, minor}, nvlink};
+}
+
+} // namespace
+
+TEST(FitWorkspace, ComputeCapabilityIsMajorDotMinor)
+{
+    EXPECT_EQ(parse_compute_capability("8.6"), (ComputeCapability{8, 6}));
+    EXPECT_EQ(parse_compute_capability("10.0"), (ComputeCapability{10, 0}));
+    for (const char* bad : {"", "8", "8.", ".6", "8.6.1", "x.y", "0.5", "8.10", " 8.6", "8.6 ", "-8.6", "100.0"}) {
+        EXPECT_FALSE(parse_compute_capability(bad)) << bad;
+    }
+    EXPECT_EQ(to_string(ComputeCapability{9, 0}), "9.0");
+}
+
+TEST(FitWorkspace, PyTorchsCublasWorkspacesFollowTheArchitecture)
+{
+    // Two handles (forward, autograd's backward thread), each 4096 KiB × 2 + 16 KiB × 8 =
+    // 8,519,680 B and cuBLASLt's 1 MiB before Hopper: 19,136,512; 2 × (32 + 1) MiB from 9.0 on.
+    const Workspaces v100 = workspaces_for(over(Framework::pytorch, 1), gpu(7, 0, true));
+    EXPECT_EQ(v100.cublas, 19136512u);
+    EXPECT_EQ(v100.nccl, 0u);
+    EXPECT_EQ(v100.total(), 19136512u);
+    EXPECT_EQ(v100.allocated(), 19136512u); // PyTorch's caching allocator holds them
+    EXPECT_FALSE(v100.assumed);
+    EXPECT_EQ(workspaces_for(over(Framework::pytorch, 1), gpu(9, 0, true)).cublas, 66 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::pytorch, 1), gpu(10, 0, true)).cublas, 66 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::pytorch, 1), gpu(8, 9, false)).cublas, 19136512u);
+}
+
+TEST(FitWorkspace, NcclBuffersPerChannelAndParallelGroup)
+{
+    // DDP over 8 GPUs on NVLink: one communicator, 24 channels, 3 peers each: 693,633,024 B, the
+    // 688 MB NVIDIA/nccl#964 measured per communicator of 4 A100.
+    const Workspaces nvlink = workspaces_for(over(Framework::pytorch, 8), gpu(8, 0, true));
+    EXPECT_EQ(nvlink.nccl_communicators, 1u);
+    EXPECT_EQ(nvlink.nccl_channels, 24u);
+    EXPECT_EQ(nvlink.nccl, 24 * 3 * connection);
+    EXPECT_EQ(nvlink.nccl, 693633024u);
+    EXPECT_EQ(nvlink.total(), 19136512u + 693633024u);
+    EXPECT_EQ(nvlink.allocated(), 19136512u); // NCCL allocates its own
+    // Over PCIe, 4 channels.
+    const Workspaces pcie = workspaces_for(over(Framework::pytorch, 2), gpu(8, 9, false));
+    EXPECT_EQ(pcie.nccl_channels, 4u);
+    EXPECT_EQ(pcie.nccl, 4 * 3 * connection);
+    // Megatron's data, tensor and pipeline groups are a communicator each; a degree of 1 is none.
+    EXPECT_EQ(workspaces_for(over(Framework::pytorch, 2, 2, 2), gpu(9, 0, true)).nccl_communicators, 3u);
+    EXPECT_EQ(workspaces_for(over(Framework::pytorch, 1, 8, 1), gpu(9, 0, true)).nccl, 24 * 3 * connection);
+    EXPECT_EQ(workspaces_for(over(Framework::pytorch, 1, 1, 4), gpu(9, 0, true)).nccl_communicators, 1u);
+}
+
+TEST(FitWorkspace, TensorFlowKeepsItsReserveByComputeCapability)
+{
+    // MinSystemMemory (TF ≥ 2.5): 500 MiB up to 6.x, 1050 MiB for 7.x, 1536 MiB from 8.0.
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(6, 1, false)).total(), 500 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(7, 0, true)).total(), 1050 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(8, 0, true)).total(), 1536 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(9, 0, true)).total(), 1536 * MiB);
+    // Its allocator takes cuBLAS's workspaces during the step: none counted apart, none in the
+    // allocator's count.
+    const Workspaces v100 = workspaces_for(over(Framework::tensorflow, 8), gpu(7, 0, true));
+    EXPECT_EQ(v100.cublas, 0u);
+    EXPECT_EQ(v100.allocated(), 0u);
+    // NCCL's buffers come out of the reserve, unless they are more: three groups over NVLink,
+    // 3 × 693,633,024 = 2,080,899,072 > 1536 MiB.
+    EXPECT_EQ(v100.total(), 1050 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 2, 2, 2), gpu(8, 0, true)).total(), 3 * 693633024u);
+}
+
+TEST(FitWorkspace, AnUnknownGpuTakesTheLargerChoice)
+{
+    // No compute capability: Hopper's cuBLAS workspaces; no word on NVLink: its 24 channels.
+    const Workspaces w = workspaces_for(over(Framework::pytorch, 4), GpuTraits{});
+    EXPECT_TRUE(w.assumed);
+    EXPECT_EQ(w.cublas, 66 * MiB);
+    EXPECT_EQ(w.nccl_channels, 24u);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), GpuTraits{}).total(), 1536 * MiB);
+    // The interconnect matters only with NCCL.
+    const GpuTraits a100{ComputeCapability{8, 0}, std::nullopt};
+    EXPECT_FALSE(workspaces_for(over(Framework::pytorch, 1), a100).assumed);
+    EXPECT_TRUE(workspaces_for(over(Framework::pytorch, 2), a100).assumed);
+    const std::string words = describe(w, GpuTraits{});
+    EXPECT_NE(words.find("compute capability not known, Hopper's assumed"), std::string::npos) << words;
+    EXPECT_NE(words.find("1 communicator × 24 channels, NVLink assumed"), std::string::npos) << words;
+}
+
+TEST(FitWorkspace, AGivenSizeIsUsedAsItIs)
+{
+    const Workspaces w = workspaces_for(over(Framework::pytorch, 8), gpu(9, 0, true), 2048 * MiB);
+    EXPECT_EQ(w.total(), 2048 * MiB);
+    EXPECT_EQ(w.allocated(), 0u);
+    EXPECT_EQ(w.nccl, 0u);
+    EXPECT_EQ(describe(w, gpu(9, 0, true)), "--workspace");
+}
+
+TEST(FitWorkspace, EachGpuLosesItsOwnWorkspaces)
+{
+    // The same model on an H100 has 2 × 23.875 MiB less than on a V100 of the same memory.
+    ModelSpec m;
+    m.name = "m";
+    m.params = 1000000;
+    m.activation_bytes = MiB;
+    const MemoryPlan plan = plan_memory(m, over(Framework::pytorch, 1));
+    Overheads v100;
+    v100.gpu = gpu(7, 0, true);
+    Overheads h100;
+    h100.gpu = gpu(9, 0, true);
+    const GpuFit a = fit_gpu(plan, 16 * 1024 * MiB, v100);
+    const GpuFit b = fit_gpu(plan, 16 * 1024 * MiB, h100);
+    EXPECT_EQ(a.available - b.available, static_cast<std::int64_t>(66 * MiB - 19136512u));
+    const PeakMemory peak = peak_at(plan, 2, h100);
+    EXPECT_EQ(peak.total() - peak.allocated(), peak.cuda_context);
+}
+
+TEST(FitWorkspace, TheGpuTableGivesEachModelItsComputeCapability)
+{
+    const GpuTable table = GpuTable::builtin();
+    for (const auto& g : table.gpus()) {
+        EXPECT_TRUE(g.traits.compute_capability) << g.name;
+    }
+    EXPECT_EQ(table.find("V100").traits.compute_capability, (ComputeCapability{7, 0}));
+    EXPECT_EQ(table.find("H100").traits.compute_capability, (ComputeCapability{9, 0}));
+    EXPECT_EQ(table.find("H100").traits.nvlink, true);
+    EXPECT_EQ(table.find("T4").traits.nvlink, false);
+    EXPECT_FALSE(table.find("A100-80GB").traits.nvlink); // SXM4 or PCIe
+    EXPECT_EQ(table.find("TITAN X (Pascal)").traits.compute_capability, (ComputeCapability{6, 1}));
+
+    auto error_of = [](const std::string& toml) {
+        try {
+            GpuTable::from_toml(toml, "g.toml");
+        } catch (const probes::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(
+        error_of("[X]\nmemory_gib = 16\n").find("compute_capability must be given as major.minor"), std::string::npos);
+    EXPECT_NE(error_of("[X]\nmemory_gib = 16\ncompute_capability = \"eight\"\n").find("compute_capability must be"),
+        std::string::npos);
+    EXPECT_NE(error_of("[X]\nmemory_gib = 16\ncompute_capability = \"8.0\"\nnvlink = 1\n")
+                  .find("nvlink must be true or false"),
+        std::string::npos);
+}
+
+TEST(FitWorkspace, NvmlGivesTheComputeCapabilityAndTheLinks)
+{
+    // Two H100s joined by NVLink, and the same without the links: gpudoctor fit reads both from
+    // NVML and counts NCCL's channels accordingly.
+    test_support::TempDir dir;
+    auto run = [&](bool links) {
+        nlohmann::json gpus = nlohmann::json::array();
+        for (int i = 0; i < 2; ++i) {
+            nlohmann::json g = {{"bus_id", fmt::format("00000000:{:02X}:00.0", 7 + i)},
+                {"name", "NVIDIA H100 80GB HBM3"}, {"uuid", fmt::format("GPU-{}", i)}, {"memory_total", 85899345920ULL},
+                {"compute_capability", "9.0"}};
+            if (links) {
+                g["nvlinks"] = {fmt::format("00000000:{:02X}:00.0", 8 - i)};
+            }
+            gpus.push_back(g);
+        }
+        const test_support::FakeNvmlFixture fixture(dir, nlohmann::json{{"gpus", gpus}}.dump());
+        return test_support::run(
+            {GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "amp", "--optimizer", "adamw", "--json"},
+            {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", fixture.path()}});
+    };
+    const auto linked = run(true);
+    ASSERT_EQ(linked.exit_code, 0) << linked.err;
+    const auto doc = nlohmann::json::parse(linked.out);
+    const auto& g = doc["gpus"][1];
+    EXPECT_EQ(g["compute_capability"], "9.0");
+    EXPECT_EQ(g["nvlink"], true);
+    EXPECT_EQ(g["workspace"]["cublas_bytes"], 66 * MiB);
+    EXPECT_EQ(g["workspace"]["nccl_channels"], 24);
+    EXPECT_EQ(g["workspace"]["nccl_bytes"], 24 * 3 * connection);
+    EXPECT_EQ(g["workspace"]["assumed"], false);
+    EXPECT_EQ(doc["breakdown"]["workspace_bytes"], 66 * MiB + 24 * 3 * connection);
+
+    const auto apart = run(false);
+    ASSERT_EQ(apart.exit_code, 0) << apart.err;
+    const auto pcie = nlohmann::json::parse(apart.out);
+    EXPECT_EQ(pcie["gpus"][0]["nvlink"], false);
+    EXPECT_EQ(pcie["gpus"][0]["workspace"]["nccl_channels"], 4);
+    EXPECT_GE(pcie["gpus"][0]["max_batch"].get<unsigned>(), doc["gpus"][0]["max_batch"].get<unsigned>());
+}
+
+TEST(FitWorkspace, TheWorkspaceOption)
+{
+    auto fit = [](std::vector<std::string> more) {
+        std::vector<std::string> args = {GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "amp", "--optimizer",
+            "adamw", "--gpu-model", "V100", "--batch", "1"};
+        args.insert(args.end(), more.begin(), more.end());
+        return test_support::run(args, {{"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+    };
+    const auto counted = fit({"--json"});
+    ASSERT_EQ(counted.exit_code, 0) << counted.err;
+    EXPECT_EQ(nlohmann::json::parse(counted.out)["at_batch"]["workspace_bytes"], 19136512u);
+    const auto given = fit({"--workspace", "2GiB", "--json"});
+    ASSERT_EQ(given.exit_code, 0) << given.err;
+    const auto doc = nlohmann::json::parse(given.out);
+    EXPECT_EQ(doc["at_batch"]["workspace_bytes"], 2048 * MiB);
+    EXPECT_EQ(doc["gpus"][0]["workspace"]["given"], true);
+    const auto text = fit({"--workspace", "2GiB"});
+    EXPECT_NE(text.out.find("workspaces          2 GiB  --workspace"), std::string::npos) << text.out;
+    const auto bad = fit({"--workspace", "lots"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--workspace"), std::string::npos) << bad.err;
+    const auto search_only =
+        test_support::run({GPUDOCTOR_PATH, "fit", "--workspace", "1GiB", "--search", "--", "true", "{batch}"});
+    EXPECT_EQ(search_only.exit_code, 2);
+    EXPECT_NE(search_only.err.find("--workspace is for the analytic fit"), std::string::npos) << search_only.err;
+}
