@@ -154,6 +154,28 @@ Nvml::~Nvml()
     }
 }
 
+std::optional<std::vector<unsigned>> active_nvlinks(const NvmlApi& api, nvml_abi::Device device)
+{
+    if (api.nvlink_state == nullptr) {
+        return std::nullopt;
+    }
+    std::vector<unsigned> up;
+    for (unsigned link = 0; link < nvml_abi::max_nvlinks; ++link) {
+        int active = 0;
+        const nvml_abi::Return rc = api.nvlink_state(device, link, &active);
+        if (rc != nvml_abi::success) {
+            if (link == 0 && rc != nvml_abi::error_not_supported) {
+                return std::nullopt;
+            }
+            break;
+        }
+        if (active != 0) {
+            up.push_back(link);
+        }
+    }
+    return up;
+}
+
 std::string Nvml::describe(nvml_abi::Return rc) const
 {
     if (m_api.error_string != nullptr) {

@@ -118,6 +118,11 @@ struct NvmlProcess {
     friend bool operator==(const NvmlProcess&, const NvmlProcess&) = default;
 };
 
+/// The NVLinks of a GPU that are up, by link index: empty for a GPU without NVLink (its first
+/// link NOT_SUPPORTED); nullopt where this NVML cannot say (no nvmlDeviceGetNvLinkState, or
+/// another error on the first link). The links are asked in order until one is not there.
+std::optional<std::vector<unsigned>> active_nvlinks(const NvmlApi& api, nvml_abi::Device device);
+
 /// The NVML library, loaded and initialised. Throws probes::Error when the library is missing,
 /// lacks a required symbol, or nvmlInit fails; the message names the file and NVML's own error.
 class Nvml {

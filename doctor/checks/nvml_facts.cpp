@@ -85,13 +85,9 @@ nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
     }
     if (api.nvlink_state != nullptr && api.nvlink_remote_pci != nullptr) {
         nlohmann::json links = nlohmann::json::array();
-        for (unsigned link = 0; link < max_nvlinks; ++link) {
-            int active = 0;
-            if (api.nvlink_state(d, link, &active) != success) {
-                break;
-            }
+        for (const unsigned link : probes::active_nvlinks(api, d).value_or(std::vector<unsigned>{})) {
             PciInfo pci{};
-            if (active != 0 && api.nvlink_remote_pci(d, link, &pci) == success) {
+            if (api.nvlink_remote_pci(d, link, &pci) == success) {
                 auto remote = probes::PciAddress::parse(pci.bus_id);
                 links.push_back(remote ? remote->to_string() : std::string(pci.bus_id));
             }

@@ -119,7 +119,6 @@ bool names_local_gpu(const std::string& text)
     return is_count(text) || text.starts_with("GPU-") || text.starts_with("MIG-") || probes::PciAddress::parse(text);
 }
 
-// The GPUs NVML sees (those `selectors` name, or all), with their free memory.
 // What NVML says of a GPU that its workspaces depend on; unknown where NVML does not say.
 GpuTraits nvml_traits(const probes::Nvml& nvml, probes::nvml_abi::Device device)
 {
@@ -131,28 +130,14 @@ GpuTraits nvml_traits(const probes::Nvml& nvml, probes::nvml_abi::Device device)
         api.cuda_compute_capability(device, &major, &minor) == probes::nvml_abi::success) {
         traits.compute_capability = parse_compute_capability(fmt::format("{}.{}", major, minor));
     }
-    // NVLink: any link up. A GPU without NVLink answers NOT_SUPPORTED for its first link.
-    if (api.nvlink_state != nullptr) {
-        constexpr probes::nvml_abi::Return not_supported = 3;
-        for (unsigned link = 0; link < 18; ++link) {
-            int active = 0;
-            const auto rc = api.nvlink_state(device, link, &active);
-            if (rc != probes::nvml_abi::success) {
-                if (link == 0 && rc == not_supported) {
-                    traits.nvlink = false;
-                }
-                break;
-            }
-            if (active != 0) {
-                traits.nvlink = true;
-                break;
-            }
-            traits.nvlink = false;
-        }
+    // NVLink: any link up.
+    if (const auto links = probes::active_nvlinks(api, device)) {
+        traits.nvlink = !links->empty();
     }
     return traits;
 }
 
+// The GPUs NVML sees (those `selectors` name, or all), with their free memory.
 std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<probes::Finding>& notes)
 {
     std::optional<probes::Nvml> nvml;

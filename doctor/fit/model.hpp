@@ -381,7 +381,7 @@ struct GpuFit {
     Workspaces workspaces;
     std::uint64_t margin = 0;
     std::uint64_t states = 0; ///< the upper estimate of the model states
-    /// memory − context − workspace − margin − states; negative when the states alone do not fit.
+    /// memory − context − workspaces − margin − states; negative when the states alone do not fit.
     std::int64_t available = 0;
     /// floor(available / upper activations per sample): the largest batch whose upper estimate fits;
     /// 0 when nothing fits.

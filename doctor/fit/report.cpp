@@ -243,23 +243,30 @@ void render_lr(const LrAdvice& lr, Optimizer optimizer, std::string& out)
         lr.base_lr ? fmt::format(" ({})", number(*lr.base_lr)) : "");
 }
 
-// The request's overheads on one of its GPUs: the workspaces are counted for that GPU. NCCL runs
-// the same channels on every rank, as many as the job's links allow: NVLink's only where every
-// GPU has it (unknown where one is unknown and none lacks it).
-Overheads overheads_on(const FitRequest& request, const FitGpu& gpu)
+// Whether the job's GPUs are joined by NVLink: NCCL runs the same channels on every rank, as
+// many as the job's links allow, so NVLink's only where every GPU has it (unknown where one is
+// unknown and none lacks it).
+std::optional<bool> job_nvlink(const std::vector<FitGpu>& gpus)
+{
+    std::optional<bool> all = true;
+    for (const auto& g : gpus) {
+        if (g.traits.nvlink == false) {
+            return false;
+        }
+        if (!g.traits.nvlink) {
+            all.reset();
+        }
+    }
+    return all;
+}
+
+// The request's overheads on one of its GPUs: the workspaces are counted for that GPU, with the
+// job's links.
+Overheads overheads_on(const FitRequest& request, const FitGpu& gpu, std::optional<bool> nvlink)
 {
     Overheads o = request.overheads;
     o.gpu = gpu.traits;
-    o.gpu.nvlink = true;
-    for (const auto& g : request.gpus) {
-        if (g.traits.nvlink == false) {
-            o.gpu.nvlink = false;
-            break;
-        }
-        if (!g.traits.nvlink) {
-            o.gpu.nvlink.reset();
-        }
-    }
+    o.gpu.nvlink = nvlink;
     return o;
 }
 
@@ -284,10 +291,11 @@ FitReport analyse_fit(const FitRequest& request)
     r.findings = r.plan.findings;
     r.findings.insert(r.findings.end(), request.findings.begin(), request.findings.end());
 
+    r.nvlink = job_nvlink(request.gpus);
     std::vector<unsigned> caps;
     std::vector<double> speeds;
     for (const auto& gpu : request.gpus) {
-        const Overheads overheads = overheads_on(request, gpu);
+        const Overheads overheads = overheads_on(request, gpu, r.nvlink);
         r.fits.push_back(fit_gpu(r.plan, gpu.memory, overheads));
         if (request.batch) {
             // Each GPU against its own workspaces; the peak shown is the GPU's with the most.
@@ -332,8 +340,8 @@ FitReport analyse_fit(const FitRequest& request)
         r.findings.push_back(fit_finding("fit.nothing_fits", fmt::format("gpu {}", worst),
             fmt::format("nothing fits, not even batch 1, on {}: {}", gpu_label(r, worst),
                 why_nothing_fits(r.plan, r.fits[worst]))));
-        r.suggestions = suggest_changes(
-            request.model, request.setup, request.gpus[worst].memory, overheads_on(request, request.gpus[worst]));
+        r.suggestions = suggest_changes(request.model, request.setup, request.gpus[worst].memory,
+            overheads_on(request, request.gpus[worst], r.nvlink));
     } else if (request.global_batch) {
         if (r.micro_batch > room) {
             const std::uint64_t steps = micro_batches_for(r.global_batch, room);
@@ -475,13 +483,14 @@ std::string render_fit_text(const FitReport& r, bool color)
     out += fmt::format(
         "Overhead per GPU: CUDA context {}, the workspaces below; margin {:g} % of its memory, for fragmentation\n",
         format_bytes(q.overheads.cuda_context), q.overheads.margin_fraction * 100);
-    // One row per kind of GPU: the workspaces follow its architecture and interconnect.
-    std::vector<std::string> shown;
+    // One row per kind of GPU: the workspaces follow its architecture and the job's links.
+    std::vector<GpuTraits> shown;
     for (std::size_t i = 0; i < q.gpus.size(); ++i) {
-        std::string words = describe(r.fits[i].workspaces, overheads_on(q, q.gpus[i]).gpu);
-        if (std::find(shown.begin(), shown.end(), words) == shown.end()) {
-            row("workspaces", r.fits[i].workspaces.total(), words);
-            shown.push_back(std::move(words));
+        GpuTraits traits = q.gpus[i].traits;
+        traits.nvlink = r.nvlink;
+        if (std::find(shown.begin(), shown.end(), traits) == shown.end()) {
+            row("workspaces", r.fits[i].workspaces.total(), describe(r.fits[i].workspaces, traits));
+            shown.push_back(traits);
         }
     }
     for (const auto& c : q.contexts_measured) {

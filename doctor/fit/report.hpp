@@ -44,6 +44,8 @@ struct FitReport {
     FitRequest request;
     MemoryPlan plan;
     std::vector<GpuFit> fits; ///< one per request.gpus
+    /// Whether the job's GPUs are all joined by NVLink (NCCL's channels); nullopt where not known.
+    std::optional<bool> nvlink;
     std::optional<PeakMemory> at_batch; ///< with request.batch
     /// With request.batch, per GPU: its memory less the margin less at_batch's upper peak (< 0: may
     /// not fit).

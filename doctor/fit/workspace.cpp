@@ -25,10 +25,10 @@ constexpr unsigned nccl_peers_per_channel = 3; // the ring's, the tree's parent 
 constexpr unsigned nccl_channels_nvlink = 24;
 constexpr unsigned nccl_channels_pcie = 4;
 
-// TensorFlow's MinSystemMemory by compute capability (TF ≥ 2.5).
+// TensorFlow's MinSystemMemory by compute capability (TF ≥ 2.5; 1800 MiB from 9.0 on since).
 std::uint64_t tensorflow_reserve(unsigned major)
 {
-    return major <= 6 ? 500 * MiB : major == 7 ? 1050 * MiB : 1536 * MiB;
+    return major <= 6 ? 500 * MiB : major == 7 ? 1050 * MiB : major == 8 ? 1536 * MiB : 1800 * MiB;
 }
 
 } // namespace

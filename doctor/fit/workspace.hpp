@@ -28,6 +28,7 @@ std::string to_string(const ComputeCapability& cc);
 struct GpuTraits {
     std::optional<ComputeCapability> compute_capability;
     std::optional<bool> nvlink; ///< whether it reaches its peers over NVLink (more NCCL channels)
+    friend bool operator==(const GpuTraits&, const GpuTraits&) = default;
 };
 
 /// The workspaces of one training process on one GPU.
@@ -73,9 +74,11 @@ struct Workspaces {
 ///
 /// TensorFlow: its allocator takes the free memory less a reserve for the libraries
 /// (tensorflow/core/common_runtime/gpu/gpu_device.cc, MinSystemMemory, TF ≥ 2.5, PR #44810):
-/// 500 MiB up to compute capability 6.x, 1050 MiB for 7.x, 1536 MiB from 8.0 on (TF ≤ 2.4 kept
-/// max(300 MiB, 5–6 % of the free memory); TF_DEVICE_MIN_SYS_MEMORY_IN_MB overrides it). cuBLAS's
-/// and cuDNN's workspaces come from its allocator during the step.
+/// 500 MiB up to compute capability 6.x, 1050 MiB for 7.x, 1536 MiB for 8.x, and 1800 MiB from
+/// 9.0 on in today's source (TF ≤ 2.4 kept max(300 MiB, 5–6 % of the free memory); a GPU with
+/// less than 2 GiB free, 225 MiB, is not one to train on; TF_DEVICE_MIN_SYS_MEMORY_IN_MB
+/// overrides it). cuBLAS's and cuDNN's workspaces come from its allocator during the step, among
+/// the transient buffers the states' upper share covers under TensorFlow.
 ///
 /// cuDNN's convolution workspaces are transient: in a CNN's measured activations' transient share.
 Workspaces workspaces_for(const TrainingSetup& setup, const GpuTraits& gpu, std::optional<std::uint64_t> given = {});

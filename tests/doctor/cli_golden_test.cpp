@@ -285,11 +285,13 @@ protected:
             std::ofstream(dir / "current_link_width") << width << "\n";
         }
         std::filesystem::create_directories(m_dir / "deeptmp");
-        // gpudoctor fit: two 80 GiB A100s, the second with 32 GiB in use; a user's model file.
+        // gpudoctor fit: two 80 GiB A100s joined by NVLink, the second with 32 GiB in use; a
+        // user's model file.
         std::ofstream(m_dir / "fit_nvml.json") << R"({"gpus": [
-  {"bus_id": "00000000:07:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920},
+  {"bus_id": "00000000:07:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920,
+   "compute_capability": "8.0", "nvlinks": ["00000000:0F:00.0"]},
   {"bus_id": "00000000:0F:00.0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": 85899345920,
-   "memory_used": 34359738368}]})";
+   "memory_used": 34359738368, "compute_capability": "8.0", "nvlinks": ["00000000:07:00.0"]}]})";
         std::ofstream(m_dir / "monitor_nvml.json") << R"({"gpus": [
   {"bus_id": "00000000:07:00.0", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,
    "utilization": [0, 96, 97, 95, 96], "memory_used": [1073741824, 75161927680], "power_mw": 612000,

@@ -2,6 +2,7 @@
 // parallel groups, TensorFlow's reserve; and the GPUs' traits from the table and from NVML.
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/model.hpp"
+#include "doctor/fit/report.hpp"
 #include "doctor/fit/workspace.hpp"
 #include "probes/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
@@ -85,11 +86,13 @@ TEST(FitWorkspace, NcclBuffersPerChannelAndParallelGroup)
 
 TEST(FitWorkspace, TensorFlowKeepsItsReserveByComputeCapability)
 {
-    // MinSystemMemory (TF ≥ 2.5): 500 MiB up to 6.x, 1050 MiB for 7.x, 1536 MiB from 8.0.
+    // MinSystemMemory (TF ≥ 2.5): 500 MiB up to 6.x, 1050 MiB for 7.x, 1536 MiB for 8.x, and in
+    // today's source 1800 MiB from 9.0.
     EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(6, 1, false)).total(), 500 * MiB);
     EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(7, 0, true)).total(), 1050 * MiB);
     EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(8, 0, true)).total(), 1536 * MiB);
-    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(9, 0, true)).total(), 1536 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(8, 9, false)).total(), 1536 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), gpu(9, 0, true)).total(), 1800 * MiB);
     // Its allocator takes cuBLAS's workspaces during the step: none counted apart, none in the
     // allocator's count.
     const Workspaces v100 = workspaces_for(over(Framework::tensorflow, 8), gpu(7, 0, true));
@@ -108,7 +111,7 @@ TEST(FitWorkspace, AnUnknownGpuTakesTheLargerChoice)
     EXPECT_TRUE(w.assumed);
     EXPECT_EQ(w.cublas, 66 * MiB);
     EXPECT_EQ(w.nccl_channels, 24u);
-    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), GpuTraits{}).total(), 1536 * MiB);
+    EXPECT_EQ(workspaces_for(over(Framework::tensorflow, 1), GpuTraits{}).total(), 1800 * MiB);
     // The interconnect matters only with NCCL.
     const GpuTraits a100{ComputeCapability{8, 0}, std::nullopt};
     EXPECT_FALSE(workspaces_for(over(Framework::pytorch, 1), a100).assumed);
@@ -181,7 +184,7 @@ TEST(FitWorkspace, NvmlGivesTheComputeCapabilityAndTheLinks)
     // Two H100s joined by NVLink, and the same without the links: gpudoctor fit reads both from
     // NVML and counts NCCL's channels accordingly.
     test_support::TempDir dir;
-    auto run = [&](bool links) {
+    auto run = [&](bool links, std::vector<std::string> more = {}) {
         nlohmann::json gpus = nlohmann::json::array();
         for (int i = 0; i < 2; ++i) {
             nlohmann::json g = {{"bus_id", fmt::format("00000000:{:02X}:00.0", 7 + i)},
@@ -193,9 +196,11 @@ TEST(FitWorkspace, NvmlGivesTheComputeCapabilityAndTheLinks)
             gpus.push_back(g);
         }
         const test_support::FakeNvmlFixture fixture(dir, nlohmann::json{{"gpus", gpus}}.dump());
+        std::vector<std::string> args = {
+            GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "amp", "--optimizer", "adamw", "--json"};
+        args.insert(args.end(), more.begin(), more.end());
         return test_support::run(
-            {GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "amp", "--optimizer", "adamw", "--json"},
-            {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", fixture.path()}});
+            args, {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", fixture.path()}});
     };
     const auto linked = run(true);
     ASSERT_EQ(linked.exit_code, 0) << linked.err;
@@ -214,7 +219,26 @@ TEST(FitWorkspace, NvmlGivesTheComputeCapabilityAndTheLinks)
     const auto pcie = nlohmann::json::parse(apart.out);
     EXPECT_EQ(pcie["gpus"][0]["nvlink"], false);
     EXPECT_EQ(pcie["gpus"][0]["workspace"]["nccl_channels"], 4);
-    EXPECT_GE(pcie["gpus"][0]["max_batch"].get<unsigned>(), doc["gpus"][0]["max_batch"].get<unsigned>());
+    // 20 channels fewer, 3 peers each, leave that much more room.
+    EXPECT_EQ(
+        pcie["gpus"][0]["available_bytes"].get<std::int64_t>() - doc["gpus"][0]["available_bytes"].get<std::int64_t>(),
+        static_cast<std::int64_t>(20 * 3 * connection));
+
+    // --gpus with --gpu-mem keeps what NVML says of the GPU; --gpu-count copies it to the GPUs
+    // it counts.
+    const auto sized = run(true, {"--gpus", "1", "--gpu-mem", "40GiB", "--dp", "2"});
+    ASSERT_EQ(sized.exit_code, 0) << sized.err;
+    const auto one = nlohmann::json::parse(sized.out)["gpus"][0];
+    EXPECT_EQ(one["memory_bytes"], 40 * 1024 * MiB);
+    EXPECT_EQ(one["compute_capability"], "9.0");
+    EXPECT_EQ(one["workspace"]["nccl_channels"], 24);
+    const auto counted = run(false, {"--gpu-count", "8"});
+    ASSERT_EQ(counted.exit_code, 0) << counted.err;
+    const auto eight = nlohmann::json::parse(counted.out)["gpus"];
+    ASSERT_EQ(eight.size(), 8u);
+    EXPECT_EQ(eight[7]["compute_capability"], "9.0");
+    EXPECT_EQ(eight[7]["nvlink"], false);
+    EXPECT_EQ(eight[7]["workspace"]["nccl_channels"], 4);
 }
 
 TEST(FitWorkspace, TheWorkspaceOption)
@@ -242,4 +266,73 @@ TEST(FitWorkspace, TheWorkspaceOption)
         test_support::run({GPUDOCTOR_PATH, "fit", "--workspace", "1GiB", "--search", "--", "true", "{batch}"});
     EXPECT_EQ(search_only.exit_code, 2);
     EXPECT_NE(search_only.err.find("--workspace is for the analytic fit"), std::string::npos) << search_only.err;
+}
+
+TEST(FitWorkspace, NcclRunsTheJobsChannels)
+{
+    // NCCL's channels are the job's: NVLink's only where every GPU has it.
+    ModelSpec m;
+    m.name = "m";
+    m.params = 1000000;
+    m.activation_bytes = MiB;
+    auto nccl_channels = [&](const std::vector<std::optional<bool>>& links) {
+        FitRequest q;
+        q.model = m;
+        q.setup.dp = static_cast<unsigned>(links.size());
+        for (const auto& l : links) {
+            q.gpus.push_back({"g", 16 * 1024 * MiB, "--gpu-mem", 1, std::nullopt, gpu(9, 0, l)});
+        }
+        const FitReport r = analyse_fit(q);
+        std::vector<std::pair<unsigned, bool>> out;
+        for (const auto& f : r.fits) {
+            out.emplace_back(f.workspaces.nccl_channels, f.workspaces.assumed);
+        }
+        return out;
+    };
+    using V = std::vector<std::pair<unsigned, bool>>;
+    EXPECT_EQ(nccl_channels({true, true}), (V{{24, false}, {24, false}}));
+    EXPECT_EQ(nccl_channels({true, false}), (V{{4, false}, {4, false}}));
+    EXPECT_EQ(nccl_channels({std::nullopt, false}), (V{{4, false}, {4, false}}));
+    EXPECT_EQ(nccl_channels({true, std::nullopt}), (V{{24, true}, {24, true}}));
+}
+
+TEST(FitWorkspace, ThePeakAtABatchIsTheGpuWithTheMostWorkspaces)
+{
+    // A V100 and an H100 of the same memory: the batch's peak shown is the H100's (66 MiB of
+    // cuBLAS workspaces against 18.25), and each GPU's room is against its own.
+    ModelSpec m;
+    m.name = "m";
+    m.params = 1000000;
+    m.activation_bytes = MiB;
+    FitRequest q;
+    q.model = m;
+    q.batch = 4;
+    q.gpus = {{"V100", 16 * 1024 * MiB, "--gpu-mem", 1, std::nullopt, gpu(7, 0, true)},
+        {"H100", 16 * 1024 * MiB, "--gpu-mem", 1, std::nullopt, gpu(9, 0, true)}};
+    const FitReport r = analyse_fit(q);
+    ASSERT_TRUE(r.at_batch);
+    EXPECT_EQ(r.at_batch->workspaces.total(), 66 * MiB);
+    ASSERT_EQ(r.spare_at_batch.size(), 2u);
+    EXPECT_EQ(r.spare_at_batch[0] - r.spare_at_batch[1], static_cast<std::int64_t>(66 * MiB - 19136512u));
+}
+
+TEST(FitWorkspace, TensorFlowsNcclBuffersAboveItsReserve)
+{
+    // Two P100s (compute capability 6.0, NVLink on SXM2): TensorFlow keeps 500 MiB, and NCCL's 24
+    // channels want 661.5 MiB: the workspaces are NCCL's. On V100s the reserve, 1050 MiB, holds them.
+    const std::pair<const char*, const char*> cases[] = {
+        {"P100,P100",
+            "workspaces     661.50 MiB  TensorFlow's reserve 500 MiB (compute capability 6.0), NCCL 661.50 "
+            "MiB (1 communicator × 24 channels, NVLink assumed), more than the reserve"},
+        {"V100,V100",
+            "workspaces       1.03 GiB  TensorFlow's reserve 1.03 GiB (compute capability 7.0), NCCL 661.50 "
+            "MiB (1 communicator × 24 channels, NVLink assumed), within the reserve"},
+    };
+    for (const auto& [gpus, row] : cases) {
+        const auto r = test_support::run({GPUDOCTOR_PATH, "fit", "--framework", "tensorflow", "--model", "bert-base",
+                                             "--precision", "fp32", "--optimizer", "adam", "--gpu-model", gpus},
+            {{"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_NE(r.out.find(row), std::string::npos) << r.out;
+    }
 }
