@@ -483,10 +483,11 @@ std::string render_fit_text(const FitReport& r, bool color)
     out += fmt::format(
         "Overhead per GPU: CUDA context {}, the workspaces below; margin {:g} % of its memory, for fragmentation\n",
         format_bytes(q.overheads.cuda_context), q.overheads.margin_fraction * 100);
-    // One row per kind of GPU: the workspaces follow its architecture and the job's links.
+    // One row per kind of GPU: the workspaces follow its architecture and the job's links; one
+    // row for all where they were given.
     std::vector<GpuTraits> shown;
     for (std::size_t i = 0; i < q.gpus.size(); ++i) {
-        GpuTraits traits = q.gpus[i].traits;
+        GpuTraits traits = q.overheads.workspace ? GpuTraits{} : q.gpus[i].traits;
         traits.nvlink = r.nvlink;
         if (std::find(shown.begin(), shown.end(), traits) == shown.end()) {
             row("workspaces", r.fits[i].workspaces.total(), describe(r.fits[i].workspaces, traits));
@@ -732,7 +733,7 @@ nlohmann::json render_fit_json(const FitReport& r)
             std::max_element(r.fits.begin(), r.fits.end(),
                 [](const GpuFit& a, const GpuFit& b) { return a.workspaces.total() < b.workspaces.total(); })
                 ->workspaces.total()},
-        {"margin_fraction", q.overheads.margin_fraction},
+        {"nccl_nvlink", r.nvlink ? json(*r.nvlink) : json(nullptr)}, {"margin_fraction", q.overheads.margin_fraction},
         {"uncertainty",
             {{"states", r.plan.uncertainty.states}, {"activations", r.plan.uncertainty.activations},
                 {"basis", r.plan.uncertainty.basis()}}}};

@@ -231,7 +231,9 @@ TEST(FitWorkspace, NvmlGivesTheComputeCapabilityAndTheLinks)
     const auto one = nlohmann::json::parse(sized.out)["gpus"][0];
     EXPECT_EQ(one["memory_bytes"], 40 * 1024 * MiB);
     EXPECT_EQ(one["compute_capability"], "9.0");
+    EXPECT_EQ(one["nvlink"], true);
     EXPECT_EQ(one["workspace"]["nccl_channels"], 24);
+    EXPECT_EQ(one["workspace"]["assumed"], false);
     const auto counted = run(false, {"--gpu-count", "8"});
     ASSERT_EQ(counted.exit_code, 0) << counted.err;
     const auto eight = nlohmann::json::parse(counted.out)["gpus"];
@@ -244,8 +246,11 @@ TEST(FitWorkspace, NvmlGivesTheComputeCapabilityAndTheLinks)
 TEST(FitWorkspace, TheWorkspaceOption)
 {
     auto fit = [](std::vector<std::string> more) {
-        std::vector<std::string> args = {GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "amp", "--optimizer",
-            "adamw", "--gpu-model", "V100", "--batch", "1"};
+        std::vector<std::string> args = {
+            GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "amp", "--optimizer", "adamw", "--batch", "1"};
+        if (std::find(more.begin(), more.end(), "--gpu-model") == more.end()) {
+            args.insert(args.end(), {"--gpu-model", "V100"});
+        }
         args.insert(args.end(), more.begin(), more.end());
         return test_support::run(args, {{"GPUKIT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
     };
@@ -255,10 +260,21 @@ TEST(FitWorkspace, TheWorkspaceOption)
     const auto given = fit({"--workspace", "2GiB", "--json"});
     ASSERT_EQ(given.exit_code, 0) << given.err;
     const auto doc = nlohmann::json::parse(given.out);
-    EXPECT_EQ(doc["at_batch"]["workspace_bytes"], 2048 * MiB);
+    const auto& at = doc["at_batch"];
+    EXPECT_EQ(at["workspace_bytes"], 2048 * MiB);
+    // Given as a whole: none of it is known to be inside the allocator.
+    EXPECT_EQ(
+        at["allocated_bytes"], at["states_bytes"].get<std::uint64_t>() + at["activations_bytes"].get<std::uint64_t>());
     EXPECT_EQ(doc["gpus"][0]["workspace"]["given"], true);
-    const auto text = fit({"--workspace", "2GiB"});
-    EXPECT_NE(text.out.find("workspaces          2 GiB  --workspace"), std::string::npos) << text.out;
+    EXPECT_EQ(doc["gpus"][0]["workspace"]["cublas_bytes"], 0);
+    EXPECT_EQ(doc["gpus"][0]["workspace"]["nccl_bytes"], 0);
+    // One row for every GPU, whatever their models.
+    const auto text = fit({"--workspace", "2GiB", "--gpu-model", "K80,V100"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    const std::string row = "workspaces          2 GiB  --workspace";
+    const auto first = text.out.find(row);
+    EXPECT_NE(first, std::string::npos) << text.out;
+    EXPECT_EQ(text.out.find(row, first + 1), std::string::npos) << text.out;
     const auto bad = fit({"--workspace", "lots"});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("--workspace"), std::string::npos) << bad.err;
@@ -304,16 +320,20 @@ TEST(FitWorkspace, ThePeakAtABatchIsTheGpuWithTheMostWorkspaces)
     m.name = "m";
     m.params = 1000000;
     m.activation_bytes = MiB;
-    FitRequest q;
-    q.model = m;
-    q.batch = 4;
-    q.gpus = {{"V100", 16 * 1024 * MiB, "--gpu-mem", 1, std::nullopt, gpu(7, 0, true)},
-        {"H100", 16 * 1024 * MiB, "--gpu-mem", 1, std::nullopt, gpu(9, 0, true)}};
-    const FitReport r = analyse_fit(q);
-    ASSERT_TRUE(r.at_batch);
-    EXPECT_EQ(r.at_batch->workspaces.total(), 66 * MiB);
-    ASSERT_EQ(r.spare_at_batch.size(), 2u);
-    EXPECT_EQ(r.spare_at_batch[0] - r.spare_at_batch[1], static_cast<std::int64_t>(66 * MiB - 19136512u));
+    const FitGpu v100{"V100", 16 * 1024 * MiB, "--gpu-mem", 1, std::nullopt, gpu(7, 0, true)};
+    const FitGpu h100{"H100", 16 * 1024 * MiB, "--gpu-mem", 1, std::nullopt, gpu(9, 0, true)};
+    for (const bool h100_first : {false, true}) {
+        FitRequest q;
+        q.model = m;
+        q.batch = 4;
+        q.gpus = h100_first ? std::vector{h100, v100} : std::vector{v100, h100};
+        const FitReport r = analyse_fit(q);
+        ASSERT_TRUE(r.at_batch);
+        EXPECT_EQ(r.at_batch->workspaces.total(), 66 * MiB) << h100_first;
+        ASSERT_EQ(r.spare_at_batch.size(), 2u);
+        const std::int64_t v100_more = r.spare_at_batch[h100_first ? 1 : 0] - r.spare_at_batch[h100_first ? 0 : 1];
+        EXPECT_EQ(v100_more, static_cast<std::int64_t>(66 * MiB - 19136512u)) << h100_first;
+    }
 }
 
 TEST(FitWorkspace, TensorFlowsNcclBuffersAboveItsReserve)
@@ -335,4 +355,40 @@ TEST(FitWorkspace, TensorFlowsNcclBuffersAboveItsReserve)
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_NE(r.out.find(row), std::string::npos) << r.out;
     }
+}
+
+TEST(FitWorkspace, AGpusOwnLinksAndTheJobs)
+{
+    // GPU 0 has an NVLink up, GPU 1 none: the JSON gives each GPU's own, NCCL runs PCIe's channels
+    // for both. An NVML that fails on the first link says nothing: NVLink is assumed.
+    test_support::TempDir dir;
+    auto run = [&](const nlohmann::json& second) {
+        nlohmann::json gpus = {
+            {{"bus_id", "00000000:07:00.0"}, {"name", "NVIDIA H100 80GB HBM3"}, {"memory_total", 85899345920ULL},
+                {"compute_capability", "9.0"}, {"nvlinks", {"00000000:08:00.0"}}},
+            second};
+        const test_support::FakeNvmlFixture fixture(dir, nlohmann::json{{"gpus", gpus}}.dump());
+        return test_support::run(
+            {GPUDOCTOR_PATH, "fit", "--model", "gpt2", "--precision", "amp", "--optimizer", "adamw", "--json"},
+            {{"GPUKIT_NVML_LIBRARY", FAKE_NVML_PATH}, {"FAKE_NVML_FIXTURE", fixture.path()}});
+    };
+    nlohmann::json second = {{"bus_id", "00000000:08:00.0"}, {"name", "NVIDIA H100 80GB HBM3"},
+        {"memory_total", 85899345920ULL}, {"compute_capability", "9.0"}};
+    const auto mixed = run(second);
+    ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+    const auto doc = nlohmann::json::parse(mixed.out);
+    EXPECT_EQ(doc["gpus"][0]["nvlink"], true);
+    EXPECT_EQ(doc["gpus"][1]["nvlink"], false);
+    EXPECT_EQ(doc["breakdown"]["nccl_nvlink"], false);
+    EXPECT_EQ(doc["gpus"][0]["workspace"]["nccl_channels"], 4);
+    EXPECT_EQ(doc["gpus"][0]["workspace"]["assumed"], false);
+
+    second["nvlink_error"] = 999; // NVML_ERROR_UNKNOWN
+    const auto unknown = run(second);
+    ASSERT_EQ(unknown.exit_code, 0) << unknown.err;
+    const auto u = nlohmann::json::parse(unknown.out);
+    EXPECT_EQ(u["gpus"][1]["nvlink"], nullptr);
+    EXPECT_EQ(u["breakdown"]["nccl_nvlink"], nullptr);
+    EXPECT_EQ(u["gpus"][1]["workspace"]["nccl_channels"], 24);
+    EXPECT_EQ(u["gpus"][1]["workspace"]["assumed"], true);
 }

@@ -10,7 +10,8 @@
 //   uncorrected_volatile (since the last reset)}, retired_pages {single, double, pending},
 //   remapped_rows {corrected, uncorrected, pending, failure}, clock_event_reasons,
 //   pcie {gen, max_gen, width, max_width}, utilization, nvlinks ["<remote bus id>", ...],
-//   compute_capability "9.0" (nvmlDeviceGetCudaComputeCapability; NOT_SUPPORTED without it).
+//   compute_capability "9.0" (nvmlDeviceGetCudaComputeCapability; NOT_SUPPORTED without it),
+//   nvlink_error: the code nvmlDeviceGetNvLinkState gives for every link (without nvlinks, 3).
 // Top level: cuda_driver_version, p2p {"0-1": {"read": status, "write": status}},
 //   ancestor {"0-1": level}, default_ancestor, hang_in / crash_in "<function name>".
 // Monitor readings per GPU (optional): temperature_c (nvmlDeviceGetTemperature, the die),
@@ -554,6 +555,9 @@ int nvmlDeviceGetTopologyCommonAncestor(void* a, void* b, int* level)
 int nvmlDeviceGetNvLinkState(void* device, unsigned int link, int* active)
 {
     const auto& g = gpu(device);
+    if (g.contains("nvlink_error")) {
+        return g["nvlink_error"].get<int>();
+    }
     if (!g.contains("nvlinks")) {
         return 3;
     }
