@@ -4,6 +4,7 @@
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/codes.hpp"
 #include "doctor/fit/cuda_context.hpp"
+#include "doctor/fit/gpu_memory.hpp"
 #include "doctor/fit/hf_config.hpp"
 #include "doctor/fit/model.hpp"
 #include "doctor/fit/report.hpp"
@@ -127,8 +128,8 @@ GpuTraits nvml_traits(const probes::Nvml& nvml, probes::nvml_abi::Device device)
     int major = 0;
     int minor = 0;
     if (api.cuda_compute_capability != nullptr &&
-        api.cuda_compute_capability(device, &major, &minor) == probes::nvml_abi::success) {
-        traits.compute_capability = parse_compute_capability(fmt::format("{}.{}", major, minor));
+        api.cuda_compute_capability(device, &major, &minor) == probes::nvml_abi::success && major > 0 && minor >= 0) {
+        traits.compute_capability = ComputeCapability{static_cast<unsigned>(major), static_cast<unsigned>(minor)};
     }
     // NVLink: any link up.
     if (const auto links = probes::active_nvlinks(api, device)) {
@@ -137,9 +138,11 @@ GpuTraits nvml_traits(const probes::Nvml& nvml, probes::nvml_abi::Device device)
     return traits;
 }
 
-// The GPUs NVML sees (those `selectors` name, or all), with their free memory.
+// The GPUs NVML sees (those `selectors` name, or all), with their free memory; every NVML call
+// under fit's deadline, as the sampler's.
 std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<probes::Finding>& notes)
 {
+    const probes::CallDeadline deadline = nvml_deadline();
     std::optional<probes::Nvml> nvml;
     std::vector<probes::NvmlGpu> found;
     try {
@@ -168,8 +171,9 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
                 [&](const probes::monitor::MonitoredGpu& c) { return c.index == g.index; })) {
             continue;
         }
+        const probes::nvml_abi::Device device = nvml->handle(g.index);
         probes::nvml_abi::Memory memory{};
-        const auto rc = nvml->api().memory(nvml->handle(g.index), &memory);
+        const auto rc = nvml->api().memory(device, &memory);
         if (rc != probes::nvml_abi::success) {
             throw probes::Unavailable(
                 fmt::format("nvmlDeviceGetMemoryInfo of GPU {} failed: {}", g.index, nvml->describe(rc)));
@@ -179,7 +183,7 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
         }
         out.push_back({g.name.empty() ? "GPU" : g.name, memory.free,
             selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0, g.index,
-            nvml_traits(*nvml, nvml->handle(g.index))});
+            nvml_traits(*nvml, device)});
         if (!g.mig_uuids.empty()) {
             notes.push_back(fit_finding("fit.mig_instance", fmt::format("gpu {}", g.index),
                 fmt::format(

@@ -16,16 +16,16 @@
 
 namespace doctor::fit {
 
-/// Samples nvmlDeviceGetMemoryInfo's used memory of the GPUs given by NVML index (all of them
-/// when none is given) every `interval`, from construction to stop(), and keeps the largest value
-/// of the busiest GPU. The first sample is taken in the constructor: the use before the child
-/// starts. Does nothing when NVML cannot be loaded. NVML runs in this process (its handles are
-/// this process's), so each call into it has `deadline_s` (probes::CallDeadline): a driver call
-/// that never returns ends gpudoctor with exit status 3 and a message, instead of hanging it.
 /// The deadline fit puts on a call into NVML (probes::CallDeadline): past `seconds`, gpudoctor
 /// says NVML is stuck and ends with exit status 3.
 probes::CallDeadline nvml_deadline(unsigned seconds = 30);
 
+/// Samples nvmlDeviceGetMemoryInfo's used memory of the GPUs given by NVML index (all of them
+/// when none is given) every `interval`, from construction to stop(), and keeps the largest value
+/// of the busiest GPU. The first sample is taken in the constructor: the use before the child
+/// starts. Does nothing when NVML cannot be loaded. NVML runs in this process (its handles are
+/// this process's), so each call into it has `deadline_s` (nvml_deadline): a driver call that
+/// never returns ends gpudoctor with exit status 3 and a message, instead of hanging it.
 class GpuMemorySampler {
 public:
     explicit GpuMemorySampler(const std::vector<unsigned>& indexes = {},

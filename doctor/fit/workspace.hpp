@@ -34,7 +34,8 @@ struct GpuTraits {
 /// The workspaces of one training process on one GPU.
 struct Workspaces {
     /// PyTorch's cuBLAS and cuBLASLt workspaces: from its caching allocator, so inside
-    /// torch.cuda.max_memory_allocated().
+    /// torch.cuda.max_memory_allocated(). 0 where the workspaces were given: their parts are not
+    /// known.
     std::uint64_t cublas = 0;
     /// NCCL's communication buffers, allocated by NCCL itself (outside the framework's allocator).
     std::uint64_t nccl = 0;
@@ -51,7 +52,7 @@ struct Workspaces {
     /// What the workspaces take on the GPU. TensorFlow's NCCL buffers come out of its reserve.
     std::uint64_t total() const;
     /// The part inside the framework's allocator (what max_memory_allocated() counts).
-    std::uint64_t allocated() const { return given ? 0 : cublas; }
+    std::uint64_t allocated() const { return cublas; }
 };
 
 /// The workspaces of `setup` on a GPU like `gpu`, or `given` where set.
