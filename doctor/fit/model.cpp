@@ -70,12 +70,12 @@ constexpr std::array<ActivationsUncertainty, 4> activations_uncertainties{{
         "the states' +5 %; under TensorFlow, with its states' +25 %, the least that keeps BERT-Large at 384 from "
         "batch 1 in 12 GB"},
     // LitGPT's config-hub and resource tables (bitsandbytes 0.41 and 0.42): its QLoRA runs of
-    // Llama 2 7B, Mistral 7B and Llama 3.x 1B-8B held +78 % to +107 % above the count with the
+    // Llama 2 7B, Mistral 7B and Llama 3.x 1B-8B held +70 % to +94 % above the count with the
     // states' +5 %, where its LoRA runs of the same models held at most +37 %. The count is
     // bitsandbytes' own since 0.43.2, which keeps no input of a 4-bit layer.
-    {"transformer formula", true, 1.10,
+    {"transformer formula", true, 1.00,
         "bitsandbytes before 0.43.2 kept every 4-bit layer's input for a backward that never used it, "
-        "bitsandbytes#1270: LitGPT's published QLoRA runs on it held up to +107 % above the count"},
+        "bitsandbytes#1270: LitGPT's published QLoRA runs on it held up to +94 % above the count"},
     {"measured", false, 0.20, "activations measured on the CPU; cuDNN's workspaces on the GPU are not in them"},
     {"given", false, 0.0, "activations as measured (--activation-bytes-per-sample)"},
 }};
@@ -440,16 +440,21 @@ std::uint64_t keeps_input(const Lora& lora, unsigned targets)
 // One attention of `queries` tokens over `keys` tokens (a layer's own, or a decoder's over the
 // encoder's output), no full recompute: the query projection's input and the output
 // projection's input where they are kept (`query_input`, `output_input`: 0 or 1), Q, and K and
-// V over the keys (kv/a of Q's width each; h/a divides h exactly), the output's dropout mask,
-// and the scores as the attention keeps them: eager the softmax (and its dropout), unless
-// selective recompute drops them; sdpa and flash the softmax's log-sum-exp per row, fp32.
+// V over the keys, the output's dropout mask, and the scores as the attention keeps them: eager
+// the softmax (and its dropout), unless selective recompute drops them; sdpa and flash the
+// softmax's log-sum-exp per row, fp32. With grouped-query attention K and V are repeated to
+// every head before eager's matmuls and PyTorch's SDPA (Hugging Face's repeat_kv where a mask
+// is given, LitGPT's repeat_interleave, torchtune's expand), and the kernel keeps the copies at
+// Q's width; FlashAttention-2 (and SDPA with enable_gqa) keeps them at kv/a of it (h/a divides h
+// exactly).
 std::uint64_t attention_bytes(const TransformerShape& shape, std::uint64_t queries, std::uint64_t keys,
     Precision precision, Recompute recompute, Attention attention, std::uint64_t query_input,
     std::uint64_t output_input)
 {
     const std::uint64_t h = shape.hidden;
     const std::uint64_t a = shape.heads;
-    const std::uint64_t kv = shape.kv_heads == 0 ? a : std::min<std::uint64_t>(shape.kv_heads, a);
+    const std::uint64_t kv =
+        shape.kv_heads == 0 || attention != Attention::flash ? a : std::min<std::uint64_t>(shape.kv_heads, a);
     const std::uint64_t e = element_bytes(precision).e;
     const std::uint64_t block = queries * h * e * (query_input + 1 + output_input) + 2 * keys * (h / a) * kv * e +
         queries * h * (shape.dropout ? 1 : 0);

@@ -204,28 +204,34 @@ TEST_F(FitCli, ConfigFileAndMemoryAtABatch)
     // bf16-pure AdamW: 8 bytes per parameter.
     EXPECT_EQ(doc["breakdown"]["states"]["bytes"], 8 * 1100048384ULL);
     // Per layer (s = 512, h = 2048, a = 32, 4 key/value heads, I = 5632, sdpa, no dropout):
-    // 3·2·s·h = 6,291,456; K and V 2 · 512 · 64 · 4 · 2 = 524,288; MLP 2 · 512 · (2048 + 22,528) =
-    // 25,165,824; two RMSNorms, each its input in fp32 and its bf16 output, 2 · 6·s·h =
-    // 12,582,912; statistics 4 · 32 · 512 = 65,536: 44,630,016. × 22 = 981,860,352; output layer:
-    // the final RMSNorm 6·s·h and the head's bf16 input 2·s·h, 8,388,608, and the fp32 loss 12 ·
-    // 512 · 32,000 = 196,608,000: 1,186,856,960 per sample.
-    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["bytes"], 1186856960u);
+    // 3·2·s·h = 6,291,456; K and V repeated to the 32 heads before SDPA, 2 · 512 · 64 · 32 · 2 =
+    // 4,194,304; MLP 2 · 512 · (2048 + 22,528) = 25,165,824; two RMSNorms, each its input in fp32
+    // and its bf16 output, 2 · 6·s·h = 12,582,912; statistics 4 · 32 · 512 = 65,536: 48,300,032.
+    // × 22 = 1,062,600,704; output layer: the final RMSNorm 6·s·h and the head's bf16 input 2·s·h,
+    // 8,388,608, and the fp32 loss 12 · 512 · 32,000 = 196,608,000: 1,267,597,312 per sample.
+    EXPECT_EQ(doc["breakdown"]["activations_per_sample"]["bytes"], 1267597312u);
     EXPECT_EQ(doc["training"]["loss"], "fp32");
     EXPECT_EQ(doc["model"]["norm"], "rms");
     const auto& at = doc["at_batch"];
     EXPECT_EQ(at["batch"], 4);
-    EXPECT_EQ(at["activations_bytes"], 4 * 1186856960ULL);
+    EXPECT_EQ(at["activations_bytes"], 4 * 1267597312ULL);
     // --gpu-mem alone names no GPU: Hopper's cuBLAS workspaces, 2 × (32 + 1) MiB, which PyTorch
     // takes from its caching allocator; the context is outside it.
     EXPECT_EQ(at["workspace_bytes"], 66ULL << 20);
-    EXPECT_EQ(at["allocated_bytes"], 8 * 1100048384ULL + 4 * 1186856960ULL + (66ULL << 20));
-    EXPECT_EQ(at["peak_bytes"], 8 * 1100048384ULL + 4 * 1186856960ULL + (578ULL << 20));
+    EXPECT_EQ(at["allocated_bytes"], 8 * 1100048384ULL + 4 * 1267597312ULL + (66ULL << 20));
+    EXPECT_EQ(at["peak_bytes"], 8 * 1100048384ULL + 4 * 1267597312ULL + (578ULL << 20));
     EXPECT_EQ(at["gpus"][0]["fits"], true);
+    // FlashAttention-2 keeps K and V at their 4 heads: 22 × 3,670,016 less per sample.
+    const auto flash = fit({"--config", config, "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
+        "--attention", "flash", "--gpu-mem", "24GB", "--json"});
+    ASSERT_EQ(flash.exit_code, 0) << flash.err;
+    EXPECT_EQ(
+        nlohmann::json::parse(flash.out)["breakdown"]["activations_per_sample"]["bytes"], 1267597312u - 22 * 3670016u);
     // The text says the same, with what nvidia-smi and torch would show.
     const auto text = fit({"--config", config, "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
         "--gpu-mem", "24GB", "--batch", "4"});
     ASSERT_EQ(text.exit_code, 0) << text.err;
-    EXPECT_NE(text.out.find("At batch 4: about 13.18 GiB per GPU"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("At batch 4: about 13.48 GiB per GPU"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("fits at the upper estimate, "), std::string::npos) << text.out;
 }
 
@@ -281,15 +287,15 @@ TEST_F(FitCli, QloraOnALlamaPreset)
     // Far under the 16-bit weights' 13.5 GB alone.
     EXPECT_LT(doc["breakdown"]["states"]["bytes"].get<std::uint64_t>(), 5000000000u);
     EXPECT_TRUE(doc["at_batch"]["gpus"][0]["fits"].get<bool>());
-    // The upper estimate doubles the activations and more, as bitsandbytes before 0.43.2 held
-    // them, and says so; the same run over 16-bit weights keeps the formula's +40 %.
-    EXPECT_EQ(doc["breakdown"]["uncertainty"]["activations"], 1.1);
+    // The upper estimate doubles the activations, as bitsandbytes before 0.43.2 held them, and
+    // says so; the same run over 16-bit weights keeps the formula's +40 %.
+    EXPECT_EQ(doc["breakdown"]["uncertainty"]["activations"], 1.0);
     EXPECT_NE(doc["breakdown"]["uncertainty"]["basis"].get<std::string>().find("bitsandbytes#1270"), std::string::npos);
     const auto b16 = fit({"--model", "llama-7b", "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
         "--lora-rank", "8", "--gpu-mem", "40GB", "--json"});
     ASSERT_EQ(b16.exit_code, 0) << b16.err;
     EXPECT_EQ(nlohmann::json::parse(b16.out)["breakdown"]["uncertainty"]["activations"], 0.4);
-    // At 24 GB the 4-bit base's max batch is where activations × 2.1 fit, well under its central one.
+    // At 24 GB the 4-bit base's max batch is where activations × 2 fit, well under its central one.
     const auto max =
         nlohmann::json::parse(fit({"--model", "llama-7b", "--seq", "512", "--precision", "bf16-pure", "--optimizer",
                                       "adamw", "--lora-rank", "8", "--base-bits", "4", "--gpu-mem", "24GB", "--json"})
