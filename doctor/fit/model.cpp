@@ -74,8 +74,8 @@ constexpr std::array<ActivationsUncertainty, 4> activations_uncertainties{{
     // states' +5 %, where its LoRA runs of the same models held at most +37 %. The count is
     // bitsandbytes' own since 0.43.2, which keeps no input of a 4-bit layer.
     {"transformer formula", true, 1.00,
-        "bitsandbytes before 0.43.2 kept every 4-bit layer's input for a backward that never used it, "
-        "bitsandbytes#1270: LitGPT's published QLoRA runs on it held up to +94 % above the count"},
+        "bitsandbytes#1270: before 0.43.2 each 4-bit layer kept its input, which its backward never used; "
+        "LitGPT's QLoRA runs on those versions peaked up to 94 % above the count"},
     {"measured", false, 0.20, "activations measured on the CPU; cuDNN's workspaces on the GPU are not in them"},
     {"given", false, 0.0, "activations as measured (--activation-bytes-per-sample)"},
 }};
@@ -430,8 +430,9 @@ std::uint64_t bytes_per_score(const TransformerShape& shape, Precision precision
 
 // Whether projections among `targets` keep their input: always in full training, for a weight
 // gradient; under LoRA those with adapters, and every 8-bit one, whose MatMul8bitLt keeps its
-// input whenever the input needs a gradient (bitsandbytes' autograd/_functions.py; its 4-bit
-// MatMul4Bit keeps none since 0.43.2).
+// input whenever the input needs a gradient (bitsandbytes' autograd/_functions.py; before 0.45
+// it kept an int8 copy too, 1 byte per element more; its 4-bit MatMul4Bit keeps none since
+// 0.43.2).
 std::uint64_t keeps_input(const Lora& lora, unsigned targets)
 {
     return lora.rank == 0 || lora.base_bits == 8 || (lora.targets & targets) != 0 ? 1 : 0;
@@ -583,10 +584,11 @@ std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, co
         return (fp32 ? 8 : 4) * sh + (fp32 ? 8 : setup.precision == Precision::amp ? 6 : 4) * sv;
     }
     // The final norm (as a layer's, see norm_bytes), and the head's input, which the head keeps
-    // for its weight's gradient unless LoRA freezes it (in the matmul's type: 16-bit under amp).
+    // for its weight's gradient unless LoRA freezes it (in the matmul's type: 16-bit under amp);
+    // an 8-bit head (LitGPT quantizes it with the projections, as plan_lora counts it) keeps it.
+    const bool head_keeps_input = setup.lora.rank == 0 || setup.lora.base_bits == 8;
     const std::uint64_t input = sh *
-        (norm_bytes(shape, setup.precision, setup.lora) +
-            (setup.lora.rank == 0 ? element_bytes(setup.precision).e : 0));
+        (norm_bytes(shape, setup.precision, setup.lora) + (head_keeps_input ? element_bytes(setup.precision).e : 0));
     switch (setup.loss) {
     case Loss::fp32:
         // At the start of the backward pass log_softmax's saved output, nll_loss's gradient and
@@ -881,8 +883,9 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         act.output_layer = output_layer_bytes(shape, static_cast<unsigned>(s), setup);
         act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer + act.encoder_output;
         act.source = "transformer formula";
-        const std::uint64_t scores = setup.attention == Attention::eager ? whole -
-                transformer_layer_bytes(shape, setup.precision, Recompute::selective, Attention::eager, setup.framework)
+        // The scores as this GPU keeps them (its LoRA, its tensor-parallel share): what selective
+        // recompute drops.
+        const std::uint64_t scores = setup.attention == Attention::eager ? whole - per_gpu(Recompute::selective)
                                                                          : 4 * std::uint64_t{shape.heads} * s;
         const double per_sh = static_cast<double>(whole - scores) / static_cast<double>(sh);
         if (shape.decoder_layers > 0) {

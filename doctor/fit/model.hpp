@@ -167,7 +167,8 @@ struct ModelSpec {
 
 /// LoRA (Hu et al. 2021) and QLoRA (Dettmers et al. 2023): the model's weights frozen, stored in
 /// 16, 8 or 4 bits, and rank-r adapters A (r × in) and B (out × r) trained beside the projections
-/// named. Frozen projections keep no input for a weight gradient; the 4-bit weights are NF4 in
+/// named. Frozen projections keep no input for a weight gradient, except over 8-bit weights,
+/// whose matmul keeps it whenever the input needs a gradient; the 4-bit weights are NF4 in
 /// blocks of 64 with an fp32 scale each (0.5625 bytes per weight); embeddings and norms stay
 /// 16-bit.
 struct Lora {
@@ -326,7 +327,9 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
 
 /// Transformer activations of one layer for one sample, in bytes: what each operation keeps for
 /// its backward pass (Korthikanti et al. 2022, §4.1), with e = 2 bytes per element in 16-bit and
-/// amp, 4 in fp32; g = kv_heads / heads; I = the MLP's inner size; masks 1 byte (when dropout).
+/// amp, 4 in fp32; g = kv_heads / heads with flash attention, 1 with eager and sdpa (PyTorch's
+/// kernels get K and V repeated to every head and keep the copies); I = the MLP's inner size;
+/// masks 1 byte (when dropout).
 ///   attention   s·h·e·(3 + 2·g) + s·h (output dropout mask)   QKV input, Q, K, V, output input
 ///   scores      eager: a·s²·(e + 1 + e) (softmax, its dropout mask and output; without dropout
 ///               a·s²·e); amp keeps softmax and dropout in fp32 and a 16-bit copy: a·s²·(4+1+4+2)
@@ -349,7 +352,8 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
 /// With LoRA (`lora` ranked), a frozen projection keeps no input: the attention's input is kept
 /// only with an adapter on q, k or v, the output projection's only with one on o (sdpa and flash
 /// keep their output anyway), the MLP's input only with one on gate or up, and the down
-/// projection's only with one on down; each adapter keeps its r-wide middle, s·r·e.
+/// projection's only with one on down; each adapter keeps its r-wide middle, s·r·e. Over 8-bit
+/// weights every projection keeps its input (bitsandbytes' MatMul8bitLt keeps it).
 std::uint64_t transformer_layer_bytes(const TransformerShape& shape, Precision precision, Recompute recompute,
     Attention attention = Attention::eager, Framework framework = Framework::pytorch, const Lora& lora = {});
 /// A decoder layer's cross-attention over `source` encoder tokens for `target` decoder tokens, in

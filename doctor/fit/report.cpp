@@ -500,8 +500,8 @@ std::string render_fit_text(const FitReport& r, bool color)
                 format_bytes(c.before), format_bytes(c.peak), format_bytes(c.reserved), to_string(s.framework)));
     }
     const Uncertainty& u = r.plan.uncertainty;
-    out += fmt::format("Upper estimate, which the max batch fits: states +{:g} %, activations +{:g} % ({})\n\n",
-        u.states * 100, u.activations * 100, u.basis());
+    out += fmt::format("Upper estimate, which the max batch fits: states +{:g} % ({}), activations +{:g} % ({})\n\n",
+        u.states * 100, u.states_basis, u.activations * 100, u.activations_basis);
     if (r.at_batch) {
         const PeakMemory& p = *r.at_batch;
         out +=

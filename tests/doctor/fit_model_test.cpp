@@ -283,6 +283,13 @@ TEST(FitModel, LoraAdaptersAndFrozenWeights)
     EXPECT_EQ(
         transformer_layer_bytes(shape, Precision::bf16, Recompute::none, Attention::sdpa, Framework::pytorch, nf4),
         506068992u);
+    // Under eager attention the frozen output projection keeps no input over 16-bit weights, and
+    // keeps it, s·h·e = 33,554,432, over 8-bit ones (sdpa keeps its output anyway).
+    const auto eager = [&](const Lora& l) {
+        return transformer_layer_bytes(
+            shape, Precision::bf16, Recompute::selective, Attention::eager, Framework::pytorch, l);
+    };
+    EXPECT_EQ(eager(int8) - eager(qv), 123731968u + 33554432u);
 
     // QLoRA: 6,738,415,616 parameters, 32000 × 4096 = 131,072,000 of them embeddings (kept 16-bit:
     // 262,144,000 B); the 6,607,343,616 others in NF4: half a byte each, 3,303,671,808, and an fp32
@@ -313,6 +320,12 @@ TEST(FitModel, LoraAdaptersAndFrozenWeights)
     s.lora.base_bits = 8;
     EXPECT_EQ(plan_memory(m, s).uncertainty.activations, 0.40);
     s.lora.base_bits = 16;
+    // The formula line under LoRA with eager attention: the scores alone make the a·s² term,
+    // 2 bytes each in 16-bit without dropout (it once took full training's layer for LoRA's).
+    s.attention = Attention::eager;
+    const std::string formula = plan_memory(m, s).activations.formula;
+    EXPECT_NE(formula.find(" + 2·a·s² (eager attention)"), std::string::npos) << formula;
+    s.attention = Attention::sdpa;
     // Refused: other bits, a rank above the hidden size, targets the model lacks, a CNN.
     s.lora.base_bits = 3;
     EXPECT_THROW(plan_memory(m, s), probes::Error);
@@ -470,6 +483,9 @@ TEST(FitModel, RmsNormKeepsItsInputInFp32)
     TrainingSetup adapted = full;
     adapted.lora = lora;
     EXPECT_EQ(output_layer_bytes(t, 1024, adapted), 4ULL * 4194304 + 393216000);
+    // An 8-bit head, frozen, keeps its 16-bit input all the same: its matmul keeps it.
+    adapted.lora.base_bits = 8;
+    EXPECT_EQ(output_layer_bytes(t, 1024, adapted), (4ULL + 2) * 4194304 + 393216000);
     t.vocab = 0;
     // A decoder's cross-attention has its own norm: RMSNorm's 8 bytes in fp32 where LayerNorm's 4.
     TransformerShape encoder_decoder = t;
