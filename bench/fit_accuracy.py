@@ -7,6 +7,7 @@ For each row it runs `gpudoctor fit ARGS --json` and compares:
   alloc_gb   torch.cuda.max_memory_allocated() in GB, with states + activations + PyTorch's
              cuBLAS workspaces at --batch (what its caching allocator holds)
   alloc_gib  the same in GiB (torchtune's "peak memory active")
+  alloc_mib  the same in MiB
   max_batch  the largest batch that ran, with max_batch_per_gpu
   oom_at     the smallest batch that ran out of memory: max_batch_per_gpu must be below it
   ran        a batch that ran where the run's lengths are not known (sequences padded to each
@@ -41,6 +42,7 @@ MEMORY_KINDS = {
     "nvml_mib": ("peak", 2**20),
     "alloc_gb": ("allocated", 1e9),
     "alloc_gib": ("allocated", 2**30),
+    "alloc_mib": ("allocated", 2**20),
 }
 
 

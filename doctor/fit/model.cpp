@@ -914,7 +914,7 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         act.transient = scaled(act.measured, overheads.cnn_transient);
         act.per_sample = act.measured + act.transient;
         act.source = "measured";
-        act.formula = fmt::format("tensors saved for backward{}, plus {:g} % for transient buffers",
+        act.formula = fmt::format("tensors saved for backward{}, plus {:g} % held in the allocator's cache",
             model.image_size > 0 ? fmt::format(" at {0}×{0}", model.image_size) : "", overheads.cnn_transient * 100);
         if (setup.recompute != Recompute::none) {
             plan.findings.push_back(fit_finding("fit.recompute_not_counted", "model",
@@ -1007,6 +1007,7 @@ PeakMemory peak_at(const MemoryPlan& plan, unsigned batch, const Overheads& over
     // As fit_gpu counts them: batch × one sample's upper estimate.
     peak.states_upper = plan.uncertainty.upper_states(peak.states);
     peak.activations_upper = std::uint64_t{batch} * plan.uncertainty.upper_activations(plan.activations.per_sample);
+    peak.cached = std::uint64_t{batch} * plan.activations.transient;
     return peak;
 }
 

@@ -249,8 +249,9 @@ struct Overheads {
     GpuTraits gpu; ///< the GPU these overheads are for
     /// The share of the GPU's memory kept free for allocator fragmentation and rounding.
     double margin_fraction = 0.10;
-    /// Measured CNN activations are the tensors saved for backward; the peak adds transient
-    /// gradient buffers and workspaces: this share more.
+    /// Measured CNN activations are the tensors saved for backward; what nvidia-smi shows adds
+    /// this share more (the caching allocator's cached blocks, cuDNN's benchmark workspaces),
+    /// while max_memory_allocated() shows the saved tensors alone.
     double cnn_transient = 0.20;
 };
 
@@ -404,11 +405,14 @@ struct PeakMemory {
     Workspaces workspaces;
     std::uint64_t states_upper = 0; ///< with the plan's uncertainty
     std::uint64_t activations_upper = 0;
+    /// Of the activations, a CNN preset's transient share (batch × ActivationBytes::transient):
+    /// held by the allocator's cache, not allocated at the peak.
+    std::uint64_t cached = 0;
     std::uint64_t total() const { return states + activations + cuda_context + workspaces.total(); }
     std::uint64_t upper() const { return states_upper + activations_upper + cuda_context + workspaces.total(); }
-    /// What torch.cuda.max_memory_allocated() shows: no context, no NCCL buffers.
-    std::uint64_t allocated() const { return states + activations + workspaces.allocated(); }
-    std::uint64_t allocated_upper() const { return states_upper + activations_upper + workspaces.allocated(); }
+    /// What torch.cuda.max_memory_allocated() shows: no context, no NCCL buffers, no cached blocks.
+    std::uint64_t allocated() const { return states + activations - cached + workspaces.allocated(); }
+    std::uint64_t allocated_upper() const { return states_upper + activations_upper - cached + workspaces.allocated(); }
 };
 PeakMemory peak_at(const MemoryPlan& plan, unsigned batch, const Overheads& overheads = {});
 

@@ -475,7 +475,9 @@ std::string render_fit_text(const FitReport& r, bool color)
             fmt::format("{}{}", s.precision == Precision::fp32 ? "fp32" : "16-bit",
                 m.image_size > 0 ? fmt::format(", {0}×{0}, saved for backward", m.image_size) : ""));
         row("transient", act.transient,
-            fmt::format("{:g} % more: gradient buffers, workspaces (a lower bound)", q.overheads.cnn_transient * 100));
+            fmt::format("{:g} % more in nvidia-smi: the allocator's cached blocks, cuDNN's workspaces (not in "
+                        "max_memory_allocated)",
+                q.overheads.cnn_transient * 100));
     }
     if (act.source == "given") {
         row("given", act.per_sample, "--activation-bytes-per-sample");

@@ -657,6 +657,19 @@ TEST(FitModel, MeasuredCnnActivationsGetTheTransientShare)
     EXPECT_EQ(rc.activations.per_sample, 103054049u);
     ASSERT_FALSE(rc.findings.empty());
     EXPECT_EQ(rc.findings.back().code, "fit.recompute_not_counted");
+    // The transient share is what nvidia-smi shows beyond the saved tensors (the allocator's cached
+    // blocks): in the peak, not in what max_memory_allocated() shows. At batch 10, fp32 momentum
+    // (12 × 25,557,032 = 306,684,384 B of states), no GPU named (66 MiB of cuBLAS workspaces):
+    // allocated 306,684,384 + 858,783,740 + 69,206,016; the peak adds 171,756,750 and the context.
+    const PeakMemory p = peak_at(fp32, 10);
+    EXPECT_EQ(p.cached, 171756750u);
+    EXPECT_EQ(p.allocated(), 306684384u + 858783740u + 69206016u);
+    EXPECT_EQ(p.total(), p.allocated() + 171756750u + 512 * MiB);
+    EXPECT_EQ(p.allocated_upper(), p.states_upper + p.activations_upper - 171756750u + 69206016u);
+    // A transformer's count has no such share: what it counts is allocated.
+    const PeakMemory t = peak_at(plan_memory(bert_large(), setup(Precision::fp32, Optimizer::adam)), 2);
+    EXPECT_EQ(t.cached, 0u);
+    EXPECT_EQ(t.allocated(), t.states + t.activations + t.workspaces.allocated());
 }
 
 TEST(FitModel, ResNet50OnAV100)
