@@ -5,7 +5,8 @@ For each row it runs `gpudoctor fit ARGS --json` and compares:
   nvml_mib   the device memory NVML showed, with the fit's peak at --batch (states, activations,
              CUDA context, workspaces)
   alloc_gb   torch.cuda.max_memory_allocated() in GB, with states + activations + PyTorch's
-             cuBLAS workspaces at --batch (what its caching allocator holds)
+             cuBLAS workspaces at --batch, less a CNN preset's transient share (what its
+             caching allocator has allocated at the peak)
   alloc_gib  the same in GiB (torchtune's "peak memory active")
   alloc_mib  the same in MiB
   max_batch  the largest batch that ran, with max_batch_per_gpu

@@ -509,10 +509,10 @@ std::string render_fit_text(const FitReport& r, bool color)
         out +=
             fmt::format("At batch {}: about {} per GPU, up to {} (states {} + activations {} + context and workspaces "
                         "{}), what nvidia-smi would show; torch.cuda.max_memory_allocated() shows about {} (no "
-                        "context, no NCCL)\n",
+                        "context, no NCCL{})\n",
                 p.batch, format_bytes(p.total()), format_bytes(p.upper()), format_bytes(p.states),
                 format_bytes(p.activations), format_bytes(p.cuda_context + p.workspaces.total()),
-                format_bytes(p.allocated()));
+                format_bytes(p.allocated()), p.cached > 0 ? ", no cached blocks" : "");
         for (std::size_t i = 0; i < q.gpus.size(); ++i) {
             const std::int64_t spare = r.spare_at_batch[i];
             out += fmt::format("  {}: {}\n", gpu_label(r, i),
@@ -770,7 +770,7 @@ nlohmann::json render_fit_json(const FitReport& r)
         }
         doc["at_batch"] = {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.allocated()},
             {"peak_upper_bytes", p.upper()}, {"allocated_upper_bytes", p.allocated_upper()}, {"states_bytes", p.states},
-            {"activations_bytes", p.activations}, {"cuda_context_bytes", p.cuda_context},
+            {"activations_bytes", p.activations}, {"cached_bytes", p.cached}, {"cuda_context_bytes", p.cuda_context},
             {"workspace_bytes", p.workspaces.total()}, {"gpus", fits}};
     }
     doc["max_batch_per_gpu"] = r.max_batch_per_gpu;

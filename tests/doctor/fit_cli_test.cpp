@@ -273,6 +273,32 @@ TEST_F(FitCli, TheLossOptionSetsTheOutputLayer)
     EXPECT_TRUE(nlohmann::json::parse(cnn.out)["training"]["loss"].is_null());
 }
 
+TEST_F(FitCli, CnnAllocatedLeavesOutTheCachedShare)
+{
+    // ResNet-18 at batch 128 on an A100 (cuBLAS 18.25 MiB): what max_memory_allocated() shows is
+    // the states and the saved tensors; the transient share is in the nvidia-smi peak only.
+    const std::vector<std::string> args{"--model", "resnet18", "--precision", "fp32", "--optimizer", "sgd",
+        "--gpu-model", "A100-40GB", "--batch", "128"};
+    std::vector<std::string> with_json = args;
+    with_json.emplace_back("--json");
+    const auto r = fit(with_json);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    const auto& at = doc["at_batch"];
+    const std::uint64_t transient = doc["breakdown"]["activations_per_sample"]["transient_bytes"];
+    ASSERT_GT(transient, 0u);
+    EXPECT_EQ(at["cached_bytes"], 128 * transient);
+    EXPECT_EQ(at["allocated_bytes"].get<std::uint64_t>(),
+        at["states_bytes"].get<std::uint64_t>() + at["activations_bytes"].get<std::uint64_t>() - 128 * transient +
+            19136512u);
+    EXPECT_EQ(at["peak_bytes"].get<std::uint64_t>(),
+        at["states_bytes"].get<std::uint64_t>() + at["activations_bytes"].get<std::uint64_t>() + (512ULL << 20) +
+            19136512u);
+    const auto text = fit(args);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("(no context, no NCCL, no cached blocks)"), std::string::npos) << text.out;
+}
+
 TEST_F(FitCli, QloraOnALlamaPreset)
 {
     const auto r = fit({"--model", "llama-7b", "--seq", "512", "--precision", "bf16-pure", "--optimizer", "adamw",
