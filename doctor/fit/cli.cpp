@@ -486,9 +486,13 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
     }
     std::cout << "\nGPU table (--gpu-model NAME,...; speed relative to a V100, rough; --speeds overrides; compute "
                  "capability; NVLink where the model always or never has it):\n";
+    std::size_t width = 0;
+    for (const auto& g : gpus.gpus()) {
+        width = std::max(width, g.name.size());
+    }
     for (const auto& g : gpus.gpus()) {
         const auto& t = g.traits;
-        std::string line = fmt::format("  {:<10} {:>10}  speed {:<4} cc {:<5} {:<10} {}", g.name,
+        std::string line = fmt::format("  {:<{}} {:>10}  speed {:<4} cc {:<5} {:<10} {}", g.name, width,
             probes::format_bytes(g.memory), fmt::format("{:g}", g.speed), to_string(*t.compute_capability),
             !t.nvlink       ? ""
                 : *t.nvlink ? "NVLink"

@@ -238,6 +238,16 @@ TEST(GpuTable, FindsAliasesWhateverTheSpelling)
     EXPECT_EQ(table.find("a100 80GB").name, "A100-80GB");
     EXPECT_EQ(table.find("V100S").name, "V100-32GB");
     EXPECT_EQ(table.find("h100 pcie").name, "H100-PCIe");
+    // GeForce and workstation cards by the names NVML gives them, on new drivers and old.
+    EXPECT_EQ(table.find("NVIDIA GeForce RTX 3090").name, "RTX-3090");
+    EXPECT_EQ(table.find("GeForce RTX 2080 Ti").name, "RTX-2080-Ti");
+    EXPECT_EQ(table.find("NVIDIA GeForce RTX 4090").name, "RTX-4090");
+    EXPECT_EQ(table.find("NVIDIA RTX A5000").name, "A5000");
+    EXPECT_EQ(table.find("NVIDIA RTX 6000 Ada Generation").name, "RTX-6000-Ada");
+    // The smaller total older drivers printed: 24259 MiB for the 3090.
+    EXPECT_EQ(table.find("3090").memory, static_cast<std::uint64_t>(std::llround(23.69 * 1073741824.0)));
+    EXPECT_EQ(to_string(*table.find("4090").traits.compute_capability), "8.9");
+    EXPECT_EQ(table.find("4090").traits.nvlink, false);
 }
 
 TEST(GpuTable, UnknownAndAmbiguousNames)
