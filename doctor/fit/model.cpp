@@ -587,12 +587,13 @@ std::uint64_t output_layer_bytes(const TransformerShape& shape, unsigned seq, co
         // list).
         return (fp32 ? 8 : 4) * sh + (fp32 ? 8 : setup.precision == Precision::amp ? 6 : 4) * sv;
     }
-    // The final norm (as a layer's, see norm_bytes), and the head's input, which the head keeps
-    // for its weight's gradient unless LoRA freezes it (in the matmul's type: 16-bit under amp);
-    // an 8-bit head (LitGPT quantizes it with the projections, as plan_lora counts it) keeps it.
-    const bool head_keeps_input = setup.lora.rank == 0 || setup.lora.base_bits == 8;
+    // The final norm (as a layer's, see norm_bytes), and the head's input (in the matmul's type:
+    // 16-bit under amp), kept as a projection's is (keeps_input): while the head trains, and over
+    // 8-bit weights (LitGPT quantizes the head with the projections, as plan_lora counts it); it
+    // carries no adapter.
     const std::uint64_t input = sh *
-        (norm_bytes(shape, setup.precision, setup.lora) + (head_keeps_input ? element_bytes(setup.precision).e : 0));
+        (norm_bytes(shape, setup.precision, setup.lora) +
+            keeps_input(setup.lora, 0) * element_bytes(setup.precision).e);
     switch (setup.loss) {
     case Loss::fp32:
         // At the start of the backward pass log_softmax's saved output, nll_loss's gradient and
