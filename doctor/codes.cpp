@@ -2,9 +2,9 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/fit/codes.hpp"
 #include "doctor/fleet/codes.hpp"
-#include "probes/monitor/summary.hpp"
-#include "probes/nccl/log.hpp"
-#include "probes/nsys/summary.hpp"
+#include "base/monitor/summary.hpp"
+#include "base/nccl/log.hpp"
+#include "base/nsys/summary.hpp"
 
 #include <fmt/format.h>
 
@@ -27,20 +27,20 @@ std::vector<check::CodeInfo> all_codes()
     }
     // The other subcommands' code tables, and who reports them.
     struct Source {
-        const std::vector<probes::CodeText>& (*codes)();
+        const std::vector<base::CodeText>& (*codes)();
         const char* reporters;
     };
     static const Source sources[] = {
-        {probes::nccl::finding_codes, "'gpudoctor nccl-log'"},
-        {probes::monitor::monitor_codes, "'gpudoctor monitor' and 'gpurun --monitor'"},
-        {probes::nsys::finding_codes, "'gpudoctor profile'"},
+        {base::nccl::finding_codes, "'gpudoctor nccl-log'"},
+        {base::monitor::monitor_codes, "'gpudoctor monitor' and 'gpurun --monitor'"},
+        {base::nsys::finding_codes, "'gpudoctor profile'"},
         {fit::fit_codes, "'gpudoctor fit'"},
         {fleet::fleet_codes, "'gpudoctor fleet'"},
     };
     for (const auto& source : sources) {
         for (const auto& c : source.codes()) {
             out.push_back({c.code, c.title,
-                fmt::format("{} Reported by {} ({}).", c.explanation, source.reporters, probes::to_string(c.severity)),
+                fmt::format("{} Reported by {} ({}).", c.explanation, source.reporters, base::to_string(c.severity)),
                 c.remedy});
         }
     }

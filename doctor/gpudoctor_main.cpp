@@ -1,7 +1,7 @@
 #include "doctor/gpudoctor.hpp"
-#include "probes/process.hpp"
+#include "base/process.hpp"
 
 int main(int argc, char** argv)
 {
-    return probes::exit_status_after_output(doctor::run_gpudoctor(argc, argv), "gpudoctor");
+    return base::exit_status_after_output(doctor::run_gpudoctor(argc, argv), "gpudoctor");
 }

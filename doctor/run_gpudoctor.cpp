@@ -12,17 +12,17 @@
 #include "doctor/gpudoctor.hpp"
 #include "doctor/monitor/cli.hpp"
 #include "doctor/profile/report.hpp"
-#include "probes/atomic_file.hpp"
-#include "probes/cli_values.hpp"
-#include "probes/error.hpp"
-#include "probes/input_file.hpp"
-#include "probes/library_versions.hpp"
-#include "probes/nccl/log.hpp"
-#include "probes/process.hpp"
-#include "probes/python.hpp"
-#include "probes/spelling.hpp"
-#include "probes/sysroot.hpp"
-#include "probes/topology.hpp"
+#include "base/atomic_file.hpp"
+#include "base/cli_values.hpp"
+#include "base/error.hpp"
+#include "base/input_file.hpp"
+#include "base/library_versions.hpp"
+#include "base/nccl/log.hpp"
+#include "base/process.hpp"
+#include "base/python.hpp"
+#include "base/spelling.hpp"
+#include "base/sysroot.hpp"
+#include "base/topology.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -47,7 +47,7 @@ namespace doctor {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 check::CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
 {
@@ -57,14 +57,14 @@ check::CollectContext make_context(const std::string& sysroot, const std::string
     ctx.topology_file = topology.empty() ? topology : std::filesystem::absolute(topology).string();
     ctx.timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
     ctx.progress = isatty(STDERR_FILENO) != 0;
-    ctx.env = probes::environment();
+    ctx.env = base::environment();
     return ctx;
 }
 
 check::Facts load_snapshot(const std::string& path)
 {
     return check::read_snapshot(
-        path == "-" ? probes::read_input_fd(STDIN_FILENO, "-", "snapshot") : probes::read_input_file(path, "snapshot"),
+        path == "-" ? base::read_input_fd(STDIN_FILENO, "-", "snapshot") : base::read_input_file(path, "snapshot"),
         path);
 }
 
@@ -87,7 +87,7 @@ std::vector<std::string> snapshot_files(const std::vector<std::string>& given)
             }
         }
         if (ec || found.empty()) {
-            throw Error(fmt::format("--from {}: {}", probes::quote_input(path),
+            throw Error(fmt::format("--from {}: {}", base::quote_input(path),
                 ec ? ec.message() : "no *.json snapshots in this directory"));
         }
         std::sort(found.begin(), found.end());
@@ -99,7 +99,7 @@ std::vector<std::string> snapshot_files(const std::vector<std::string>& given)
         const auto canonical = std::filesystem::weakly_canonical(file, ec);
         if (!seen.insert(ec ? file : canonical.string()).second) {
             throw Error(
-                fmt::format("--from {}: given twice; give each node's snapshot once", probes::quote_input(file)));
+                fmt::format("--from {}: given twice; give each node's snapshot once", base::quote_input(file)));
         }
     }
     return files;
@@ -128,7 +128,7 @@ std::string own_path()
     std::error_code ec;
     const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (ec) {
-        throw probes::Unavailable(
+        throw base::Unavailable(
             fmt::format("fleet: cannot find gpudoctor's own location (/proc/self/exe: {})", ec.message()));
     }
     return self.string();
@@ -141,10 +141,10 @@ std::string find_gpurun(const std::string& self)
     if (access(beside.c_str(), X_OK) == 0) {
         return beside.string();
     }
-    if (auto found = probes::find_executable("gpurun", std::getenv("PATH"))) {
+    if (auto found = base::find_executable("gpurun", std::getenv("PATH"))) {
         return *found;
     }
-    throw probes::Unavailable("fleet: gpurun, which starts the checks on the nodes, is neither beside gpudoctor nor "
+    throw base::Unavailable("fleet: gpurun, which starts the checks on the nodes, is neither beside gpudoctor nor "
                               "in PATH; install gpukit's gpurun, or collect snapshots and use --from");
 }
 
@@ -164,7 +164,7 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
     int signal = 0; // passed on to the launch: the report is printed, and the status says so
     if (!f.files.empty()) {
         for (const auto& file : snapshot_files(f.files)) {
-            outputs.push_back({file, fleet::Answer::snapshot, probes::read_input_file(file, "snapshot")});
+            outputs.push_back({file, fleet::Answer::snapshot, base::read_input_file(file, "snapshot")});
         }
     }
     fleet::LaunchOptions launch;
@@ -202,7 +202,7 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
     }
     check::write_verdict_files(f.verdict_files, fleet::verdict(report), nullptr);
     if (!f.healthy_file.empty()) {
-        probes::write_file_atomically(f.healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
+        base::write_file_atomically(f.healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
     }
     std::cout << (json ? fleet::render_json(report).dump(2) + "\n" : fleet::render_text(report, color));
     return signal != 0 ? 128 + signal : fleet::exit_status(report);
@@ -217,9 +217,9 @@ struct NcclLogOptions {
 
 int run_nccl_log(const NcclLogOptions& options)
 {
-    namespace nccl = probes::nccl;
+    namespace nccl = base::nccl;
     const auto& files = options.files;
-    const auto threshold = probes::parse_fail_on(options.judging.fail_on);
+    const auto threshold = base::parse_fail_on(options.judging.fail_on);
     if (files.empty()) {
         throw Error("nccl-log: name the log files to read (- for stdin); see gpudoctor nccl-log --help");
     }
@@ -230,7 +230,7 @@ int run_nccl_log(const NcclLogOptions& options)
     // A directory holds per-rank logs (NCCL_DEBUG_FILE, gpurun --nccl-log-dir): its logs are read,
     // not what lies beside them (a README, a JSON report that quote NCCL lines).
     std::vector<std::string> skipped;
-    for (const auto& file : probes::input_files(files, nccl::looks_like_log,
+    for (const auto& file : base::input_files(files, nccl::looks_like_log,
              "holds no logs (files named *.log, *.txt, *.out, *.err or *.gz, or holding NCCL records; logs in its "
              "subdirectories are not read); name the log files or their own directory",
              &skipped)) {
@@ -320,10 +320,10 @@ int run(int argc, char** argv)
         sub->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
         sub->add_option("--topology", c.topology, "Use this hwloc XML instead of this machine's topology")
             ->type_name("FILE");
-        probes::add_number(*sub, "--timeout", c.timeout, "Seconds each collector may take (default 10)", "S");
+        base::add_number(*sub, "--timeout", c.timeout, "Seconds each collector may take (default 10)", "S");
         sub->add_flag("--deep", c.deep,
             "Also measure: copy bandwidth (host, device, GPU pairs) and an NCCL all-reduce (seconds to minutes)");
-        probes::add_number(
+        base::add_number(
             *sub, "--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)", "S");
         sub->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
     };
@@ -335,7 +335,7 @@ int run(int argc, char** argv)
     check->add_flag("--strict", c.strict, "Warnings fail too");
     bool quick = false;
     check->add_flag("--quick", quick, "Quick tier only: NVML, sysfs and files, no timed GPU work (the default)");
-    probes::add_number(*check, "--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)", "N");
+    base::add_number(*check, "--expect-gpus", c.expect_gpus, "GPUs this node must have (0 for a CPU node)", "N");
     check
         ->add_option("--gpus", c.gpus,
             "Judge only these GPUs: NVML indexes, bus ids or UUIDs, comma-separated (default: the job's, from "
@@ -366,17 +366,17 @@ int run(int argc, char** argv)
         ->type_name("auto|openmpi|mpich|srun|local");
     fleet->add_option("--launcher-args", f.launcher_args, "Extra arguments for the launcher, split like shell words")
         ->type_name("'ARGS'");
-    probes::add_number(*fleet, "--deadline", f.deadline,
+    base::add_number(*fleet, "--deadline", f.deadline,
         "Seconds each node's check may take; a node still checking is reported as timed out (default 60, 900 with "
         "--deep)",
         "S");
     fleet->add_flag("--deep", c.deep,
         "Also measure: copy bandwidth and an NCCL all-reduce on every node, and all-reduces across node pairs "
         "(slow nodes and links)");
-    probes::add_number(*fleet, "--timeout", c.timeout, "Seconds each collector may take on a node (default 10)", "S");
-    probes::add_number(
+    base::add_number(*fleet, "--timeout", c.timeout, "Seconds each collector may take on a node (default 10)", "S");
+    base::add_number(
         *fleet, "--deep-timeout", c.deep_timeout, "Seconds each deep measurement may take (default 300)", "S");
-    probes::add_number(*fleet, "--pair-port", f.pair_port,
+    base::add_number(*fleet, "--pair-port", f.pair_port,
         "With --deep: the TCP port the first pair of nodes meets on, the next pair one above (default 29600)", "PORT");
     fleet
         ->add_option("--from", f.files,
@@ -387,7 +387,7 @@ int run(int argc, char** argv)
         ->type_name("LIST");
     fleet->add_option("--skip", c.skip, "Leave out these probes")->type_name("LIST");
     fleet->add_option("--policy", c.policy_file, "Policy TOML over the built-in defaults")->type_name("FILE");
-    probes::add_number(*fleet, "--expect-gpus", c.expect_gpus, "GPUs each node must have (0 for CPU nodes)", "N");
+    base::add_number(*fleet, "--expect-gpus", c.expect_gpus, "GPUs each node must have (0 for CPU nodes)", "N");
     fleet->add_flag("--strict", c.strict, "Warnings fail too");
     fleet->add_flag("--json", c.json, "Print the report as JSON");
     fleet->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
@@ -423,7 +423,7 @@ int run(int argc, char** argv)
     topo->add_flag("--no-color", c.no_color, "No colour (also when NO_COLOR is set)");
     topo->add_option("--sysroot", c.sysroot, "Read /sys and /proc under DIR (default /)")->type_name("DIR");
     topo->add_option("--topology", c.topology, "Use this hwloc XML (NVML is then not asked)")->type_name("FILE");
-    probes::add_number(*topo, "--timeout", c.timeout, "Seconds each collector may take (default 10)", "S");
+    base::add_number(*topo, "--timeout", c.timeout, "Seconds each collector may take (default 10)", "S");
     topo->footer("Exit status: 0 done, 2 usage or input error (a --topology file that cannot be read), 3 this "
                  "machine's topology could not be read. See gpudoctor(1).");
 
@@ -446,9 +446,9 @@ int run(int argc, char** argv)
     profile->add_flag("--json", prof.json, "Print the report as JSON");
     profile->add_flag("--no-color", prof_no_color, "No colour (also when NO_COLOR is set)");
     cli::add_judging_options(*profile, prof.judging, true);
-    probes::add_number(*profile, "--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)", "S");
-    probes::add_number(*profile, "--top", prof.top, "Kernels listed per GPU (default 10)", "N");
-    probes::add_number(
+    base::add_number(*profile, "--gap", prof.gap_seconds, "List idle gaps at least this long (default 0.5)", "S");
+    base::add_number(*profile, "--top", prof.top, "Kernels listed per GPU (default 10)", "N");
+    base::add_number(
         *profile, "--min-busy", prof.min_busy_percent, "A busy share below this is a finding (default 50)", "PERCENT");
     profile->footer(
         "Exit status: 0 no finding at the --fail-on level (warnings allowed), 1 a finding failed (or reached "
@@ -473,7 +473,7 @@ int run(int argc, char** argv)
         return 0;
     }
     if (version) {
-        std::cout << probes::version_text("gpudoctor", GPUKIT_VERSION, probes::library_versions());
+        std::cout << base::version_text("gpudoctor", GPUKIT_VERSION, base::library_versions());
         return 0;
     }
 
@@ -515,7 +515,7 @@ int run(int argc, char** argv)
             }
             names.push_back(info.code);
         }
-        std::string hint = probes::closest_match(code, names);
+        std::string hint = base::closest_match(code, names);
         throw Error(fmt::format("no finding code '{}'{}; 'gpudoctor list' shows the probes", code,
             hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
     }
@@ -535,17 +535,17 @@ int run(int argc, char** argv)
     std::vector<const check::Probe*> probes = checks::select_probes(c.only, c.skip, c.deep);
     if (!c.topology.empty() && c.from.empty()) {
         // An unreadable topology file is an input error, not a broken node.
-        probes::Topology::load_xml(c.topology);
+        base::Topology::load_xml(c.topology);
     }
     check::Policy policy = check::Policy::defaults();
     if (!c.policy_file.empty()) {
-        policy.merge_toml(probes::read_input_file(c.policy_file, "policy"), c.policy_file);
+        policy.merge_toml(base::read_input_file(c.policy_file, "policy"), c.policy_file);
     }
     check::CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
     ctx.deep_timeout = std::chrono::milliseconds(static_cast<long>(c.deep_timeout * 1000));
     ctx.policy = policy;
     ctx.progress = ctx.progress && !check_judging.quiet;
-    probes::require_sysroot_directory(c.sysroot);
+    base::require_sysroot_directory(c.sysroot);
     if (topo->parsed()) {
         return checks::run_topo(ctx, c.json);
     }
@@ -652,7 +652,7 @@ int run_gpudoctor(int argc, char** argv)
         }
         if (chosen == nullptr && first != "--help" && first != "-h" && first != "--version") {
             if (!first.empty() && first.front() != '-') {
-                const std::string hint = probes::closest_match(first, names);
+                const std::string hint = base::closest_match(first, names);
                 throw Error(fmt::format("unknown subcommand '{}'{}; see gpudoctor --help", first,
                     hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
             }
@@ -660,13 +660,13 @@ int run_gpudoctor(int argc, char** argv)
         }
         return run(static_cast<int>(args.size()), args.data());
     } catch (const Error& e) {
-        fmt::print(stderr, "gpudoctor: {}\n", probes::printable(e.what()));
+        fmt::print(stderr, "gpudoctor: {}\n", base::printable(e.what()));
         return 2;
-    } catch (const probes::Unavailable& e) {
-        fmt::print(stderr, "gpudoctor: {}\n", probes::printable(e.what()));
+    } catch (const base::Unavailable& e) {
+        fmt::print(stderr, "gpudoctor: {}\n", base::printable(e.what()));
         return 3;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "gpudoctor: internal error: {}\n", probes::printable(e.what()));
+        fmt::print(stderr, "gpudoctor: internal error: {}\n", base::printable(e.what()));
         return 3;
     }
 }

@@ -1,6 +1,6 @@
 #include "launcher/binding_plan.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,8 +12,8 @@ namespace launcher {
 
 namespace {
 
-using probes::CpuSet;
-using probes::Error;
+using base::CpuSet;
+using base::Error;
 
 std::string numa_words(const std::vector<unsigned>& nodes)
 {
@@ -103,7 +103,7 @@ bool is_this_node(const std::string& host, const std::string& local_host)
     return host == "localhost" || host == "127.0.0.1" || host == local_host;
 }
 
-NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+NodePlan plan_node(const base::NodeLayout& layout, const std::vector<base::Gpu>& pool, const PlanOptions& options,
     unsigned local_ranks, const std::string& host)
 {
     NodePlan plan;
@@ -399,7 +399,7 @@ JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of
     return job;
 }
 
-JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+JobPlan plan_job(const base::NodeLayout& layout, const std::vector<base::Gpu>& pool, const PlanOptions& options,
     std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host)
 {
     const NodeSpec node{layout, pool};

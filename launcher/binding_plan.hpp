@@ -1,9 +1,9 @@
 #pragma once
 
 #include "launcher/launch_options.hpp"
-#include "probes/cpu_set.hpp"
-#include "probes/gpu_inventory.hpp"
-#include "probes/node_layout.hpp"
+#include "base/cpu_set.hpp"
+#include "base/gpu_inventory.hpp"
+#include "base/node_layout.hpp"
 
 #include <functional>
 #include <optional>
@@ -24,9 +24,9 @@ inline constexpr unsigned max_ranks_per_gpu = 64;
 /// What one rank gets on its node.
 struct RankBinding {
     unsigned local_rank = 0;
-    std::optional<probes::Gpu> gpu; ///< nullopt with --cpu-only
+    std::optional<base::Gpu> gpu; ///< nullopt with --cpu-only
     unsigned cuda_index = 0; ///< the GPU's position in the pool: its CUDA device number
-    probes::CpuSet cpus; ///< CPUs to bind to (all allowed CPUs with --bind none)
+    base::CpuSet cpus; ///< CPUs to bind to (all allowed CPUs with --bind none)
     std::vector<unsigned> numa; ///< NUMA nodes for memory (empty: no memory binding)
     unsigned cores = 0; ///< whole cores in `cpus`
     bool shared = false; ///< too few cores: these CPUs are shared with other ranks
@@ -45,9 +45,9 @@ struct NodePlan {
 
 /// The plan for `local_ranks` ranks on a node: pure, so gpurun (to preview) and each rank's helper
 /// (to bind) compute the same answer. Local rank i gets pool GPU i / ranks_per_gpu; ranks that share
-/// a domain (NUMA node, package) split its free whole cores. Throws probes::Error when the node
+/// a domain (NUMA node, package) split its free whole cores. Throws base::Error when the node
 /// cannot hold the ranks (more ranks than GPUs, too few cores for --cpus-per-rank).
-NodePlan plan_node(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+NodePlan plan_node(const base::NodeLayout& layout, const std::vector<base::Gpu>& pool, const PlanOptions& options,
     unsigned local_ranks, const std::string& host = "");
 
 /// One rank of the job.
@@ -70,8 +70,8 @@ std::vector<std::pair<std::string, std::string>> nic_variables(NicBinding bindin
 
 /// What a node is made of, for planning: its layout and its GPU pool.
 struct NodeSpec {
-    probes::NodeLayout layout;
-    std::vector<probes::Gpu> pool;
+    base::NodeLayout layout;
+    std::vector<base::Gpu> pool;
 };
 
 /// A host's spec: `own` is false for a host previewed with the default (this node's) topology.
@@ -96,7 +96,7 @@ JobPlan plan_job(const std::function<HostSpec(const std::string& host)>& spec_of
     std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host);
 
 /// plan_job with one topology for every host.
-JobPlan plan_job(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& options,
+JobPlan plan_job(const base::NodeLayout& layout, const std::vector<base::Gpu>& pool, const PlanOptions& options,
     std::optional<unsigned> np, const std::vector<HostSlots>& hosts, const std::string& local_host);
 
 } // namespace launcher

@@ -6,10 +6,10 @@
 #include "launcher/hostfile.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/shell_words.hpp"
-#include "probes/batch_split.hpp"
-#include "probes/cli_values.hpp"
-#include "probes/error.hpp"
-#include "probes/spelling.hpp"
+#include "base/batch_split.hpp"
+#include "base/cli_values.hpp"
+#include "base/error.hpp"
+#include "base/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -22,7 +22,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 // --monitor=SECONDS: NVML's utilisation sample period is 1/6 s to 1 s, so faster sampling only
 // repeats readings; an hour apart says nothing about a job.
@@ -97,7 +97,7 @@ T choose(const std::string& option, const std::string& value, const std::vector<
         }
         names.push_back(name);
     }
-    std::string hint = probes::closest_match(value, names);
+    std::string hint = base::closest_match(value, names);
     throw Error(fmt::format("{}{}{}: expected one of {}{}", option, separator, value, fmt::join(names, ", "),
         hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
 }
@@ -126,16 +126,16 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
     app.add_flag("-h,--help", help, "Print this help and exit");
     app.add_flag("--version", version, "Print the version and exit");
     auto* np_opt =
-        probes::add_number(app, "-n,--np", np, "Number of ranks (-np N also works); default: one per GPU", "N");
+        base::add_number(app, "-n,--np", np, "Number of ranks (-np N also works); default: one per GPU", "N");
     app.add_option("-H,--host", host_list, "Hosts and slots, as h1:8,h2:8")->type_name("LIST");
     app.add_option("--hostfile", o.hostfile, "Hostfile: 'host slots=N' or 'host:N' lines")->type_name("FILE");
     unsigned gpus_per_node = 0;
-    auto* gpus_per_node_opt = probes::add_number(app, "--gpus-per-node", gpus_per_node,
+    auto* gpus_per_node_opt = base::add_number(app, "--gpus-per-node", gpus_per_node,
         "GPUs of each host without slots (default: Slurm's count, else the host's topology)", "N");
     app.add_option("--bind", bind, "CPU binding: numa (default), socket, cores or none")->type_name("MODE");
-    probes::add_number(
+    base::add_number(
         app, "--cpus-per-rank", o.plan.cpus_per_rank, "Whole cores per rank (default: an equal share)", "K");
-    probes::add_number(app, "--ranks-per-gpu", o.plan.ranks_per_gpu, "Ranks that share each GPU (default 1)", "K");
+    base::add_number(app, "--ranks-per-gpu", o.plan.ranks_per_gpu, "Ranks that share each GPU (default 1)", "K");
     app.add_option("--gpu-visibility", visibility,
            "all (default: every GPU visible, rank's is GPURUN_GPU) or isolate (CUDA_VISIBLE_DEVICES=its GPU)")
         ->type_name("MODE");
@@ -184,16 +184,16 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
                                "that failed first (host, local rank, status, time, last stderr lines)")
                             ->type_name("FILE");
     app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Let Open MPI run as root (passed to mpirun)");
-    probes::add_number(
+    base::add_number(
         app, "--grace", o.grace_seconds, "Seconds between passing on a signal and SIGKILL (default 10)", "SECONDS");
     app.add_option("--master-addr", o.master_addr, "MASTER_ADDR for the ranks (default: the first host's address)")
         ->type_name("ADDR");
     unsigned master_port = 0;
-    auto* port_opt = probes::add_number(app, "--master-port", master_port,
+    auto* port_opt = base::add_number(app, "--master-port", master_port,
         "MASTER_PORT for the ranks (default: a free port for a job on this node alone, else 29500)", "PORT");
     unsigned global_batch = 0;
     std::string speeds;
-    auto* batch_opt = probes::add_number(app, "--global-batch", global_batch,
+    auto* batch_opt = base::add_number(app, "--global-batch", global_batch,
         "Split B samples per step over the ranks: GPURUN_LOCAL_BATCH, GPURUN_LOSS_WEIGHT", "B");
     auto* speeds_opt =
         app.add_option("--speeds", speeds, "With --global-batch: each rank's relative speed, in rank order (1,2,2)")
@@ -280,7 +280,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         std::string what = e.what();
         throw Error(fmt::format("{}; see gpurun --help", what));
     }
-    probes::refuse_empty_values(app);
+    base::refuse_empty_values(app);
     if (help) {
         request.help_text = app.help(); // made only when asked: formatting it is a good part of a launch's parse
         request.action = CliRequest::Action::help;
@@ -303,8 +303,8 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         }
         names.push_back("-np");
         std::string word = rest.front().substr(0, rest.front().find('='));
-        std::string hint = probes::closest_match(word, names);
-        throw Error(fmt::format("unknown option {}{}; see gpurun --help", probes::quote_input(word),
+        std::string hint = base::closest_match(word, names);
+        throw Error(fmt::format("unknown option {}{}; see gpurun --help", base::quote_input(word),
             hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
     }
     o.program = rest;
@@ -329,9 +329,9 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         {{"numa", BindMode::numa}, {"socket", BindMode::socket}, {"cores", BindMode::cores}, {"none", BindMode::none}});
     o.plan.visibility = choose<GpuVisibility>(
         "--gpu-visibility", visibility, {{"all", GpuVisibility::all}, {"isolate", GpuVisibility::isolate}});
-    o.plan.memory = choose<probes::MemoryPolicy>("--mem-bind", memory,
-        {{"preferred", probes::MemoryPolicy::preferred}, {"strict", probes::MemoryPolicy::strict},
-            {"none", probes::MemoryPolicy::none}});
+    o.plan.memory = choose<base::MemoryPolicy>("--mem-bind", memory,
+        {{"preferred", base::MemoryPolicy::preferred}, {"strict", base::MemoryPolicy::strict},
+            {"none", base::MemoryPolicy::none}});
     if (o.plan.ranks_per_gpu == 0) {
         throw Error("--ranks-per-gpu 0: a GPU needs at least one rank");
     }
@@ -420,7 +420,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         if (!valid) {
             throw Error(fmt::format("-x {}: expected NAME or NAME=VALUE, NAME of letters, digits and _, not starting "
                                     "with a digit",
-                probes::quote_input(e)));
+                base::quote_input(e)));
         }
     }
     if (!o.master_addr.empty() &&
@@ -428,7 +428,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
             return std::isspace(static_cast<unsigned char>(c)) != 0 || std::iscntrl(static_cast<unsigned char>(c)) != 0;
         }))) {
         throw Error(
-            fmt::format("--master-addr {}: expected a host name or IP address", probes::quote_input(o.master_addr)));
+            fmt::format("--master-addr {}: expected a host name or IP address", base::quote_input(o.master_addr)));
     }
     if (nccl_check) {
         o.nccl_check = choose<NcclCheckMode>(
@@ -506,7 +506,7 @@ CliRequest parse_command_line(const std::vector<std::string>& argv_in)
         }
         o.batch.global_batch = global_batch;
         if (speeds_opt->count() > 0) {
-            o.batch.speeds = probes::parse_speeds(speeds, "--speeds");
+            o.batch.speeds = base::parse_speeds(speeds, "--speeds");
         }
     }
     if (o.program.empty() && !o.dry_run) {

@@ -15,7 +15,7 @@ struct CliRequest {
 };
 
 /// Parses gpurun's argv (argv[0] included). Options end at the first word that is not an option,
-/// or at "--"; everything after is the program and its arguments, untouched. Throws probes::Error
+/// or at "--"; everything after is the program and its arguments, untouched. Throws base::Error
 /// for usage errors (unknown option with a did-you-mean, bad values).
 CliRequest parse_command_line(const std::vector<std::string>& argv);
 

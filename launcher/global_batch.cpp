@@ -1,6 +1,6 @@
 #include "launcher/global_batch.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,9 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
-bool every_rank_has_samples(const probes::BatchSplit& split)
+bool every_rank_has_samples(const base::BatchSplit& split)
 {
     return std::find(split.per_gpu.begin(), split.per_gpu.end(), 0U) == split.per_gpu.end();
 }
@@ -39,7 +39,7 @@ std::string batch_advice(unsigned global_batch, const std::vector<double>& speed
     // A few million rank shares at most, so that a large job still answers at once.
     const std::size_t steps = std::max<std::size_t>(1000, 2'000'000 / speeds.size());
     for (unsigned b = global_batch + 1; b <= bound && b - global_batch <= steps; ++b) {
-        if (every_rank_has_samples(probes::split_batch(b, speeds))) {
+        if (every_rank_has_samples(base::split_batch(b, speeds))) {
             return fmt::format("the smallest global batch that gives every rank a sample is {}", b);
         }
     }
@@ -48,7 +48,7 @@ std::string batch_advice(unsigned global_batch, const std::vector<double>& speed
 
 } // namespace
 
-probes::BatchSplit split_over_ranks(const BatchOptions& options, unsigned ranks)
+base::BatchSplit split_over_ranks(const BatchOptions& options, unsigned ranks)
 {
     if (options.global_batch == 0) {
         throw Error("--global-batch 0: expected at least one sample per rank");
@@ -59,7 +59,7 @@ probes::BatchSplit split_over_ranks(const BatchOptions& options, unsigned ranks)
             ranks == 1 ? "" : "s"));
     }
     const std::vector<double> speeds = options.speeds.empty() ? std::vector<double>(ranks, 1.0) : options.speeds;
-    probes::BatchSplit split = probes::split_batch(options.global_batch, speeds);
+    base::BatchSplit split = base::split_batch(options.global_batch, speeds);
     if (!every_rank_has_samples(split)) {
         std::vector<unsigned> empty;
         for (unsigned r = 0; r < ranks; ++r) {

@@ -4,18 +4,18 @@
 // gpurun (to check and preview) and by each rank's helper (to export) from the same function.
 
 #include "launcher/launch_options.hpp"
-#include "probes/batch_split.hpp"
+#include "base/batch_split.hpp"
 
 #include <string>
 #include <vector>
 
 namespace launcher {
 
-/// probes::split_batch over `ranks` ranks in global rank order (equal speeds when none are given).
-/// Throws probes::Error, naming the options, when --speeds does not give one speed per rank or
+/// base::split_batch over `ranks` ranks in global rank order (equal speeds when none are given).
+/// Throws base::Error, naming the options, when --speeds does not give one speed per rank or
 /// when a rank would get no samples (it would only slow the others down at every all-reduce); the
 /// message says the smallest global batch that gives every rank a sample.
-probes::BatchSplit split_over_ranks(const BatchOptions& options, unsigned ranks);
+base::BatchSplit split_over_ranks(const BatchOptions& options, unsigned ranks);
 
 /// The speeds as gpurun writes them: "1,2,2", each the shortest text that reads back exactly.
 std::string format_speeds(const std::vector<double>& speeds);

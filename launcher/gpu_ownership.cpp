@@ -1,6 +1,6 @@
 #include "launcher/gpu_ownership.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -12,12 +12,12 @@ namespace launcher {
 
 namespace {
 
-using probes::format_ranges;
+using base::format_ranges;
 
 constexpr const char* ignores_local_rank = "the program ignores LOCAL_RANK: try --gpu-visibility=isolate";
 constexpr int max_ancestors = 64;
 
-std::string gpu_name(const probes::monitor::MonitoredGpu& gpu)
+std::string gpu_name(const base::monitor::MonitoredGpu& gpu)
 {
     return fmt::format("GPU {} ({})", gpu.index, gpu.bus_id.to_string());
 }
@@ -76,7 +76,7 @@ std::string wrong_gpu_message(const GpuProcessList& list, const std::vector<unsi
 
 } // namespace
 
-ProcessLookup proc_lookup(const probes::Sysroot& sysroot)
+ProcessLookup proc_lookup(const base::Sysroot& sysroot)
 {
     return [sysroot](unsigned pid) -> std::optional<ProcessInfo> {
         const auto stat = sysroot.read(fmt::format("/proc/{}/stat", pid));
@@ -100,7 +100,7 @@ ProcessLookup proc_lookup(const probes::Sysroot& sysroot)
             info.name = *comm;
         }
         // Another user names their process as they like, terminal escapes included.
-        info.name = probes::escape_controls(info.name, false);
+        info.name = base::escape_controls(info.name, false);
         return info;
     };
 }

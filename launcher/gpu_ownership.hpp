@@ -3,10 +3,10 @@
 // One rank per GPU, checked while the job runs: what each rank's helper recorded (pid -> GPU)
 // against the processes NVML lists on each GPU.
 
-#include "probes/cpu_set.hpp"
-#include "probes/monitor/summary.hpp"
-#include "probes/pci_address.hpp"
-#include "probes/sysroot.hpp"
+#include "base/cpu_set.hpp"
+#include "base/monitor/summary.hpp"
+#include "base/pci_address.hpp"
+#include "base/sysroot.hpp"
 
 #include <functional>
 #include <optional>
@@ -21,13 +21,13 @@ struct RankRecord {
     unsigned local_rank = 0;
     unsigned pid = 0;
     unsigned long long start_time = 0; ///< /proc/<pid>/stat field 22: tells a reused pid apart
-    probes::PciAddress gpu; ///< the GPU the plan gave it
+    base::PciAddress gpu; ///< the GPU the plan gave it
     friend bool operator==(const RankRecord&, const RankRecord&) = default;
 };
 
 /// The compute processes NVML lists on one GPU of the node.
 struct GpuProcessList {
-    probes::monitor::MonitoredGpu gpu;
+    base::monitor::MonitoredGpu gpu;
     bool job_gpu = false; ///< one of the GPUs the plan gave this node's ranks
     std::vector<unsigned> pids;
 };
@@ -44,7 +44,7 @@ struct ProcessInfo {
 using ProcessLookup = std::function<std::optional<ProcessInfo>(unsigned pid)>;
 
 /// Reads /proc/<pid>/stat and comm under `sysroot`.
-ProcessLookup proc_lookup(const probes::Sysroot& sysroot);
+ProcessLookup proc_lookup(const base::Sysroot& sysroot);
 
 /// Whether the recorded rank still runs: its pid exists, is not a zombie and started when it did
 /// (when the record knows; 0 = unknown).
@@ -58,7 +58,7 @@ enum class OwnershipIssueKind {
 
 struct OwnershipIssue {
     OwnershipIssueKind kind = OwnershipIssueKind::wrong_gpu;
-    probes::monitor::MonitoredGpu gpu;
+    base::monitor::MonitoredGpu gpu;
     std::vector<unsigned> ranks; ///< wrong_gpu: every rank with a process on `gpu`
     std::vector<unsigned> pids; ///< foreign: theirs; crowded: all on `gpu`
     /// The job's own ranks break one rank per GPU: what --enforce=kill stops the job for. A foreign

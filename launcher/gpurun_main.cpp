@@ -1,7 +1,7 @@
 #include "launcher/gpurun.hpp"
-#include "probes/process.hpp"
+#include "base/process.hpp"
 
 int main(int argc, char** argv)
 {
-    return probes::exit_status_after_output(launcher::run_gpurun(argc, argv), "gpurun");
+    return base::exit_status_after_output(launcher::run_gpurun(argc, argv), "gpurun");
 }

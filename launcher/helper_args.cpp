@@ -3,8 +3,8 @@
 #include "launcher/global_batch.hpp"
 #include "launcher/node_list.hpp"
 #include "launcher/profile.hpp"
-#include "probes/batch_split.hpp"
-#include "probes/error.hpp"
+#include "base/batch_split.hpp"
+#include "base/error.hpp"
 
 #include <charconv>
 #include <fmt/format.h>
@@ -13,7 +13,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 unsigned to_unsigned(const std::string& option, const std::string& text)
 {
@@ -181,11 +181,11 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
         } else if (a == "--mem-bind") {
             const std::string& v = value(a);
             if (v == "none") {
-                o.plan.memory = probes::MemoryPolicy::none;
+                o.plan.memory = base::MemoryPolicy::none;
             } else if (v == "preferred") {
-                o.plan.memory = probes::MemoryPolicy::preferred;
+                o.plan.memory = base::MemoryPolicy::preferred;
             } else if (v == "strict") {
-                o.plan.memory = probes::MemoryPolicy::strict;
+                o.plan.memory = base::MemoryPolicy::strict;
             } else {
                 throw Error(fmt::format("--mem-bind {}: expected preferred, strict or none", v));
             }
@@ -203,7 +203,7 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
                 throw Error("--global-batch 0: expected at least one sample");
             }
         } else if (a == "--speeds") {
-            o.batch.speeds = probes::parse_speeds(value(a), a);
+            o.batch.speeds = base::parse_speeds(value(a), a);
         } else if (a == "--profile") {
             const std::string& v = value(a);
             if (v != "nsys") {

@@ -34,7 +34,7 @@ struct HelperOptions {
 /// then "--" and the program with its arguments unchanged.
 std::vector<std::string> helper_arguments(const HelperOptions& options);
 
-/// The inverse of helper_arguments. Throws probes::Error for anything it did not write.
+/// The inverse of helper_arguments. Throws base::Error for anything it did not write.
 HelperOptions parse_helper_arguments(const std::vector<std::string>& args);
 
 } // namespace launcher

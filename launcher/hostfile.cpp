@@ -1,9 +1,9 @@
 #include "launcher/hostfile.hpp"
 
 #include "launcher/node_list.hpp"
-#include "probes/error.hpp"
-#include "probes/input_file.hpp"
-#include "probes/text.hpp"
+#include "base/error.hpp"
+#include "base/input_file.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -18,7 +18,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 /// The most slots one host may have.
 constexpr unsigned max_slots = 1'000'000;
@@ -101,8 +101,8 @@ HostEntry parse_host_entry(
         auto slots = parse_count(entry.substr(colon + 1), min_count);
         if (!slots) {
             throw Error(fmt::format("{}: {} has a bad {}count {}; write host:N with N a whole number from {} to {}",
-                where, probes::quote_input(entry), min_count == 0 ? "" : "slot ",
-                probes::quote_input(entry.substr(colon + 1)), min_count, max_slots));
+                where, base::quote_input(entry), min_count == 0 ? "" : "slot ",
+                base::quote_input(entry.substr(colon + 1)), min_count, max_slots));
         }
         host.slots = slots;
     }
@@ -115,7 +115,7 @@ HostEntry parse_host_entry(
         return host;
     }
     if (!valid_host_name(name)) {
-        throw Error(fmt::format("{}: {} is not a host name{}", where, probes::quote_input(name),
+        throw Error(fmt::format("{}: {} is not a host name{}", where, base::quote_input(name),
             std::count(entry.begin(), entry.end(), ':') > 1 ? " (an IPv6 address goes in brackets: [fe80::1]:4)" : ""));
     }
     if (budget == 0) {
@@ -181,14 +181,14 @@ std::vector<HostSlots> parse_entries(
 std::vector<HostSlots> parse_host_list(
     std::string_view text, std::string_view option, unsigned min_count, std::size_t limit)
 {
-    const std::string where = fmt::format("{} {}", option, probes::quote_input(text));
+    const std::string where = fmt::format("{} {}", option, base::quote_input(text));
     auto hosts = parse_entries(text, where, fmt::format("{} host1:N,host2:N", option), min_count, limit);
     return merge_repeated_hosts(std::move(hosts), where);
 }
 
 std::vector<std::string> parse_node_names(std::string_view text, std::string_view source, std::size_t limit)
 {
-    const std::string where = fmt::format("{}={}", source, probes::quote_input(text));
+    const std::string where = fmt::format("{}={}", source, base::quote_input(text));
     if (text.empty()) {
         throw Error(fmt::format("{} is set but empty; it names the allocation's nodes, as in gpu[01-04]: run "
                                 "gpurun in the allocation's own environment, or unset it (env -u {}) outside one",
@@ -228,7 +228,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
         if (std::size_t hash = line.find('#'); hash != std::string_view::npos) {
             line = line.substr(0, hash);
         }
-        line = probes::trim_blanks(line);
+        line = base::trim_blanks(line);
         if (line.empty()) {
             continue;
         }
@@ -257,7 +257,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
                 auto n = parse_count(value);
                 if (!n) {
                     throw Error(fmt::format(
-                        "{}: {} needs a whole number from 1 to {}", where, probes::quote_input(word), max_slots));
+                        "{}: {} needs a whole number from 1 to {}", where, base::quote_input(word), max_slots));
                 }
                 if (key == "slots") {
                     if (host.slots) {
@@ -267,7 +267,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
                 }
             } else {
                 throw Error(fmt::format("{}: unknown word {}; a hostfile line is 'host slots=N' or 'host:N'", where,
-                    probes::quote_input(word)));
+                    base::quote_input(word)));
             }
         }
         append_hosts(std::move(host), hosts);
@@ -280,7 +280,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
 
 std::vector<HostSlots> read_hostfile(const std::string& path)
 {
-    return parse_hostfile(probes::read_input_file(path, "hostfile"), path);
+    return parse_hostfile(base::read_input_file(path, "hostfile"), path);
 }
 
 } // namespace launcher

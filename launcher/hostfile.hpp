@@ -15,14 +15,14 @@ namespace launcher {
 /// whose first brackets hold a ':' is an IPv6 address (`[fe80::1]:4`); `[1-3]:4` is the hosts 1 to 3. A host listed
 /// again adds its count to the first entry (`a:2,a:2` is a:4, as Open MPI counts it); listed again without counts, it
 /// is an error. `option` names the list in errors; counts below `min_count` are errors (--free-gpus takes 0: a host
-/// with no GPU free). More than `limit` hosts in all is an error. Throws probes::Error naming the bad entry.
+/// with no GPU free). More than `limit` hosts in all is an error. Throws base::Error naming the bad entry.
 std::vector<HostSlots> parse_host_list(
     std::string_view text, std::string_view option = "-H", unsigned min_count = 1, std::size_t limit = node_list_limit);
 
 /// The node names of a Slurm host list given in `source` (SLURM_JOB_NODELIST), read by the same
 /// rules as parse_host_list: names and ranges only (a ':' count is an error), each node once (a
 /// repeat is an error, as a repeat without counts is in -H), and an empty value is an error.
-/// Throws probes::Error naming the variable.
+/// Throws base::Error naming the variable.
 std::vector<std::string> parse_node_names(
     std::string_view text, std::string_view source, std::size_t limit = node_list_limit);
 
@@ -30,11 +30,11 @@ std::vector<std::string> parse_node_names(
 /// (`host:N`), with `#` comments and blank lines. The host word may be a Slurm range
 /// (`gpu[01-02] slots=8` is two hosts of 8 slots). `origin` names the file in errors, which carry
 /// the line number. Repeated hosts add up as in parse_host_list; more than `limit` hosts in all is
-/// an error. Throws probes::Error.
+/// an error. Throws base::Error.
 std::vector<HostSlots> parse_hostfile(
     std::string_view text, const std::string& origin, std::size_t limit = node_list_limit);
 
-/// Reads and parses a hostfile; an unreadable file is a probes::Error.
+/// Reads and parses a hostfile; an unreadable file is a base::Error.
 std::vector<HostSlots> read_hostfile(const std::string& path);
 
 } // namespace launcher

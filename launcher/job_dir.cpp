@@ -1,7 +1,7 @@
 #include "launcher/job_dir.hpp"
 
-#include "probes/atomic_file.hpp"
-#include "probes/error.hpp"
+#include "base/atomic_file.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -20,7 +20,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 constexpr std::size_t job_id_length = 16;
 constexpr const char* record_prefix = "rank-";
@@ -61,7 +61,7 @@ std::string job_dir_from_environment()
     const char* id = std::getenv(job_id_variable);
     if (id == nullptr || !valid_job_id(id)) {
         throw Error(fmt::format("{} is {}: not a job id made by gpurun; gpurun-rank is started by gpurun",
-            job_id_variable, id == nullptr ? "not set" : probes::quote_input(id)));
+            job_id_variable, id == nullptr ? "not set" : base::quote_input(id)));
     }
     const char* tmpdir = std::getenv("TMPDIR");
     return job_dir_path(id, tmpdir != nullptr ? tmpdir : "");
@@ -78,7 +78,7 @@ void make_private_dir(const std::string& dir)
         throw Error(fmt::format(
             "cannot make the job directory {}: {}; set TMPDIR to a writable directory", dir, std::strerror(errno)));
     }
-    if (const std::string why = probes::why_not_private(dir); !why.empty()) {
+    if (const std::string why = base::why_not_private(dir); !why.empty()) {
         throw Error(fmt::format("the job directory {} is not private: {}; remove it, or set TMPDIR to a directory of "
                                 "your own",
             dir, why));
@@ -89,7 +89,7 @@ void write_rank_record(const std::string& dir, const RankRecord& record)
 {
     const std::string text = fmt::format("rank {}\nlocal_rank {}\npid {}\nstart_time {}\ngpu {}\n", record.rank,
         record.local_rank, record.pid, record.start_time, record.gpu.to_string());
-    probes::write_file_atomically(fmt::format("{}/{}{}", dir, record_prefix, record.rank), text, "rank record", 0600);
+    base::write_file_atomically(fmt::format("{}/{}{}", dir, record_prefix, record.rank), text, "rank record", 0600);
 }
 
 std::vector<RankRecord> read_rank_records(const std::string& dir)
@@ -115,7 +115,7 @@ std::vector<RankRecord> read_rank_records(const std::string& dir)
                 found |= 4;
             } else if (key == "start_time" && v >> r.start_time) {
                 found |= 8;
-            } else if (auto bus = probes::PciAddress::parse(value); key == "gpu" && bus) {
+            } else if (auto bus = base::PciAddress::parse(value); key == "gpu" && bus) {
                 r.gpu = *bus;
                 found |= 16;
             }

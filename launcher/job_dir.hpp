@@ -17,10 +17,10 @@ namespace launcher {
 inline constexpr const char* job_id_variable = "GPURUN_MONITOR_JOB";
 
 /// The job's directory named by job_id_variable and TMPDIR in this process's environment.
-/// Throws probes::Error when the variable is missing or is not a job id.
+/// Throws base::Error when the variable is missing or is not a job id.
 std::string job_dir_from_environment();
 
-/// A new job id: 16 random hex digits. Throws probes::Error when the kernel gives no randomness.
+/// A new job id: 16 random hex digits. Throws base::Error when the kernel gives no randomness.
 std::string new_job_id();
 
 /// Whether `id` is what new_job_id makes (so it can go into a path).
@@ -31,11 +31,11 @@ std::string job_dir_path(const std::string& job_id, const std::string& tmpdir);
 
 /// Makes `dir` with mode 0700. One that exists already (another rank of the node made it) is
 /// accepted only when lstat shows a directory, not a symlink, owned by this user, mode 0700:
-/// anything else may be another user's trap, and throws probes::Error saying what was found.
+/// anything else may be another user's trap, and throws base::Error saying what was found.
 void make_private_dir(const std::string& dir);
 
 /// Writes `record` as <dir>/rank-<rank>: a temporary file (mkstemp, mode 0600) renamed into
-/// place, so a reader sees the whole record or none. Throws probes::Error.
+/// place, so a reader sees the whole record or none. Throws base::Error.
 void write_rank_record(const std::string& dir, const RankRecord& record);
 
 /// The records in `dir`, by rank; files that are not whole records are skipped.

@@ -1,8 +1,8 @@
 #include "launcher/job_process.hpp"
 
-#include "probes/error.hpp"
-#include "probes/process.hpp"
-#include "probes/unique_fd.hpp"
+#include "base/error.hpp"
+#include "base/process.hpp"
+#include "base/unique_fd.hpp"
 
 #include <algorithm>
 #include <array>
@@ -81,9 +81,9 @@ public:
     }
 
 private:
-    static void print(const std::string& text) { probes::write_all(STDERR_FILENO, text); }
+    static void print(const std::string& text) { base::write_all(STDERR_FILENO, text); }
 
-    probes::ReaderPipe m_pipe = probes::make_reader_pipe("the job's output");
+    base::ReaderPipe m_pipe = base::make_reader_pipe("the job's output");
     FailureScanner m_scanner;
     std::size_t m_open_count = 0; ///< the reports, and the last one's tail lines, when last seen
     std::size_t m_open_tail = 0;
@@ -100,7 +100,7 @@ Clock::duration seconds_of(double seconds)
 JobEnd run_job(const std::vector<std::string>& argv, const JobControl& control, const std::function<void()>& tick)
 {
     const double grace_seconds = control.grace_seconds;
-    probes::Supervisor job;
+    base::Supervisor job;
     ErrorRelay errors;
     // With a terminal, the launcher stays in our process group so it can read stdin and gets the
     // terminal's Ctrl-C itself; otherwise it gets a group of its own and only what we forward.

@@ -22,14 +22,14 @@ const char* to_string(GpuVisibility visibility)
     return visibility == GpuVisibility::all ? "all" : "isolate";
 }
 
-const char* to_string(probes::MemoryPolicy policy)
+const char* to_string(base::MemoryPolicy policy)
 {
     switch (policy) {
-    case probes::MemoryPolicy::none:
+    case base::MemoryPolicy::none:
         return "none";
-    case probes::MemoryPolicy::preferred:
+    case base::MemoryPolicy::preferred:
         return "preferred";
-    case probes::MemoryPolicy::strict:
+    case base::MemoryPolicy::strict:
         return "strict";
     }
     return "?";

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "launcher/backends/backends.hpp"
-#include "probes/topology.hpp"
+#include "base/topology.hpp"
 
 #include <optional>
 #include <string>
@@ -34,7 +34,7 @@ struct PlanOptions {
     unsigned ranks_per_gpu = 1;
     bool cpu_only = false;
     GpuVisibility visibility = GpuVisibility::all;
-    probes::MemoryPolicy memory = probes::MemoryPolicy::preferred;
+    base::MemoryPolicy memory = base::MemoryPolicy::preferred;
     std::string topology_file; ///< "" = this machine
     std::string sysroot = "/";
 
@@ -126,7 +126,7 @@ struct LaunchOptions {
 
 const char* to_string(BindMode mode);
 const char* to_string(GpuVisibility visibility);
-const char* to_string(probes::MemoryPolicy policy);
+const char* to_string(base::MemoryPolicy policy);
 const char* to_string(NcclCheckMode mode);
 const char* to_string(Profiler profiler);
 const char* to_string(EnforceMode mode);

@@ -7,9 +7,9 @@
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/slurm_allocation.hpp"
-#include "probes/error.hpp"
-#include "probes/process.hpp"
-#include "probes/sysroot.hpp"
+#include "base/error.hpp"
+#include "base/process.hpp"
+#include "base/sysroot.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -23,7 +23,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 bool is_local(const std::vector<HostSlots>& hosts, const std::string& local_host)
 {
@@ -31,7 +31,7 @@ bool is_local(const std::vector<HostSlots>& hosts, const std::string& local_host
         hosts.begin(), hosts.end(), [&](const HostSlots& h) { return is_this_node(h.name, local_host); });
 }
 
-std::string mps_note(const probes::Sysroot& sysroot, const std::function<const char*(const char*)>& env)
+std::string mps_note(const base::Sysroot& sysroot, const std::function<const char*(const char*)>& env)
 {
     std::string dir = "/tmp/nvidia-mps";
     if (const char* pipe = env("CUDA_MPS_PIPE_DIRECTORY"); pipe != nullptr && *pipe != '\0') {
@@ -227,7 +227,7 @@ HostSource resolve_hosts(LaunchOptions& o, const std::function<const char*(const
         if (allocation && allocation->gpus_per_node && *o.gpus_per_node > *allocation->gpus_per_node) {
             throw Error(fmt::format("--gpus-per-node {} but the Slurm allocation gives each node {} ({}); lower "
                                     "--gpus-per-node",
-                *o.gpus_per_node, *allocation->gpus_per_node, probes::quote_input(allocation->gpus_told_by)));
+                *o.gpus_per_node, *allocation->gpus_per_node, base::quote_input(allocation->gpus_told_by)));
         }
         const std::uint64_t slots = std::uint64_t(*o.gpus_per_node) * std::max(1U, o.plan.ranks_per_gpu);
         for (auto& h : o.hosts) {
@@ -285,8 +285,8 @@ std::optional<NodePlan> plan_of_this_node(
 LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanContext& ctx)
 {
     const auto& env = ctx.env;
-    const probes::NodeLayout& layout = ctx.layout;
-    const probes::GpuInventory& inventory = ctx.inventory;
+    const base::NodeLayout& layout = ctx.layout;
+    const base::GpuInventory& inventory = ctx.inventory;
     const bool from_file = !o.plan.topology_file.empty();
     const std::string local_host = layout.hostname.empty() ? "localhost" : layout.hostname;
     if (!o.plan.cpu_only) {
@@ -343,7 +343,7 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
     notes.insert(notes.end(), job.notes.begin(), job.notes.end());
     notes.insert(notes.end(), host_notes.begin(), host_notes.end());
     if (o.plan.ranks_per_gpu > 1 && !o.plan.cpu_only) {
-        notes.push_back(mps_note(probes::Sysroot(o.plan.sysroot), env));
+        notes.push_back(mps_note(base::Sysroot(o.plan.sysroot), env));
     }
     if (from_file && !o.dry_run) {
         notes.push_back(
@@ -355,7 +355,7 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
     }
     prepare_profile(o.profile, ranks, o.dry_run, !this_node_only, env("PATH"), notes);
 
-    if (!o.program.empty() && this_node_only && !probes::find_executable(o.program[0], env("PATH"))) {
+    if (!o.program.empty() && this_node_only && !base::find_executable(o.program[0], env("PATH"))) {
         std::string what = fmt::format("program not found: '{}' is not {}", o.program[0],
             o.program[0].find('/') != std::string::npos ? "an executable file" : "an executable in PATH");
         if (!o.dry_run) {

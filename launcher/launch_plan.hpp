@@ -10,8 +10,8 @@
 #include "launcher/launch_options.hpp"
 #include "launcher/master_address.hpp"
 #include "launcher/pack.hpp"
-#include "probes/batch_split.hpp"
-#include "probes/gpu_inventory.hpp"
+#include "base/batch_split.hpp"
+#include "base/gpu_inventory.hpp"
 
 #include <functional>
 #include <map>
@@ -25,8 +25,8 @@ namespace launcher {
 struct PlanContext {
     std::function<const char*(const char*)> env; ///< the environment gpurun runs in
     std::vector<std::string> variables; ///< the names of the variables set in gpurun's environment
-    probes::NodeLayout layout; ///< this node's topology
-    probes::GpuInventory inventory; ///< this node's GPUs (none with --cpu-only)
+    base::NodeLayout layout; ///< this node's topology
+    base::GpuInventory inventory; ///< this node's GPUs (none with --cpu-only)
     std::map<std::string, NodeSpec> host_specs; ///< --topology HOST=FILE: those hosts' own
     backends::Launcher launcher; ///< what starts the ranks
     /// srun: the --mpi plugins `srun --mpi=list` offers (empty: not known)
@@ -48,7 +48,7 @@ struct PlanContext {
 /// The launch, ready to run or to show.
 struct LaunchPlan {
     JobPlan job;
-    std::optional<probes::BatchSplit> batch; ///< --global-batch: each rank's share
+    std::optional<base::BatchSplit> batch; ///< --global-batch: each rank's share
     std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
     HelperOptions helper; ///< what each rank's helper is given
     std::vector<std::string> command; ///< the launcher's argv
@@ -76,11 +76,11 @@ struct HostSource {
 /// The hosts of the job: -H or --hostfile, else inside a Slurm allocation its nodes and their
 /// ranks (slurm_allocation); --gpus-per-node gives the ranks of each host without slots (of every
 /// node in an allocation, at most Slurm's GPUs). Checks that each --topology HOST=FILE names one of
-/// the hosts. Throws probes::Error.
+/// the hosts. Throws base::Error.
 HostSource resolve_hosts(LaunchOptions& options, const std::function<const char*(const char*)>& env);
 
 /// The plan. `options` are completed as the report shows them (packed hosts, the monitor's file
-/// made absolute, nsys's MPI flavour). Throws probes::Error for a job that cannot be planned (no
+/// made absolute, nsys's MPI flavour). Throws base::Error for a job that cannot be planned (no
 /// GPUs, a bad MASTER_PORT, a program that is not there for a real run, ...).
 LaunchPlan plan_launch(LaunchOptions& options, const HostSource& hosts, const PlanContext& context);
 

@@ -1,9 +1,9 @@
 #include "launcher/local_launch.hpp"
 
 #include "launcher/binding_plan.hpp"
-#include "probes/error.hpp"
-#include "probes/process.hpp"
-#include "probes/python.hpp"
+#include "base/error.hpp"
+#include "base/process.hpp"
+#include "base/python.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -21,7 +21,7 @@ namespace launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using probes::Error;
+using base::Error;
 
 struct LocalJob {
     unsigned ranks = 0;
@@ -67,19 +67,19 @@ int run_local_launch(const std::vector<std::string>& args)
     sigset_t previous;
     sigprocmask(SIG_BLOCK, &watched, &previous);
 
-    std::map<std::string, std::string> env = probes::environment();
+    std::map<std::string, std::string> env = base::environment();
     env["GPURUN_LAUNCH_SIZE"] = env["GPURUN_LAUNCH_LOCAL_SIZE"] = std::to_string(job.ranks);
     std::vector<pid_t> live;
-    std::vector<probes::Child> children;
+    std::vector<base::Child> children;
     for (unsigned rank = 0; rank < job.ranks; ++rank) {
         env["GPURUN_LAUNCH_RANK"] = env["GPURUN_LAUNCH_LOCAL_RANK"] = std::to_string(rank);
-        probes::SpawnOptions options;
+        base::SpawnOptions options;
         options.env = &env;
         options.mask = &previous;
         options.die_with_parent = true;
         options.parent_death_signal = SIGTERM; // the helper stops its rank
         options.exec_error = fmt::format("gpurun-rank: cannot run '{}': ", job.command[0]);
-        children.push_back(probes::spawn_program(job.command, options));
+        children.push_back(base::spawn_program(job.command, options));
         live.push_back(children.back().pid());
     }
 
@@ -118,7 +118,7 @@ int run_local_launch(const std::vector<std::string>& args)
                 continue;
             }
             const auto rank =
-                static_cast<unsigned>(std::find_if(children.begin(), children.end(), [&](const probes::Child& c) {
+                static_cast<unsigned>(std::find_if(children.begin(), children.end(), [&](const base::Child& c) {
                     return c.pid() == done;
                 }) - children.begin());
             live.erase(it);

@@ -19,7 +19,7 @@ inline constexpr const char* local_launch_flag = "--launch-local";
 /// reached them already), and SIGKILL follows after the grace or at a second signal. The first rank
 /// that fails (status not 0) stops the others the same way: fail fast. Returns the status of the
 /// rank that failed first, 128+N after signal N, else 0. `args` are those after the flag; throws
-/// probes::Error for arguments gpurun does not write.
+/// base::Error for arguments gpurun does not write.
 int run_local_launch(const std::vector<std::string>& args);
 
 } // namespace launcher

@@ -1,10 +1,10 @@
 #include "launcher/nccl_check.hpp"
 
-#include "probes/atomic_file.hpp"
-#include "probes/error.hpp"
-#include "probes/nccl/log.hpp"
-#include "probes/process.hpp"
-#include "probes/unique_fd.hpp"
+#include "base/atomic_file.hpp"
+#include "base/error.hpp"
+#include "base/nccl/log.hpp"
+#include "base/process.hpp"
+#include "base/unique_fd.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -20,7 +20,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 constexpr auto poll_interval = std::chrono::milliseconds(200);
 /// Logs are read in pieces of this size.
@@ -197,7 +197,7 @@ std::string keep_nccl_log_file_only_in_own_dir()
 
 NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep_dir, const std::string& temp_dir)
     : m_mode(mode), m_ranks(ranks),
-      m_analyzer(std::make_unique<probes::nccl::Analyzer>(probes::nccl::Limits{}, probes::nccl::Inputs::one_job))
+      m_analyzer(std::make_unique<base::nccl::Analyzer>(base::nccl::Limits{}, base::nccl::Inputs::one_job))
 {
     if (keep_dir.empty()) {
         const std::string base = temp_dir.empty() ? "/tmp" : temp_dir;
@@ -210,11 +210,11 @@ NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep
         m_dir = pattern;
         m_private = true;
         // Also when gpurun is killed with SIGKILL and this destructor never runs.
-        probes::remove_after_exit(m_dir);
+        base::remove_after_exit(m_dir);
         return;
     }
     // Ranks open their logs there by name: the path must be one that nobody else can redirect.
-    m_dir = probes::own_directory(keep_dir, "--nccl-log-dir");
+    m_dir = base::own_directory(keep_dir, "--nccl-log-dir");
     for (const auto& log : logs()) {
         std::error_code ec;
         m_before[log.filename().string()] = {
@@ -225,13 +225,13 @@ NcclCheck::NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep
 NcclCheck::~NcclCheck()
 {
     if (m_private) {
-        probes::remove_private_dir(m_dir);
+        base::remove_private_dir(m_dir);
     }
 }
 
 void NcclCheck::start_over()
 {
-    m_analyzer = std::make_unique<probes::nccl::Analyzer>(probes::nccl::Limits{}, probes::nccl::Inputs::one_job);
+    m_analyzer = std::make_unique<base::nccl::Analyzer>(base::nccl::Limits{}, base::nccl::Inputs::one_job);
     m_followed.clear();
     m_broken = false;
 }
@@ -246,7 +246,7 @@ std::string NcclCheck::follow_logs(bool at_end)
     std::string piece(piece_size, '\0');
     for (const auto& file : logs()) {
         const std::string path = file.string();
-        const probes::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+        const base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
         struct stat st { };
         if (fd.get() < 0 || fstat(fd.get(), &st) != 0) {
             unreadable += fmt::format("cannot read {}: {}\n", path, std::strerror(errno));
@@ -343,12 +343,12 @@ std::string NcclCheck::poll() noexcept
         if (m_followed.empty()) {
             return "";
         }
-        const probes::nccl::Analysis analysis = m_analyzer->analysis();
+        const base::nccl::Analysis analysis = m_analyzer->analysis();
         if (analysis.processes_init_complete < std::max(m_ranks, 1U)) {
             return "";
         }
         m_polling = false;
-        m_shown = probes::nccl::render_verdict(analysis);
+        m_shown = base::nccl::render_verdict(analysis);
         return prefixed(fmt::format("{} through NCCL init (the job goes on):\n{}",
             m_ranks == 1 ? std::string("the rank is") : fmt::format("all {} ranks are", m_ranks), m_shown));
     } catch (const std::exception& e) {
@@ -369,7 +369,7 @@ std::string NcclCheck::finish() noexcept
                 m_private ? "" : " in " + m_dir));
         } else {
             const std::string unreadable = follow_logs(true);
-            const std::string verdict = probes::nccl::render_verdict(m_analyzer->analysis());
+            const std::string verdict = base::nccl::render_verdict(m_analyzer->analysis());
             if (verdict != m_shown || !unreadable.empty()) {
                 out += prefixed(fmt::format("{} ({} log{}):\n{}{}",
                     m_shown.empty() ? "at the end of the job" : "at the end of the job the logs show more",

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace probes::nccl {
+namespace base::nccl {
 class Analyzer;
 }
 
@@ -64,7 +64,7 @@ class NcclCheck {
 public:
     /// `keep_dir` empty: a private directory made by mkdtemp (mode 0700) under `temp_dir` ("" = /tmp).
     /// Otherwise the absolute path `keep_dir`, made with mode 0700 when missing and kept; logs
-    /// already there are not read unless a rank writes them again. Throws probes::Error.
+    /// already there are not read unless a rank writes them again. Throws base::Error.
     NcclCheck(NcclCheckMode mode, unsigned ranks, const std::string& keep_dir, const std::string& temp_dir);
     ~NcclCheck();
     NcclCheck(const NcclCheck&) = delete;
@@ -116,7 +116,7 @@ private:
     bool m_polling = true;
     std::chrono::steady_clock::time_point m_next_poll{};
     std::string m_shown; ///< the verdict poll() gave
-    std::unique_ptr<probes::nccl::Analyzer> m_analyzer;
+    std::unique_ptr<base::nccl::Analyzer> m_analyzer;
     std::map<std::string, FollowedLog> m_followed; ///< by path
     std::uint64_t m_bytes_read = 0;
     bool m_broken = false; ///< a read failed half-way: the analyzer is not to be trusted

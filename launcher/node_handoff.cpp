@@ -1,9 +1,9 @@
 #include "launcher/node_handoff.hpp"
 
-#include "probes/binding.hpp"
-#include "probes/error.hpp"
-#include "probes/sysroot.hpp"
-#include "probes/topology.hpp"
+#include "base/binding.hpp"
+#include "base/error.hpp"
+#include "base/sysroot.hpp"
+#include "base/topology.hpp"
 
 #include <cstdint>
 #include <fmt/format.h>
@@ -17,7 +17,7 @@ namespace launcher {
 namespace {
 
 using nlohmann::json;
-using probes::Error;
+using base::Error;
 
 /// The most ranks a handed plan may hold: one per CPU of the largest machines, and more.
 constexpr std::size_t max_handed_ranks = 65536;
@@ -45,17 +45,17 @@ std::optional<std::string> optional_string(const json& j, const char* name)
     return v.is_null() ? std::nullopt : std::optional<std::string>(v.get<std::string>());
 }
 
-json gpu_json(const probes::Gpu& gpu)
+json gpu_json(const base::Gpu& gpu)
 {
     return json{{"index", gpu.physical_index}, {"bus_id", gpu.bus_id.to_string()}, {"name", gpu.name},
         {"uuid", gpu.uuid}, {"selector", gpu.selector}, {"hca", gpu.hca}};
 }
 
-probes::Gpu gpu_from(const json& j)
+base::Gpu gpu_from(const json& j)
 {
-    probes::Gpu gpu;
+    base::Gpu gpu;
     gpu.physical_index = whole(j, "index");
-    const auto bus = probes::PciAddress::parse(j.at("bus_id").get<std::string>());
+    const auto bus = base::PciAddress::parse(j.at("bus_id").get<std::string>());
     if (!bus) {
         throw Error("a GPU without a PCI address");
     }
@@ -75,7 +75,7 @@ RankBinding rank_from(const json& j)
         r.gpu = gpu_from(j.at("gpu"));
     }
     r.cuda_index = whole(j, "cuda_index");
-    r.cpus = probes::CpuSet::parse(j.at("cpus").get<std::string>());
+    r.cpus = base::CpuSet::parse(j.at("cpus").get<std::string>());
     const json& numa = j.at("numa");
     if (!numa.is_array() || numa.size() > max_numa_nodes) {
         throw Error("numa is not a list of at most 1024 nodes");
@@ -96,16 +96,16 @@ ThisNode read_this_node(const PlanOptions& options, const char* visible_devices)
     const bool from_file = !options.topology_file.empty();
     ThisNode node;
     node.layout =
-        (from_file ? probes::Topology::load_xml(options.topology_file) : probes::Topology::load_live(!options.cpu_only))
+        (from_file ? base::Topology::load_xml(options.topology_file) : base::Topology::load_live(!options.cpu_only))
             .layout();
     if (!options.cpu_only) {
-        probes::InventoryOptions inv;
+        base::InventoryOptions inv;
         inv.from_topology_file = from_file;
-        inv.sysroot = probes::Sysroot(options.sysroot);
+        inv.sysroot = base::Sysroot(options.sysroot);
         if (visible_devices != nullptr) {
             inv.visible_devices = visible_devices;
         }
-        node.inventory = probes::discover_gpus(node.layout, inv);
+        node.inventory = base::discover_gpus(node.layout, inv);
     }
     return node;
 }
@@ -117,8 +117,8 @@ NodeKey this_node_key(const char* visible_devices)
     if (uname(&names) == 0) {
         key.host = names.nodename;
     }
-    key.boot_id = probes::Sysroot("/").read_line("/proc/sys/kernel/random/boot_id").value_or("");
-    key.affinity = probes::cpu_binding().to_list();
+    key.boot_id = base::Sysroot("/").read_line("/proc/sys/kernel/random/boot_id").value_or("");
+    key.affinity = base::cpu_binding().to_list();
     if (visible_devices != nullptr) {
         key.visible_devices = visible_devices;
     }

@@ -20,8 +20,8 @@ inline constexpr const char* node_plan_variable = "GPURUN_NODE_PLAN";
 /// `visible_devices` (CUDA_VISIBLE_DEVICES; null when unset). gpurun reads it to plan; a helper
 /// that was handed no plan for its node reads it to plan itself.
 struct ThisNode {
-    probes::NodeLayout layout;
-    probes::GpuInventory inventory;
+    base::NodeLayout layout;
+    base::GpuInventory inventory;
 };
 ThisNode read_this_node(const PlanOptions& options, const char* visible_devices);
 
@@ -41,7 +41,7 @@ NodeKey this_node_key(const char* visible_devices);
 std::string write_node_plan(const NodeKey& key, const NodePlan& plan);
 
 /// The plan in `text` when it was made under `key` for `local_ranks` ranks; nullopt when it was
-/// made elsewhere or under other conditions (the helper then plans itself). Throws probes::Error for
+/// made elsewhere or under other conditions (the helper then plans itself). Throws base::Error for
 /// text write_node_plan did not write.
 std::optional<NodePlan> read_node_plan(std::string_view text, const NodeKey& key, unsigned local_ranks);
 

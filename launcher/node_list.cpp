@@ -1,7 +1,7 @@
 #include "launcher/node_list.hpp"
 
-#include "probes/error.hpp"
-#include "probes/text.hpp"
+#include "base/error.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -14,7 +14,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 /// The longest host name DNS allows; a longer one is a typo, and the bound keeps the output small.
 constexpr std::size_t max_host_name = 253;
@@ -217,7 +217,7 @@ private:
     }
 
     // Built only for an error: a list of many names must not copy itself once per name.
-    std::string where() const { return fmt::format("host list {}", probes::quote_input(m_list)); }
+    std::string where() const { return fmt::format("host list {}", base::quote_input(m_list)); }
 
     std::string_view m_list;
     std::string_view m_name;
@@ -279,7 +279,7 @@ std::optional<std::uint64_t> whole_number(std::string_view text)
 std::vector<std::string_view> split_node_list(std::string_view text)
 {
     std::vector<std::string_view> parts;
-    auto add = [&](std::string_view part) { parts.push_back(probes::trim_blanks(part)); };
+    auto add = [&](std::string_view part) { parts.push_back(base::trim_blanks(part)); };
     bool in_brackets = false;
     std::size_t start = 0;
     for (std::size_t i = 0; i < text.size(); ++i) {
@@ -307,7 +307,7 @@ std::vector<std::string> expand_node_list(std::string_view text, std::size_t lim
         if (name.empty()) {
             throw Error(fmt::format("host list {}: empty name (a comma at an end, or two together); separate "
                                     "names with one comma, as in a,b",
-                probes::quote_input(text)));
+                base::quote_input(text)));
         }
         NameParser parser(text, name, limit);
         patterns.push_back(parser.parse());

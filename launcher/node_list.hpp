@@ -25,14 +25,14 @@ std::vector<std::string_view> split_node_list(std::string_view text);
 /// orders three or more groups otherwise, never writing such lists itself). Text after the last
 /// group is kept ("n[1-2]-ib" gives n1-ib n2-ib; Slurm refuses it). Names are kept in the order
 /// written, duplicates included (parse_node_names refuses them). Host names have letters, digits, '-', '.' and '_', do
-/// not start with '-' and are at most 253 characters. Throws probes::Error naming the bad part (an unclosed, nested or
+/// not start with '-' and are at most 253 characters. Throws base::Error naming the bad part (an unclosed, nested or
 /// empty bracket, a ']' without '[', a range whose end is below its start or whose bounds are not digits, an empty
 /// name, a character a host name cannot have, more than `limit` names: counted before any name is built, so
 /// "n[0-4294967295]" fails at once).
 std::vector<std::string> expand_node_list(std::string_view text, std::size_t limit = node_list_limit);
 
 /// Expands Slurm's compressed per-node counts (SLURM_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE):
-/// "2(x3),1" gives 2 2 2 1. Throws probes::Error naming the bad part (an empty entry, a repeat of
+/// "2(x3),1" gives 2 2 2 1. Throws base::Error naming the bad part (an empty entry, a repeat of
 /// 0, a count above the largest unsigned), or for more than `limit` counts.
 std::vector<unsigned> expand_count_list(std::string_view text, std::size_t limit = node_list_limit);
 

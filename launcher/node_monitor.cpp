@@ -2,10 +2,10 @@
 
 #include "launcher/gpu_ownership.hpp"
 #include "launcher/job_dir.hpp"
-#include "probes/atomic_file.hpp"
-#include "probes/error.hpp"
-#include "probes/monitor/sampler.hpp"
-#include "probes/process.hpp"
+#include "base/atomic_file.hpp"
+#include "base/error.hpp"
+#include "base/monitor/sampler.hpp"
+#include "base/process.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -28,7 +28,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 using Clock = std::chrono::steady_clock;
 
 /// An NVML call that does not return in this time ends the monitor (a wedged driver must not keep
@@ -87,13 +87,13 @@ public:
     JsonFile& operator=(const JsonFile&) = delete;
 
     /// A write that fails (a full disk) is reported by finish(); sampling goes on.
-    void add(const probes::monitor::GpuSample& sample)
+    void add(const base::monitor::GpuSample& sample)
     {
         if (!m_failed.empty()) {
             return;
         }
         try {
-            m_file.write(fmt::format("{}\n{}", m_first ? "" : ",", probes::monitor::to_json(sample).dump()));
+            m_file.write(fmt::format("{}\n{}", m_first ? "" : ",", base::monitor::to_json(sample).dump()));
         } catch (const Error& e) {
             m_failed = e.what();
         }
@@ -116,7 +116,7 @@ public:
     }
 
 private:
-    probes::AtomicFile m_file;
+    base::AtomicFile m_file;
     bool m_first = true;
     std::string m_failed;
 };
@@ -147,7 +147,7 @@ public:
         sigprocmask(SIG_BLOCK, &stop, nullptr);
 
         open_nvml();
-        probes::monitor::SampleSchedule schedule(m_o.monitor.interval);
+        base::monitor::SampleSchedule schedule(m_o.monitor.interval);
         const auto records_deadline =
             Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(records_wait_s));
         // Until the next sample: follows the ranks; true when they are all gone or mpirun stops the job.
@@ -178,11 +178,11 @@ public:
                 }
             }
         };
-        m_samples = probes::monitor::sample_on_schedule(m_sampler.get(), schedule, 0,
+        m_samples = base::monitor::sample_on_schedule(m_sampler.get(), schedule, 0,
             {nvml_watchdog_s, nvml_stuck, 1, remove_json_temp}, wait,
-            [&](const std::vector<probes::monitor::GpuSample>& samples) { take_sample(samples); });
+            [&](const std::vector<base::monitor::GpuSample>& samples) { take_sample(samples); });
         report();
-        probes::remove_private_dir(m_o.job_dir);
+        base::remove_private_dir(m_o.job_dir);
         return 0;
     }
 
@@ -196,12 +196,12 @@ private:
     void open_nvml()
     {
         try {
-            const probes::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1);
-            m_nvml = std::make_unique<probes::Nvml>(probes::Nvml::load());
+            const base::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1);
+            m_nvml = std::make_unique<base::Nvml>(base::Nvml::load());
             const auto all = m_nvml->gpus();
-            m_sampler = std::make_unique<probes::monitor::GpuSampler>(*m_nvml, probes::monitor::gpus_at(all, m_o.gpus));
+            m_sampler = std::make_unique<base::monitor::GpuSampler>(*m_nvml, base::monitor::gpus_at(all, m_o.gpus));
             m_everything =
-                std::make_unique<probes::monitor::GpuSampler>(*m_nvml, probes::monitor::select_gpus(all, {}));
+                std::make_unique<base::monitor::GpuSampler>(*m_nvml, base::monitor::select_gpus(all, {}));
         } catch (const std::exception& e) {
             m_sampler.reset();
             say(fmt::format("{}: cannot sample the GPUs: {}; the job runs unmonitored", m_host, e.what()));
@@ -212,7 +212,7 @@ private:
         }
         nlohmann::json gpus = nlohmann::json::array();
         for (const auto& g : m_sampler->gpus()) {
-            gpus.push_back(probes::monitor::to_json(g));
+            gpus.push_back(base::monitor::to_json(g));
         }
         try {
             m_json = std::make_unique<JsonFile>(expand_host(m_o.monitor.json_file, m_host),
@@ -223,7 +223,7 @@ private:
         }
     }
 
-    void take_sample(const std::vector<probes::monitor::GpuSample>& samples)
+    void take_sample(const std::vector<base::monitor::GpuSample>& samples)
     {
         for (const auto& s : samples) {
             m_summariser.add(s);
@@ -238,9 +238,9 @@ private:
         try {
             // Lists first, records after: a rank's helper writes its record before it starts the program, so
             // every rank process in the lists has its record in this read.
-            std::vector<std::vector<probes::NvmlProcess>> processes;
+            std::vector<std::vector<base::NvmlProcess>> processes;
             {
-                const probes::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1, remove_json_temp);
+                const base::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1, remove_json_temp);
                 processes = m_everything->processes();
             }
             for (std::size_t i = 0; i < processes.size(); ++i) {
@@ -320,7 +320,7 @@ private:
                                 "sample with a kernel running, not how busy the SMs were\n",
                 m_host, m_sampler->gpus().size(), m_sampler->gpus().size() == 1 ? "" : "s", m_samples,
                 m_samples == 1 ? "" : "s", m_o.monitor.interval);
-            text += probes::monitor::render_summary_text(m_sampler->gpus(), summaries);
+            text += base::monitor::render_summary_text(m_sampler->gpus(), summaries);
         }
         std::vector<std::string> ownership;
         if (m_sampler) {
@@ -341,7 +341,7 @@ private:
         if (m_json) {
             nlohmann::json list = nlohmann::json::array();
             for (const auto& s : summaries) {
-                list.push_back(probes::monitor::to_json(s));
+                list.push_back(base::monitor::to_json(s));
             }
             nlohmann::json issues = nlohmann::json::array();
             for (const auto& [key, seen] : m_issues) {
@@ -387,7 +387,7 @@ private:
         for (const auto& r : m_records) {
             ranks.push_back(r.rank);
         }
-        return {fmt::format("ranks {} kept to their own GPUs", probes::format_ranges(ranks))};
+        return {fmt::format("ranks {} kept to their own GPUs", base::format_ranges(ranks))};
     }
 
     struct SeenIssue {
@@ -397,12 +397,12 @@ private:
 
     NodeMonitorOptions m_o;
     std::string m_host;
-    ProcessLookup m_lookup = proc_lookup(probes::Sysroot("/"));
-    std::unique_ptr<probes::Nvml> m_nvml;
-    std::unique_ptr<probes::monitor::GpuSampler> m_sampler;
-    std::unique_ptr<probes::monitor::GpuSampler> m_everything; ///< every GPU of the node, for process lists
+    ProcessLookup m_lookup = proc_lookup(base::Sysroot("/"));
+    std::unique_ptr<base::Nvml> m_nvml;
+    std::unique_ptr<base::monitor::GpuSampler> m_sampler;
+    std::unique_ptr<base::monitor::GpuSampler> m_everything; ///< every GPU of the node, for process lists
     std::unique_ptr<JsonFile> m_json;
-    probes::monitor::GpuSummariser m_summariser;
+    base::monitor::GpuSummariser m_summariser;
     unsigned m_samples = 0;
     std::vector<RankRecord> m_records;
     bool m_check_processes = true;
@@ -473,7 +473,7 @@ NodeMonitorOptions parse_node_monitor_arguments(const std::vector<std::string>& 
         } else if (a == "--gpus") {
             for (std::size_t start = 0; start <= v.size();) {
                 const std::size_t end = std::min(v.find(',', start), v.size());
-                auto bus = probes::PciAddress::parse(v.substr(start, end - start));
+                auto bus = base::PciAddress::parse(v.substr(start, end - start));
                 if (!bus) {
                     throw Error(fmt::format("--gpus {}: not a list of PCI bus ids", v));
                 }
@@ -522,12 +522,12 @@ void start_node_monitor(const std::string& program, const NodeMonitorOptions& op
     // it did not start; it starts with no signal blocked, whatever the rank's helper blocked.
     sigset_t none;
     sigemptyset(&none);
-    probes::SpawnOptions spawn;
+    base::SpawnOptions spawn;
     spawn.detach = true;
     spawn.mask = &none;
     try {
-        probes::spawn_program(argv, spawn);
-    } catch (const probes::Error& e) {
+        base::spawn_program(argv, spawn);
+    } catch (const base::Error& e) {
         throw Error(fmt::format("cannot start the GPU monitor: {}", e.what()));
     }
 }
@@ -561,13 +561,13 @@ std::function<void(pid_t program)> join_node_monitor(
     record.rank = context.rank;
     record.local_rank = context.local_rank;
     record.pid = static_cast<unsigned>(getpid());
-    const auto me = proc_lookup(probes::Sysroot("/"))(record.pid);
+    const auto me = proc_lookup(base::Sysroot("/"))(record.pid);
     record.start_time = me ? me->start_time : 0;
     record.gpu = mine.gpu->bus_id;
     write_rank_record(node.job_dir, record);
     return [dir = node.job_dir, record](pid_t program) mutable {
         record.pid = static_cast<unsigned>(program);
-        const auto started = proc_lookup(probes::Sysroot("/"))(record.pid);
+        const auto started = proc_lookup(base::Sysroot("/"))(record.pid);
         record.start_time = started ? started->start_time : 0;
         try {
             write_rank_record(dir, record);
@@ -583,7 +583,7 @@ int run_node_monitor(const NodeMonitorOptions& options) noexcept
         return NodeMonitor(options).run();
     } catch (const std::exception& e) {
         fmt::print(stderr, "gpurun: monitor: internal error: {}\n", e.what());
-        probes::remove_private_dir(options.job_dir);
+        base::remove_private_dir(options.job_dir);
         return 3;
     }
 }

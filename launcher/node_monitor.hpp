@@ -8,7 +8,7 @@
 #include "launcher/binding_plan.hpp"
 #include "launcher/launch_options.hpp"
 #include "launcher/rank_context.hpp"
-#include "probes/pci_address.hpp"
+#include "base/pci_address.hpp"
 
 #include <functional>
 #include <string>
@@ -35,12 +35,12 @@ struct NodeMonitorOptions {
     /// The per-job private directory with the ranks' records; not an argument (job_dir_from_environment).
     std::string job_dir;
     unsigned local_ranks = 1; ///< records to wait for
-    std::vector<probes::PciAddress> gpus; ///< the GPUs the plan gave this node's ranks
+    std::vector<base::PciAddress> gpus; ///< the GPUs the plan gave this node's ranks
     MonitorOptions monitor;
     friend bool operator==(const NodeMonitorOptions&, const NodeMonitorOptions&) = default;
 };
 
-/// The monitor's arguments after node_monitor_flag, and their inverse (throws probes::Error).
+/// The monitor's arguments after node_monitor_flag, and their inverse (throws base::Error).
 std::vector<std::string> node_monitor_arguments(const NodeMonitorOptions& options);
 NodeMonitorOptions parse_node_monitor_arguments(const std::vector<std::string>& args);
 
@@ -50,13 +50,13 @@ std::string expand_host(const std::string& pattern, const std::string& host);
 /// Starts `program` (gpurun-rank) node_monitor_flag ARGS as a grandchild of this process, so the
 /// program this process is about to start never has it as a child: in this process group (mpirun
 /// stops it with the job), stdin and stdout on /dev/null, standard error kept, no other file
-/// descriptors. Returns once the monitor is started. Throws probes::Error when fork fails.
+/// descriptors. Returns once the monitor is started. Throws base::Error when fork fails.
 void start_node_monitor(const std::string& program, const NodeMonitorOptions& options);
 
 /// A rank's part in --monitor, before its helper starts the program: makes the node's private job
 /// directory (job_dir_from_environment), starts the node's monitor when this is local rank 0 (it
 /// finds the directory the same way), and records this process's pid (the helper's, the program's parent)
-/// and its GPU from `plan`. Throws probes::Error.
+/// and its GPU from `plan`. Throws base::Error.
 /// Returns a function that records the program's own pid once the helper has started it: a GPU
 /// process that has already ended is then still known as the rank's (its parent, the helper, is not
 /// asked for it any more).

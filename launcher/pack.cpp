@@ -1,6 +1,6 @@
 #include "launcher/pack.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -52,7 +52,7 @@ PackChoice pack_hosts(const std::vector<HostCapacity>& hosts, unsigned ranks)
         for (const auto& h : hosts) {
             total += h.free;
         }
-        throw probes::Error(fmt::format("--pack: {} ranks, but the {} host{} have only {} together; add hosts, free "
+        throw base::Error(fmt::format("--pack: {} ranks, but the {} host{} have only {} together; add hosts, free "
                                         "GPUs, or lower -np",
             ranks, hosts.size(), hosts.size() == 1 ? "" : "s", gpus(total)));
     }

@@ -31,7 +31,7 @@ struct PackChoice {
 /// The fewest hosts that hold `ranks` ranks: hosts with the most free GPUs are taken first, ties in
 /// the order given (the hostfile's), until they hold the job; the k hosts with the most free GPUs
 /// hold the most ranks any k hosts can, so no smaller set exists. The chosen hosts keep the order
-/// given, so ranks are numbered as the hostfile lists them. Throws probes::Error when all of them
+/// given, so ranks are numbered as the hostfile lists them. Throws base::Error when all of them
 /// together cannot hold the job, with the counts.
 PackChoice pack_hosts(const std::vector<HostCapacity>& hosts, unsigned ranks);
 

@@ -3,7 +3,7 @@
 #include "launcher/global_batch.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/rank_environment.hpp"
-#include "probes/json_writer.hpp"
+#include "base/json_writer.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -158,7 +158,7 @@ template <typename T> nlohmann::json or_null(bool present, const T& value)
 }
 
 // Names and values, written as an object in name order (as nlohmann::json keeps its keys).
-void write_variables(probes::JsonWriter& w, std::vector<std::pair<std::string, std::string>> variables)
+void write_variables(base::JsonWriter& w, std::vector<std::pair<std::string, std::string>> variables)
 {
     std::stable_sort(
         variables.begin(), variables.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -175,7 +175,7 @@ void write_variables(probes::JsonWriter& w, std::vector<std::pair<std::string, s
 
 // Every rank of the plan, written as it goes: at 1024 hosts of 8 GPUs a document of them took
 // longer than planning them.
-void write_ranks(probes::JsonWriter& w, const PlanReport& r)
+void write_ranks(base::JsonWriter& w, const PlanReport& r)
 {
     std::map<std::string, unsigned> local_sizes;
     for (const auto& jr : r.job.ranks) {
@@ -280,7 +280,7 @@ void write_json(const PlanReport& r, std::string& out)
                       {"enforce", to_string(r.options.monitor.enforce)},
                       {"json_file", or_null(!r.options.monitor.json_file.empty(), r.options.monitor.json_file)}}
                 : nlohmann::json(nullptr)}};
-    probes::JsonWriter w(out, 2);
+    base::JsonWriter w(out, 2);
     w.begin_object();
     for (const auto& [key, value] : rest.items()) {
         w.key(key);

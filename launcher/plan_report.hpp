@@ -5,7 +5,7 @@
 #include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
 #include "launcher/pack.hpp"
-#include "probes/batch_split.hpp"
+#include "base/batch_split.hpp"
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,7 +22,7 @@ struct PlanReport {
     std::string gpu_source; ///< "nvml", "topology" or "" with --cpu-only
     std::vector<std::string> notes; ///< inventory and plan notes
     std::vector<std::string> command; ///< the exact launcher argv
-    std::optional<probes::BatchSplit> batch; ///< --global-batch: each rank's share, in rank order
+    std::optional<base::BatchSplit> batch; ///< --global-batch: each rank's share, in rank order
     backends::Launcher launcher; ///< what starts the ranks, and why
     std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
     /// What each rank's helper is given; with it, the JSON shows each rank's environment.
@@ -31,7 +31,7 @@ struct PlanReport {
 };
 
 std::string render_text(const PlanReport& report);
-/// --dry-run --json: written as it goes (probes::JsonWriter, 2 spaces of indent) to the end of
+/// --dry-run --json: written as it goes (base::JsonWriter, 2 spaces of indent) to the end of
 /// `out`; the ranks, which grow with the job, are never built as a document.
 void write_json(const PlanReport& report, std::string& out);
 /// The same report as a document.

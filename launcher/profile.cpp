@@ -1,9 +1,9 @@
 #include "launcher/profile.hpp"
 
 #include "launcher/plan_report.hpp"
-#include "probes/atomic_file.hpp"
-#include "probes/error.hpp"
-#include "probes/process.hpp"
+#include "base/atomic_file.hpp"
+#include "base/error.hpp"
+#include "base/process.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -14,7 +14,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 constexpr unsigned largest_rank = (1U << 20) - 1;
 
@@ -155,7 +155,7 @@ void prepare_profile(ProfileOptions& profile, unsigned world_size, bool dry_run,
             world_size == 1 ? "" : fmt::format("-{}", world_size - 1), rank_phrase(beyond),
             beyond.size() == 1 ? "is" : "are"));
     }
-    if (!probes::find_executable("nsys", path_env)) {
+    if (!base::find_executable("nsys", path_env)) {
         const std::string what = "--profile nsys: nsys is not on PATH; install Nsight Systems (nsys) or add its bin "
                                  "directory (such as /opt/nvidia/nsight-systems/VERSION/bin) to PATH";
         if (!dry_run) {
@@ -193,7 +193,7 @@ void create_profile_dir(const ProfileOptions& profile)
     }
     // As --nccl-log-dir: the reports go into a directory of the user's that no other user can
     // write to or swap (made 0700 when missing).
-    probes::own_directory(profile.dir, "--profile-dir");
+    base::own_directory(profile.dir, "--profile-dir");
 }
 
 std::string profile_epilogue(const ProfileOptions& profile, unsigned world_size)

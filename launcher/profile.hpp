@@ -15,7 +15,7 @@
 namespace launcher {
 
 /// Ranks as "0,3", "0-7", "0-3,8" or "all" (an empty list). Sorted and unique. Throws
-/// probes::Error naming `option` for anything else, for a range that goes down, and for ranks
+/// base::Error naming `option` for anything else, for a range that goes down, and for ranks
 /// beyond 2^20.
 std::vector<unsigned> parse_rank_list(std::string_view text, const std::string& option);
 
@@ -40,13 +40,13 @@ std::string default_profile_dir(std::time_t now);
 
 /// Before the launch: checks the chosen ranks against the job's size and that nsys is in
 /// `path_env` (a note instead with `dry_run`), and makes `profile.dir` absolute (a new default
-/// directory when empty). Notes for the user go to `notes`. Throws probes::Error.
+/// directory when empty). Notes for the user go to `notes`. Throws base::Error.
 void prepare_profile(ProfileOptions& profile, unsigned world_size, bool dry_run, bool remote_hosts,
     const char* path_env, std::vector<std::string>& notes);
 
 /// Creates the report directory (and its parents, mode 0700), right before the launch, as
-/// probes::own_directory does: another user's link on the way, a directory every user can write to
-/// without the sticky bit, or one that is not the caller's is a probes::Error.
+/// base::own_directory does: another user's link on the way, a directory every user can write to
+/// without the sticky bit, or one that is not the caller's is a base::Error.
 void create_profile_dir(const ProfileOptions& profile);
 
 /// After the job: the lines gpurun prints (each "gpurun: profile: ..."): which reports are in the

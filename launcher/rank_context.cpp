@@ -1,7 +1,7 @@
 #include "launcher/rank_context.hpp"
 
 #include "launcher/node_list.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <array>
 #include <charconv>
@@ -67,7 +67,7 @@ std::optional<unsigned> slurm_local_size(const std::function<const char*(const c
             if (*node < counts.size()) {
                 return counts[*node];
             }
-        } catch (const probes::Error&) {
+        } catch (const base::Error&) {
         }
         return std::nullopt;
     }

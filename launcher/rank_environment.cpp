@@ -9,7 +9,7 @@
 namespace launcher {
 
 std::vector<RankVariable> rank_environment(const HelperOptions& o, const RankContext& context, const RankBinding& mine,
-    const std::optional<probes::BatchSplit>& batch)
+    const std::optional<base::BatchSplit>& batch)
 {
     std::vector<RankVariable> env;
     auto set = [&](const std::string& name, std::string value, bool unless_set = false) {

@@ -7,7 +7,7 @@
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/rank_context.hpp"
-#include "probes/batch_split.hpp"
+#include "base/batch_split.hpp"
 
 #include <optional>
 #include <string>
@@ -31,6 +31,6 @@ struct RankVariable {
 /// the NIC variables], [OMP_NUM_THREADS], and with a GPU CUDA_DEVICE_ORDER GPURUN_GPU_BUS_ID
 /// [GPURUN_GPU_UUID] [CUDA_VISIBLE_DEVICES] GPURUN_GPU.
 std::vector<RankVariable> rank_environment(const HelperOptions& options, const RankContext& context,
-    const RankBinding& binding, const std::optional<probes::BatchSplit>& batch);
+    const RankBinding& binding, const std::optional<base::BatchSplit>& batch);
 
 } // namespace launcher

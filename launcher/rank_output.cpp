@@ -1,6 +1,6 @@
 #include "launcher/rank_output.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -227,7 +227,7 @@ double failed_at(double last_write, double ended)
 std::string failure_report(const RankFailure& f, std::string_view verb, bool with_tail, bool with_at)
 {
     std::string out = fmt::format("gpurun: rank {} ({}, local rank {}) {}: {} after {:.1f} s", f.rank,
-        probes::escape_controls(f.host, false), f.local_rank, verb, probes::escape_controls(f.ending, false),
+        base::escape_controls(f.host, false), f.local_rank, verb, base::escape_controls(f.ending, false),
         f.seconds);
     if (with_at && f.at > 0) {
         out += fmt::format(", at {:.3f}", f.at);
@@ -240,7 +240,7 @@ std::string failure_report(const RankFailure& f, std::string_view verb, bool wit
     }
     out += std::string(with_lines) + '\n';
     for (const auto& line : f.tail) {
-        out += std::string(tail_start) + probes::escape_controls(line, false) + '\n';
+        out += std::string(tail_start) + base::escape_controls(line, false) + '\n';
     }
     return out;
 }

@@ -1,11 +1,11 @@
 #include "launcher/rank_supervisor.hpp"
 
 #include "launcher/rank_output.hpp"
-#include "probes/atomic_file.hpp"
-#include "probes/error.hpp"
-#include "probes/process.hpp"
-#include "probes/sysroot.hpp"
-#include "probes/unique_fd.hpp"
+#include "base/atomic_file.hpp"
+#include "base/error.hpp"
+#include "base/process.hpp"
+#include "base/sysroot.hpp"
+#include "base/unique_fd.hpp"
 
 #include <algorithm>
 #include <array>
@@ -30,8 +30,8 @@ namespace launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using probes::Error;
-using probes::UniqueFd;
+using base::Error;
+using base::UniqueFd;
 
 /// The processes whose parent is `parent`, from /proc/<pid>/stat.
 /// The processes (but this one) whose /proc/PID/`file` satisfies `wanted`. A process may end
@@ -43,7 +43,7 @@ std::vector<pid_t> processes_where(const char* file, const std::function<bool(co
     if (proc == nullptr) {
         return out;
     }
-    const probes::Sysroot root("/");
+    const base::Sysroot root("/");
     while (const dirent* entry = readdir(proc)) {
         char* end = nullptr;
         const long pid = std::strtol(entry->d_name, &end, 10);
@@ -153,7 +153,7 @@ struct Stream {
     void flush()
     {
         if (tagger && tagger->holding()) {
-            probes::write_all(to, tagger->flush());
+            base::write_all(to, tagger->flush());
         }
         held_since = Clock::time_point::max();
     }
@@ -178,13 +178,13 @@ struct Stream {
             tail->add(piece);
         }
         if (log.get() >= 0) {
-            probes::write_all(log.get(), piece);
+            base::write_all(log.get(), piece);
         }
         if (!tagger) {
-            probes::write_all(to, piece);
+            base::write_all(to, piece);
             return true;
         }
-        probes::write_all(to, tagger->tag_lines(piece));
+        base::write_all(to, tagger->tag_lines(piece));
         if (!tagger->holding()) {
             held_since = Clock::time_point::max();
         } else if (held_since == Clock::time_point::max()) {
@@ -196,7 +196,7 @@ struct Stream {
 
 UniqueFd open_log(const std::string& dir, unsigned rank, const char* kind)
 {
-    return UniqueFd(probes::open_output_file(fmt::format("{}/rank{}.{}", dir, rank, kind), "--log-dir", 0644));
+    return UniqueFd(base::open_output_file(fmt::format("{}/rank{}.{}", dir, rank, kind), "--log-dir", 0644));
 }
 
 } // namespace
@@ -210,7 +210,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     const std::string marker = fmt::format("{}={}-{:016x}", rank_marker_variable, getpid(), marker_nonce());
     UniqueFd watcher;
     if (setenv(rank_marker_variable, marker.substr(marker.find('=') + 1).c_str(), 1) == 0) {
-        watcher = probes::after_exit([&marker] { kill_marked(marker); });
+        watcher = base::after_exit([&marker] { kill_marked(marker); });
     }
     // Only now: the watcher, twice removed, must not come back to the helper as an orphan (it
     // would be taken for one of the program's, signalled with them, and waited for).
@@ -220,7 +220,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     out.to = STDOUT_FILENO;
     err.to = STDERR_FILENO;
     if (!o.log_dir.empty()) {
-        const std::string dir = probes::own_directory(o.log_dir, "--log-dir");
+        const std::string dir = base::own_directory(o.log_dir, "--log-dir");
         out.log = open_log(dir, o.rank, "out");
         err.log = open_log(dir, o.rank, "err");
     }
@@ -232,10 +232,10 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     err.tail = &tail;
     // Standard error always passes through the helper (for the failure report); standard output
     // only when it is tagged or logged.
-    probes::ReaderPipe err_pipe = probes::make_reader_pipe("the rank's output");
-    probes::ReaderPipe out_pipe;
+    base::ReaderPipe err_pipe = base::make_reader_pipe("the rank's output");
+    base::ReaderPipe out_pipe;
     if (o.tag_output || out.log.get() >= 0) {
-        out_pipe = probes::make_reader_pipe("the rank's output");
+        out_pipe = base::make_reader_pipe("the rank's output");
     }
 
     sigset_t watched;
@@ -250,7 +250,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
         throw Error(fmt::format("cannot watch signals (signalfd): {}", std::strerror(errno)));
     }
 
-    probes::SpawnOptions spawn;
+    base::SpawnOptions spawn;
     spawn.own_group = true;
     // Should the helper itself be killed with SIGKILL (a launcher that stops its processes so),
     // the program goes with it.
@@ -260,7 +260,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     spawn.stdout_fd = out_pipe.write.get();
     spawn.stderr_fd = err_pipe.write.get();
     const auto started = Clock::now();
-    const probes::Child child = probes::spawn_program(program, spawn);
+    const base::Child child = base::spawn_program(program, spawn);
     const pid_t pid = child.pid();
     if (o.started) {
         o.started(pid);
@@ -365,7 +365,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     }
     // Nothing the program started is left: as the subreaper, the helper was the parent of every
     // orphan among them, and it has reaped them all. The watcher has nothing to look for.
-    probes::not_needed_after_exit(watcher);
+    base::not_needed_after_exit(watcher);
     for (Stream* s : {&out, &err}) {
         while (s->from.get() >= 0 && s->relay()) { }
         s->flush();
@@ -374,7 +374,7 @@ int supervise_rank(const std::vector<std::string>& program, const RankSupervisio
     if (failed && forwarded == 0) {
         RankFailure f = RankFailure::of(o.rank, o.host, o.local_rank, status, seconds, tail.lines());
         f.at = failed_at(err.last_write, ended_at);
-        probes::write_all(STDERR_FILENO, failure_report(f, "failed", true, true));
+        base::write_all(STDERR_FILENO, failure_report(f, "failed", true, true));
     }
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }

@@ -41,7 +41,7 @@ struct RankSupervision {
 /// - copies standard error through (tagged with `tag_output`, into the log with `log_dir`) and
 ///   keeps its last 20 lines; when the program fails (status not 0, or a signal it did not get
 ///   from the helper) it prints failure_report to standard error.
-/// Throws probes::Error when the program cannot be started (pipe, fork) or a log file not opened.
+/// Throws base::Error when the program cannot be started (pipe, fork) or a log file not opened.
 int supervise_rank(const std::vector<std::string>& program, const RankSupervision& options);
 
 } // namespace launcher

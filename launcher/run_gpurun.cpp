@@ -7,12 +7,12 @@
 #include "launcher/node_handoff.hpp"
 #include "launcher/plan_report.hpp"
 #include "launcher/profile.hpp"
-#include "probes/atomic_file.hpp"
-#include "probes/error.hpp"
-#include "probes/library_versions.hpp"
-#include "probes/process.hpp"
-#include "probes/sysroot.hpp"
-#include "probes/topology.hpp"
+#include "base/atomic_file.hpp"
+#include "base/error.hpp"
+#include "base/library_versions.hpp"
+#include "base/process.hpp"
+#include "base/sysroot.hpp"
+#include "base/topology.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -37,7 +37,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 const char* env(const char* name)
 {
@@ -131,7 +131,7 @@ int run(const std::vector<std::string>& argv)
         return 0;
     }
     if (request.action == CliRequest::Action::version) {
-        std::cout << probes::version_text("gpurun", GPUKIT_VERSION, probes::library_versions());
+        std::cout << base::version_text("gpurun", GPUKIT_VERSION, base::library_versions());
         return 0;
     }
     LaunchOptions& o = request.options;
@@ -150,16 +150,16 @@ int run(const std::vector<std::string>& argv)
                     "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
     }
 
-    probes::require_sysroot_directory(o.plan.sysroot);
+    base::require_sysroot_directory(o.plan.sysroot);
     ThisNode node = read_this_node(o.plan, env("CUDA_VISIBLE_DEVICES"));
     ctx.layout = std::move(node.layout);
     ctx.inventory = std::move(node.inventory);
     for (const auto& [host, file] : o.host_topologies) {
-        NodeSpec spec{probes::Topology::load_xml(file).layout(), {}};
+        NodeSpec spec{base::Topology::load_xml(file).layout(), {}};
         if (!o.plan.cpu_only) {
-            probes::InventoryOptions inv;
+            base::InventoryOptions inv;
             inv.from_topology_file = true;
-            spec.pool = probes::discover_gpus(spec.layout, inv).pool;
+            spec.pool = base::discover_gpus(spec.layout, inv).pool;
         }
         ctx.host_specs.emplace(host, std::move(spec));
     }
@@ -170,13 +170,13 @@ int run(const std::vector<std::string>& argv)
         }
     }
     if (ctx.launcher.kind == LauncherKind::srun && !ctx.launcher.path.empty()) {
-        const auto list = probes::run_command({ctx.launcher.path, "--mpi=list"}, std::chrono::seconds(5));
+        const auto list = base::run_command({ctx.launcher.path, "--mpi=list"}, std::chrono::seconds(5));
         if (list.exit_code == 0) {
             ctx.srun_mpi_plugins = backends::parse_mpi_plugins(list.output);
         }
     }
     ctx.program_start = [](const std::string& program) -> std::optional<std::string> {
-        const auto path = probes::find_executable(program, env("PATH"));
+        const auto path = base::find_executable(program, env("PATH"));
         std::ifstream in(path ? *path : program, std::ios::binary);
         std::string bytes(std::size_t{4} << 20, '\0');
         if (!path || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())).gcount()) {
@@ -188,7 +188,7 @@ int run(const std::vector<std::string>& argv)
     ctx.lookup = system_address_lookup();
     ctx.free_port = free_port;
     ctx.helper_path = rank_helper_path();
-    if (auto found = probes::find_executable("env", env("PATH"))) {
+    if (auto found = base::find_executable("env", env("PATH"))) {
         ctx.env_program = *found;
     }
     // The check's log directory exists only for a real run (--dry-run shows where it would be), and
@@ -221,17 +221,17 @@ int run(const std::vector<std::string>& argv)
     for (const auto& note : plan.notes) {
         fmt::print(stderr, "gpurun: note: {}\n", note);
     }
-    if (!probes::find_executable(ctx.helper_path, nullptr)) {
+    if (!base::find_executable(ctx.helper_path, nullptr)) {
         throw Error(
             fmt::format("the rank helper {} is missing; reinstall gpukit or set GPUKIT_RANK_HELPER", ctx.helper_path));
     }
     create_profile_dir(o.profile);
     if (!o.output.log_dir.empty()) {
         // Checked here before anything starts; each rank's helper makes and checks it on its host.
-        const std::string dir = probes::own_directory(o.output.log_dir, "--log-dir");
+        const std::string dir = base::own_directory(o.output.log_dir, "--log-dir");
         if (access(dir.c_str(), W_OK | X_OK) != 0) {
             throw Error(
-                fmt::format("--log-dir {}: cannot write there: {}", probes::quote_input(dir), std::strerror(errno)));
+                fmt::format("--log-dir {}: cannot write there: {}", base::quote_input(dir), std::strerror(errno)));
         }
     }
     // The helpers on this node bind from this node's plan instead of loading the topology again; a
@@ -249,7 +249,7 @@ int run(const std::vector<std::string>& argv)
     }
     // Opened before the job starts, so a path that cannot be written stops gpurun at once; put in
     // place when the job has ended (and never half written).
-    std::optional<probes::AtomicFile> summary;
+    std::optional<base::AtomicFile> summary;
     if (!o.json_summary.empty()) {
         summary.emplace(o.json_summary, "--json-summary");
     }
@@ -263,7 +263,7 @@ int run(const std::vector<std::string>& argv)
     if (!plan.helper.monitor_job.empty()) {
         // The monitor removes its node's directory; this covers one that was killed on this node.
         const char* tmpdir = env("TMPDIR");
-        probes::remove_private_dir(job_dir_path(plan.helper.monitor_job, tmpdir != nullptr ? tmpdir : ""));
+        base::remove_private_dir(job_dir_path(plan.helper.monitor_job, tmpdir != nullptr ? tmpdir : ""));
     }
     if (nccl) {
         fmt::print(stderr, "{}", nccl->finish());
@@ -285,10 +285,10 @@ int run_gpurun(int argc, char** argv)
     try {
         return run(std::vector<std::string>(argv, argv + argc));
     } catch (const Error& e) {
-        fmt::print(stderr, "gpurun: {}\n", probes::printable(e.what()));
+        fmt::print(stderr, "gpurun: {}\n", base::printable(e.what()));
         return 2;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "gpurun: internal error: {}\n", probes::printable(e.what()));
+        fmt::print(stderr, "gpurun: internal error: {}\n", base::printable(e.what()));
         return 3;
     }
 }

@@ -11,8 +11,8 @@
 #include "launcher/rank_context.hpp"
 #include "launcher/rank_environment.hpp"
 #include "launcher/rank_supervisor.hpp"
-#include "probes/binding.hpp"
-#include "probes/error.hpp"
+#include "base/binding.hpp"
+#include "base/error.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -28,7 +28,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 /// This node's plan and name, as the helper binds from them.
 struct NodeBasis {
@@ -75,7 +75,7 @@ int run(const std::vector<std::string>& args)
 
     // gpurun checked the split against the job's size; a helper started another way is checked here,
     // before the rank binds or runs anything.
-    std::optional<probes::BatchSplit> batch;
+    std::optional<base::BatchSplit> batch;
     if (o.batch.global_batch != 0) {
         batch = split_over_ranks(o.batch, context->world_size);
     }
@@ -97,12 +97,12 @@ int run(const std::vector<std::string>& args)
     // An XML topology describes another machine (or this one as it was): its plan is not bound.
     if (o.plan.bind != BindMode::none && !from_file) {
         try {
-            probes::bind_cpus(mine.cpus);
+            base::bind_cpus(mine.cpus);
         } catch (const Error& e) {
             fmt::print(stderr, "gpurun-rank: warning: {}: {}; the rank runs unbound\n", who, e.what());
         }
         try {
-            probes::bind_memory(mine.numa, o.plan.memory);
+            base::bind_memory(mine.numa, o.plan.memory);
         } catch (const Error& e) {
             fmt::print(stderr, "gpurun-rank: warning: {}: {}; memory is not bound\n", who, e.what());
         }
@@ -121,8 +121,8 @@ int run(const std::vector<std::string>& args)
         const std::string gpu = mine.gpu
             ? fmt::format("gpu {} {} {}", mine.gpu->physical_index, mine.gpu->bus_id.to_string(), mine.gpu->name)
             : std::string("no gpu");
-        fmt::print(stderr, "gpurun: {}: {}; cpus {}; memory {}{}\n", who, gpu, probes::cpu_binding().to_list(),
-            probes::memory_binding(), from_file ? " (XML topology: not bound)" : "");
+        fmt::print(stderr, "gpurun: {}: {}; cpus {}; memory {}{}\n", who, gpu, base::cpu_binding().to_list(),
+            base::memory_binding(), from_file ? " (XML topology: not bound)" : "");
         std::fflush(stderr);
     }
     RankSupervision supervision;
@@ -157,10 +157,10 @@ int run_rank_helper(int argc, char** argv)
         }
         return run(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const Error& e) {
-        fmt::print(stderr, "gpurun-rank: {}\n", probes::printable(e.what()));
+        fmt::print(stderr, "gpurun-rank: {}\n", base::printable(e.what()));
         return 2;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "gpurun-rank: internal error: {}\n", probes::printable(e.what()));
+        fmt::print(stderr, "gpurun-rank: internal error: {}\n", base::printable(e.what()));
         return 3;
     }
 }

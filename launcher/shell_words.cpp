@@ -1,6 +1,6 @@
 #include "launcher/shell_words.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 bool is_blank(char c)
 {

@@ -16,7 +16,7 @@ namespace launcher {
 /// them there too), a NUL (no argument can hold one) and a backslash that ends the text. Other
 /// characters, # * ? ~ { } [ ] included, are kept literally. Blank-only text gives no words.
 /// `what` names the source in errors (e.g. "--launcher-args"); errors say what is wrong and at
-/// which character (1-based), an unterminated quote where it opened. Throws probes::Error.
+/// which character (1-based), an unterminated quote where it opened. Throws base::Error.
 std::vector<std::string> split_shell_words(std::string_view text, std::string_view what);
 
 } // namespace launcher

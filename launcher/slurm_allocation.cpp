@@ -2,7 +2,7 @@
 
 #include "launcher/hostfile.hpp"
 #include "launcher/node_list.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,8 +13,8 @@ namespace launcher {
 
 namespace {
 
-using probes::Error;
-using probes::quote_input;
+using base::Error;
+using base::quote_input;
 
 /// One count as Slurm writes it ("8"), through the count-list reader so that every Slurm count is
 /// read one way.

@@ -25,14 +25,14 @@ struct SlurmAllocation {
 /// its GPUs times `ranks_per_gpu` ranks; Slurm's task counts (SLURM_TASKS_PER_NODE) are used only
 /// where the user chose them (SLURM_NTASKS or SLURM_NTASKS_PER_NODE set) and the GPUs are not known,
 /// or with `cpu_only`; else each node's ranks are left for the caller to decide. Throws
-/// probes::Error, naming the variables, for a value that is not a count and for variables that
+/// base::Error, naming the variables, for a value that is not a count and for variables that
 /// disagree (SLURM_GPUS_ON_NODE against SLURM_JOB_GPUS or SLURM_GPUS_PER_NODE, task counts for more
 /// or fewer nodes than the list).
 std::optional<SlurmAllocation> slurm_allocation(
     const std::function<const char*(const char*)>& env, unsigned ranks_per_gpu, bool cpu_only);
 
 /// The GPUs one node gets from a Slurm GPU request as SLURM_GPUS_PER_NODE writes it: "8", "a100:8",
-/// "a100:2,v100:1" (3). Throws probes::Error naming `variable` for anything else.
+/// "a100:2,v100:1" (3). Throws base::Error naming `variable` for anything else.
 unsigned slurm_gpu_count(const std::string& variable, const std::string& value);
 
 } // namespace launcher

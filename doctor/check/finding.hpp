@@ -1,15 +1,15 @@
 #pragma once
 
-#include "probes/finding.hpp"
+#include "base/finding.hpp"
 
 #include <string>
 
 namespace doctor::check {
 
 // gpudoctor check's findings are gpukit's one finding model.
-using probes::Finding;
-using probes::Severity;
-using probes::to_string;
+using base::Finding;
+using base::Severity;
+using base::to_string;
 
 /// The long form of a finding code, for `gpudoctor explain` and the man page.
 struct CodeInfo {

@@ -1,8 +1,8 @@
 #include "doctor/check/gpu_scope.hpp"
 
-#include "probes/error.hpp"
-#include "probes/monitor/sampler.hpp"
-#include "probes/spelling.hpp"
+#include "base/error.hpp"
+#include "base/monitor/sampler.hpp"
+#include "base/spelling.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -31,9 +31,9 @@ template <typename T> T field(const nlohmann::json& gpu, const char* key, T fall
 }
 
 // The GPUs of the nvml facts as the monitor's selection reads them.
-std::vector<probes::NvmlGpu> facts_gpus(const Facts& facts)
+std::vector<base::NvmlGpu> facts_gpus(const Facts& facts)
 {
-    std::vector<probes::NvmlGpu> out;
+    std::vector<base::NvmlGpu> out;
     const auto* nvml = collector_facts(facts, "nvml");
     if (nvml == nullptr || !nvml->is_object() || !nvml->contains("gpus") || !(*nvml)["gpus"].is_array()) {
         return out;
@@ -42,9 +42,9 @@ std::vector<probes::NvmlGpu> facts_gpus(const Facts& facts)
         if (!g.is_object()) {
             continue;
         }
-        probes::NvmlGpu gpu;
+        base::NvmlGpu gpu;
         gpu.index = field(g, "index", 0U);
-        gpu.bus_id = probes::PciAddress::parse(field(g, "bus_id", std::string())).value_or(probes::PciAddress{});
+        gpu.bus_id = base::PciAddress::parse(field(g, "bus_id", std::string())).value_or(base::PciAddress{});
         gpu.name = field(g, "name", std::string());
         gpu.uuid = field(g, "uuid", std::string());
         out.push_back(gpu);
@@ -52,7 +52,7 @@ std::vector<probes::NvmlGpu> facts_gpus(const Facts& facts)
     return out;
 }
 
-std::vector<unsigned> indexes_of(const std::vector<probes::monitor::MonitoredGpu>& chosen)
+std::vector<unsigned> indexes_of(const std::vector<base::monitor::MonitoredGpu>& chosen)
 {
     std::vector<unsigned> out;
     for (const auto& g : chosen) {
@@ -62,14 +62,14 @@ std::vector<unsigned> indexes_of(const std::vector<probes::monitor::MonitoredGpu
     return out;
 }
 
-bool same_models(const std::vector<probes::NvmlGpu>& all)
+bool same_models(const std::vector<base::NvmlGpu>& all)
 {
-    return std::all_of(all.begin(), all.end(), [&](const probes::NvmlGpu& g) { return g.name == all.front().name; });
+    return std::all_of(all.begin(), all.end(), [&](const base::NvmlGpu& g) { return g.name == all.front().name; });
 }
 
 // The environment's choice, or nullopt to judge every GPU (with `note` set when a variable was
 // there but could not be applied).
-GpuScope from_environment(const std::vector<probes::NvmlGpu>& all, const std::map<std::string, std::string>& env)
+GpuScope from_environment(const std::vector<base::NvmlGpu>& all, const std::map<std::string, std::string>& env)
 {
     GpuScope scope;
     for (const char* name : {"GPURUN_GPU_BUS_ID", "CUDA_VISIBLE_DEVICES"}) {
@@ -83,8 +83,8 @@ GpuScope from_environment(const std::vector<probes::NvmlGpu>& all, const std::ma
             return scope;
         }
         try {
-            scope.gpus = indexes_of(probes::monitor::select_gpus(all, probes::split_commas(it->second), name));
-        } catch (const probes::Error&) {
+            scope.gpus = indexes_of(base::monitor::select_gpus(all, base::split_commas(it->second), name));
+        } catch (const base::Error&) {
             scope.note = fmt::format("{} names no GPU of this node as NVML lists them: every GPU judged", from);
             return scope;
         }
@@ -112,7 +112,7 @@ GpuScope gpu_scope(const Facts& facts, const std::string& option, const std::map
             scope.note = fmt::format("--gpus {} not applied: the facts list no GPU", option);
             return scope;
         }
-        scope.gpus = indexes_of(probes::monitor::select_gpus(all, probes::split_commas(option), "--gpus"));
+        scope.gpus = indexes_of(base::monitor::select_gpus(all, base::split_commas(option), "--gpus"));
         scope.from = "--gpus " + option;
         return scope;
     }

@@ -23,7 +23,7 @@ struct GpuScope {
 };
 
 /// The scope of a check: `--gpus` when given (`option`, "" when not), a list of NVML indexes,
-/// bus ids or UUIDs; a name that matches no GPU of the facts is a probes::Error (usage, exit 2).
+/// bus ids or UUIDs; a name that matches no GPU of the facts is a base::Error (usage, exit 2).
 /// Without it, and when `env` is given (facts collected here, not a snapshot): the GPU of a gpurun
 /// rank (GPURUN_GPU_BUS_ID), else CUDA_VISIBLE_DEVICES; a variable that names no GPU of this node
 /// leaves every GPU judged, with a note saying so.

@@ -1,6 +1,6 @@
 #include "doctor/check/policy.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -114,7 +114,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
         t = toml::parse(text, origin);
     } catch (const toml::parse_error& e) {
         const auto& where = e.source().begin;
-        throw probes::Error(fmt::format("{}:{}:{}: {}", origin, where.line, where.column, e.description()));
+        throw base::Error(fmt::format("{}:{}:{}: {}", origin, where.line, where.column, e.description()));
     }
     static const std::vector<std::string> known = {"driver.min_version", "gpus.expected", "gpus.max_other_processes",
         "libraries.min_nccl", "libraries.min_cudnn", "limits.min_shm_gib", "limits.memlock_unlimited",
@@ -123,19 +123,19 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
     for (const auto& [section, node] : t) {
         const auto* table = node.as_table();
         if (table == nullptr) {
-            throw probes::Error(fmt::format("{}: '{}' must be a [section]", origin, section.str()));
+            throw base::Error(fmt::format("{}: '{}' must be a [section]", origin, section.str()));
         }
         for (const auto& [key, value] : *table) {
             const std::string name = fmt::format("{}.{}", section.str(), key.str());
             if (std::find(known.begin(), known.end(), name) == known.end()) {
-                throw probes::Error(
+                throw base::Error(
                     fmt::format("{}:{}: unknown setting '{}'", origin, value.source().begin.line, name));
             }
         }
     }
     auto wrong = [&](const char* key, const char* type) {
         const auto* node = t.at_path(key).node();
-        return probes::Error(
+        return base::Error(
             fmt::format("{}:{}: {} must be {}", origin, node != nullptr ? node->source().begin.line : 0, key, type));
     };
     auto get_version = [&](const char* key, std::string& out) {
@@ -221,7 +221,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
             throw wrong("deep.floor", "a list of [[deep.floor]] tables");
         }
         if (list->size() > max_floors) {
-            throw probes::Error(fmt::format("{}:{}: {} [[deep.floor]] tables, more than the {} a policy may hold; "
+            throw base::Error(fmt::format("{}:{}: {} [[deep.floor]] tables, more than the {} a policy may hold; "
                                             "keep one per GPU model",
                 origin, node->source().begin.line, list->size(), max_floors));
         }
@@ -234,7 +234,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
             const auto* entry = item.as_table();
             const int line = item.source().begin.line;
             if (entry == nullptr) {
-                throw probes::Error(fmt::format("{}:{}: each deep.floor must be a [[deep.floor]] table", origin, line));
+                throw base::Error(fmt::format("{}:{}: each deep.floor must be a [[deep.floor]] table", origin, line));
             }
             DeepFloor floor;
             for (const auto& [key, value] : *entry) {
@@ -243,14 +243,14 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
                 if (k == "model") {
                     auto v = value.value<std::string>();
                     if (!v || v->empty()) {
-                        throw probes::Error(
+                        throw base::Error(
                             fmt::format("{}:{}: deep.floor model must be a GPU name such as \"H100\"", origin, at));
                     }
                     floor.model = *v;
                 } else if (k == "allreduce_gpus") {
                     auto v = whole_number(value);
                     if (!v || *v < 2 || *v > 1024) {
-                        throw probes::Error(fmt::format(
+                        throw base::Error(fmt::format(
                             "{}:{}: deep.floor allreduce_gpus must be a whole number from 2 to 1024", origin, at));
                     }
                     floor.allreduce_gpus = static_cast<unsigned>(*v);
@@ -262,21 +262,21 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
                         : k == "allreduce_busbw_gbps"              ? &floor.allreduce_busbw_gbps
                                                                    : nullptr;
                     if (field == nullptr) {
-                        throw probes::Error(fmt::format("{}:{}: unknown setting 'deep.floor.{}' (known: model, "
+                        throw base::Error(fmt::format("{}:{}: unknown setting 'deep.floor.{}' (known: model, "
                                                         "h2d_gbps, d2h_gbps, d2d_gbps, p2p_gbps, "
                                                         "allreduce_busbw_gbps, allreduce_gpus)",
                             origin, at, k));
                     }
                     auto v = value.value<double>();
                     if (!v || !(std::isfinite(*v) && *v >= 0)) {
-                        throw probes::Error(
+                        throw base::Error(
                             fmt::format("{}:{}: deep.floor {} must be a number of GB/s, 0 or more", origin, at, k));
                     }
                     *field = *v;
                 }
             }
             if (floor.model.empty()) {
-                throw probes::Error(fmt::format("{}:{}: a [[deep.floor]] needs model = \"<GPU name>\"", origin, line));
+                throw base::Error(fmt::format("{}:{}: a [[deep.floor]] needs model = \"<GPU name>\"", origin, line));
             }
             // A later floor for the same model replaces the earlier one (a user's policy over the built-in).
             auto [same, added] = by_model.emplace(lower(floor.model), floors.size());

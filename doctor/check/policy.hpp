@@ -47,7 +47,7 @@ struct Policy {
     /// The floor whose model is the longest match in `gpu_name` (case-insensitive), or nullptr.
     const DeepFloor* floor_for(const std::string& gpu_name) const;
 
-    /// Reads TOML text over the current values. Throws probes::Error naming the file, line and key.
+    /// Reads TOML text over the current values. Throws base::Error naming the file, line and key.
     void merge_toml(const std::string& text, const std::string& origin);
     /// The built-in defaults, as the TOML shipped in share/gpukit/policy.toml.
     static Policy defaults();

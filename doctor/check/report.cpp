@@ -1,7 +1,7 @@
 #include "doctor/check/report.hpp"
 
 #include "doctor/check/probe.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -40,7 +40,7 @@ std::string summary_line(const std::vector<ProbeResult>& results, bool strict)
 /// snapshot may hold terminal escape sequences, so control characters are written as \xNN.
 std::string one_line(std::string_view text)
 {
-    return probes::escape_controls(text, false);
+    return base::escape_controls(text, false);
 }
 
 } // namespace
@@ -66,13 +66,13 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
     }
     for (const auto& r : results) {
         // The same finding about several GPUs (or ports) is one line, its remedy once.
-        for (const auto& group : probes::group_findings(r.findings)) {
+        for (const auto& group : base::group_findings(r.findings)) {
             const Finding& f = *group.first;
-            const bool problem = probes::badness(f.severity) > 0;
+            const bool problem = base::badness(f.severity) > 0;
             if (options.quiet && !problem) {
                 continue;
             }
-            out += fmt::format("{} {:<10} {}: {}  [{}]\n", probes::severity_label(f.severity, options.color),
+            out += fmt::format("{} {:<10} {}: {}  [{}]\n", base::severity_label(f.severity, options.color),
                 r.probe->name, one_line(group.subject()), one_line(f.message), f.code);
             if (problem && !f.remedy.empty()) {
                 out += fmt::format("      {:<10} fix: {}\n", "", one_line(f.remedy));
@@ -84,7 +84,7 @@ std::string render_text(const std::vector<ProbeResult>& results, const Facts& fa
 
 bool is_failing(const Finding& finding, bool strict)
 {
-    return probes::fails(finding.severity, strict ? Severity::warn : Severity::fail);
+    return base::fails(finding.severity, strict ? Severity::warn : Severity::fail);
 }
 
 std::string render_fail_summary(const std::vector<ProbeResult>& results, const ReportOptions& options)
@@ -118,7 +118,7 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
     for (const auto& r : results) {
         nlohmann::json findings = nlohmann::json::array();
         for (const auto& f : r.findings) {
-            findings.push_back(probes::to_json(f));
+            findings.push_back(base::to_json(f));
         }
         probes.push_back({{"name", r.probe->name}, {"summary", r.probe->summary}, {"findings", findings}});
         double slowest = -1;

@@ -1,8 +1,8 @@
 #include "doctor/check/runner.hpp"
 
 #include "doctor/check/report.hpp"
-#include "probes/error.hpp"
-#include "probes/process.hpp"
+#include "base/error.hpp"
+#include "base/process.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -31,16 +31,16 @@ namespace {
 void collect_group(const std::vector<const Collector*>& collectors, const CollectContext& ctx,
     std::chrono::milliseconds timeout, Facts& facts, std::map<std::string, double>* seconds)
 {
-    probes::SpawnOptions options;
+    base::SpawnOptions options;
     options.own_group = true;
     options.die_with_parent = true;
     options.keep_head = std::size_t{1} << 40; // facts are JSON: all of it, or it does not parse
     options.directory = "/"; // nothing of the caller's directory is read (see SpawnOptions)
-    std::vector<probes::Child> children;
+    std::vector<base::Child> children;
     std::vector<const Collector*> started;
     for (const Collector* c : collectors) {
         try {
-            children.push_back(probes::spawn_function(
+            children.push_back(base::spawn_function(
                 [&] {
                     try {
                         return c->collect(ctx).dump();
@@ -50,13 +50,13 @@ void collect_group(const std::vector<const Collector*>& collectors, const Collec
                 },
                 options));
             started.push_back(c);
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             facts[c->name] = {{"error", e.what()}};
         }
     }
-    const auto outcomes = probes::wait_for_children(children, timeout);
+    const auto outcomes = base::wait_for_children(children, timeout);
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
-        const probes::ChildOutcome& outcome = outcomes[i];
+        const base::ChildOutcome& outcome = outcomes[i];
         const std::string& name = started[i]->name;
         if (seconds != nullptr) {
             (*seconds)[name] = outcome.elapsed.count();
@@ -138,7 +138,7 @@ std::vector<ProbeResult> judge(
             } catch (const std::exception& e) {
                 // A fact that is missing or of another type than its collector writes.
                 if (!snapshot.empty()) {
-                    throw probes::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({}); "
+                    throw base::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({}); "
                                                     "write the snapshot again with 'gpudoctor snapshot > node.json'",
                         snapshot, p->name, e.what()));
                 }

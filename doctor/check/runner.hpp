@@ -26,7 +26,7 @@ struct ProbeResult {
 /// Applies each probe's rule to the facts. A probe whose collector is missing from the facts is
 /// skipped with that reason; one whose collector broke is an error with the collector's message.
 /// `snapshot` names the file the facts came from (check --from), "" for facts collected here: a
-/// rule that meets facts of the wrong JSON type then throws probes::Error (bad input, exit 2)
+/// rule that meets facts of the wrong JSON type then throws base::Error (bad input, exit 2)
 /// instead of reporting the probe as broken.
 std::vector<ProbeResult> judge(const std::vector<const Probe*>& probes, const Facts& facts, const Policy& policy,
     const std::string& snapshot = "");

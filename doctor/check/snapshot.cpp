@@ -1,7 +1,7 @@
 #include "doctor/check/snapshot.hpp"
 
-#include "probes/error.hpp"
-#include "probes/pci_address.hpp"
+#include "base/error.hpp"
+#include "base/pci_address.hpp"
 
 #include <climits>
 #include <cstdint>
@@ -22,7 +22,7 @@ constexpr std::size_t nvlinks_per_gpu = 18;
 std::string shown(const json& value)
 {
     if (value.is_string()) {
-        return probes::quote_input(value.get_ref<const std::string&>());
+        return base::quote_input(value.get_ref<const std::string&>());
     }
     if (value.is_array()) {
         return "a list";
@@ -40,7 +40,7 @@ public:
 
     [[noreturn]] void bad(const std::string& field, const std::string& why) const
     {
-        throw probes::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({} {}); write "
+        throw base::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({} {}); write "
                                         "the snapshot again with 'gpudoctor snapshot > node.json'",
             m_file, m_collector, field, why));
     }
@@ -57,7 +57,7 @@ public:
             bad(field, fmt::format("is {}, expected a list", shown(*it)));
         }
         if (it->size() > ceiling) {
-            throw probes::Error(fmt::format("{}: the {} facts list {} {} ({}), more than the {} a snapshot of one node "
+            throw base::Error(fmt::format("{}: the {} facts list {} {} ({}), more than the {} a snapshot of one node "
                                             "may hold; write the snapshot on that node with 'gpudoctor snapshot > "
                                             "node.json'",
                 m_file, m_collector, it->size(), what, field, ceiling));
@@ -118,7 +118,7 @@ public:
     {
         text(object, key, field);
         auto it = object.find(key);
-        if (it != object.end() && it->is_string() && !probes::PciAddress::parse(it->get_ref<const std::string&>())) {
+        if (it != object.end() && it->is_string() && !base::PciAddress::parse(it->get_ref<const std::string&>())) {
             bad(field + "." + key, fmt::format("is {}, expected a PCI address such as 0000:1b:00.0", shown(*it)));
         }
     }
@@ -255,7 +255,7 @@ void read_collector(const std::string& file, const std::string& collector, const
 
 /// nlohmann's own tree builder (the one json::parse uses) with the snapshot's ceilings: it counts
 /// the entries of every list and the nesting as the text is read, and stops at the first past its
-/// ceiling (probes::Error) with only that much built. A syntax error throws, as json::parse does.
+/// ceiling (base::Error) with only that much built. A syntax error throws, as json::parse does.
 class BoundedTree {
 public:
     using Dom = nlohmann::detail::json_sax_dom_parser<json>;
@@ -289,7 +289,7 @@ private:
     bool value()
     {
         if (!m_open.empty() && m_open.back().array && ++m_open.back().entries > Ceilings::array) {
-            throw probes::Error(fmt::format("{}: a list of the snapshot holds more than the {} entries it may hold; "
+            throw base::Error(fmt::format("{}: a list of the snapshot holds more than the {} entries it may hold; "
                                             "write the snapshot again with 'gpudoctor snapshot > node.json'",
                 m_file, Ceilings::array));
         }
@@ -300,7 +300,7 @@ private:
     {
         value();
         if (m_open.size() + 1 > Ceilings::depth) {
-            throw probes::Error(fmt::format("{}: the snapshot nests lists and objects more than {} deep; write the "
+            throw base::Error(fmt::format("{}: the snapshot nests lists and objects more than {} deep; write the "
                                             "snapshot again with 'gpudoctor snapshot > node.json'",
                 m_file, Ceilings::depth));
         }
@@ -333,17 +333,17 @@ Facts read_snapshot(const std::string& text, const std::string& file)
         json::sax_parse(text, &tree);
     } catch (const json::exception& e) {
         // parse_error, and out_of_range for a number beyond a double ("1e999").
-        throw probes::Error(fmt::format("{} is not a gpudoctor snapshot: {}", file, e.what()));
+        throw base::Error(fmt::format("{} is not a gpudoctor snapshot: {}", file, e.what()));
     }
     if (!doc.is_object() || !doc.contains("gpudoctor_snapshot") || !doc.contains("facts") ||
         !doc["facts"].is_object()) {
-        throw probes::Error(fmt::format("{} is not a gpudoctor snapshot: no \"gpudoctor_snapshot\" and \"facts\" "
+        throw base::Error(fmt::format("{} is not a gpudoctor snapshot: no \"gpudoctor_snapshot\" and \"facts\" "
                                         "keys; write one with 'gpudoctor snapshot > node.json'",
             file));
     }
     const auto& format = doc["gpudoctor_snapshot"];
     if (!format.is_number_unsigned() || format.get<std::uint64_t>() != snapshot_format) {
-        throw probes::Error(fmt::format("{}: snapshot format {}, but this gpudoctor reads format {}; write the "
+        throw base::Error(fmt::format("{}: snapshot format {}, but this gpudoctor reads format {}; write the "
                                         "snapshot with this version's 'gpudoctor snapshot'",
             file, format.is_structured() || format.dump().size() > 200 ? shown(format) : format.dump(),
             snapshot_format));

@@ -24,7 +24,7 @@ struct SnapshotCeilings {
 
 /// Reads the text of a snapshot (what `gpudoctor snapshot` writes) named `file` in messages: its
 /// format number, its facts, and the values the checks read (GPU indexes, bus ids, memory and
-/// counts, the length of the names they show) against the ceilings above. Throws probes::Error
+/// counts, the length of the names they show) against the ceilings above. Throws base::Error
 /// naming the file, the facts and the field for anything else: bad input, not a broken node.
 Facts read_snapshot(const std::string& text, const std::string& file);
 

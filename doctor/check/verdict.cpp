@@ -3,7 +3,7 @@
 #include "doctor/check/junit_report.hpp"
 #include "doctor/check/prometheus_report.hpp"
 #include "doctor/check/report.hpp"
-#include "probes/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +14,7 @@ namespace doctor::check {
 
 bool Verdict::failing(const Finding& finding) const
 {
-    return probes::fails(finding.severity, fail_on);
+    return base::fails(finding.severity, fail_on);
 }
 
 int Verdict::exit_code() const
@@ -47,14 +47,14 @@ Verdict findings_verdict(std::string subcommand, std::vector<Finding> findings, 
 void write_verdict_files(const VerdictFiles& files, const Verdict& verdict, const Facts& facts)
 {
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    std::vector<probes::OutputFile> outputs;
+    std::vector<base::OutputFile> outputs;
     if (!files.prometheus.empty()) {
         outputs.push_back({"--prometheus", files.prometheus, render_prometheus(verdict, facts, now, GPUKIT_VERSION)});
     }
     if (!files.junit.empty()) {
         outputs.push_back({"--junit", files.junit, render_junit(verdict, now, GPUKIT_VERSION)});
     }
-    probes::write_files_atomically(outputs);
+    base::write_files_atomically(outputs);
 }
 
 std::string render_problems(const Verdict& verdict, bool color)
@@ -64,8 +64,8 @@ std::string render_problems(const Verdict& verdict, bool color)
     for (const auto& g : verdict.groups) {
         for (const auto& f : g.findings) {
             ++n[f.severity];
-            if (probes::badness(f.severity) > 0) {
-                out += probes::render_text(f, color, "");
+            if (base::badness(f.severity) > 0) {
+                out += base::render_text(f, color, "");
             }
         }
     }

@@ -49,7 +49,7 @@ struct JudgingOptions {
 };
 
 /// Writes the files asked for, atomically, both staged before either replaces its target; a file
-/// that cannot be written is probes::Error (exit 2), raised before the report is printed. `facts`
+/// that cannot be written is base::Error (exit 2), raised before the report is printed. `facts`
 /// are check's (their GPU metrics); null for the others.
 void write_verdict_files(const VerdictFiles& files, const Verdict& verdict, const Facts& facts);
 

@@ -1,5 +1,5 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/cpu_set.hpp"
+#include "base/cpu_set.hpp"
 
 #include <sched.h>
 #include <vector>
@@ -21,7 +21,7 @@ Collector affinity_collector()
                             cpus.push_back(cpu);
                         }
                     }
-                    out["cpus"] = probes::CpuSet(std::move(cpus)).to_list();
+                    out["cpus"] = base::CpuSet(std::move(cpus)).to_list();
                 } else {
                     out["cpus"] = nullptr;
                 }

@@ -1,9 +1,9 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/checks/deep.hpp"
-#include "probes/error.hpp"
-#include "probes/gpu_bandwidth.hpp"
-#include "probes/nccl/log.hpp"
-#include "probes/nccl_allreduce.hpp"
+#include "base/error.hpp"
+#include "base/gpu_bandwidth.hpp"
+#include "base/nccl/log.hpp"
+#include "base/nccl_allreduce.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -24,7 +24,7 @@ public:
         const char* tmp = ctx.getenv("TMPDIR");
         std::string pattern = fmt::format("{}/gpudoctor-nccl.XXXXXX", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
         if (mkdtemp(pattern.data()) == nullptr) {
-            throw probes::Error(fmt::format("cannot make a directory for NCCL's log under {}: mkdtemp: {}; set "
+            throw base::Error(fmt::format("cannot make a directory for NCCL's log under {}: mkdtemp: {}; set "
                                             "TMPDIR to a writable directory",
                 tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", std::strerror(errno)));
         }
@@ -40,9 +40,9 @@ public:
     const std::string& path() const { return m_path; }
 
     /// What NCCL logged, read by the nccl-log analyzer.
-    probes::nccl::Analysis analysis() const
+    base::nccl::Analysis analysis() const
     {
-        probes::nccl::Analyzer analyzer(probes::nccl::Limits{}, probes::nccl::Inputs::one_job);
+        base::nccl::Analyzer analyzer(base::nccl::Limits{}, base::nccl::Inputs::one_job);
         std::vector<std::string> files;
         std::error_code ec;
         for (const auto& entry : std::filesystem::directory_iterator(m_path, ec)) {
@@ -59,7 +59,7 @@ private:
     std::string m_path;
 };
 
-nlohmann::json device_list(const std::vector<probes::CudaDevice>& devices)
+nlohmann::json device_list(const std::vector<base::CudaDevice>& devices)
 {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& d : devices) {
@@ -87,9 +87,9 @@ nlohmann::json collect_allreduce(const CollectContext& ctx)
     if (!start.cuda) {
         return {{"skipped", start.skipped}};
     }
-    const probes::Cuda& cuda = *start.cuda;
+    const base::Cuda& cuda = *start.cuda;
     if (const char* missing = cuda.missing_copy_symbol()) {
-        throw probes::Error(
+        throw base::Error(
             fmt::format("{} lacks {}: not a CUDA driver library this tool can measure with", cuda.file(), missing));
     }
     const auto devices = cuda_devices(cuda);
@@ -97,10 +97,10 @@ nlohmann::json collect_allreduce(const CollectContext& ctx)
         return {{"skipped", fmt::format("{} GPU: an all-reduce needs two", devices.size())}, {"single_gpu", true},
             {"gpus", device_list(devices)}};
     }
-    std::optional<probes::Nccl> nccl;
+    std::optional<base::Nccl> nccl;
     try {
-        nccl.emplace(probes::Nccl::load(library_file(ctx, "GPUKIT_NCCL_LIBRARY", "libnccl.so.2")));
-    } catch (const probes::Error& e) {
+        nccl.emplace(base::Nccl::load(library_file(ctx, "GPUKIT_NCCL_LIBRARY", "libnccl.so.2")));
+    } catch (const base::Error& e) {
         return {{"skipped", fmt::format("no NCCL library: {}", e.what())}, {"gpus", device_list(devices)}};
     }
     // NCCL's own log says which transports it chose; it goes to a private file, read afterwards.
@@ -108,7 +108,7 @@ nlohmann::json collect_allreduce(const CollectContext& ctx)
     setenv("NCCL_DEBUG", "INFO", 1);
     setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
     setenv("NCCL_DEBUG_FILE", (logs.path() + "/nccl.%h.%p.log").c_str(), 1);
-    probes::AllReduceSettings settings;
+    base::AllReduceSettings settings;
     settings.bytes = ctx.policy.allreduce_bytes;
     settings.iterations = ctx.policy.allreduce_iterations;
     std::vector<int> ordinals;
@@ -117,10 +117,10 @@ nlohmann::json collect_allreduce(const CollectContext& ctx)
     }
     progress_line(
         ctx, fmt::format("allreduce: NCCL all-reduce over {} GPUs, {} MiB each", devices.size(), settings.bytes >> 20));
-    probes::AllReduceResult result;
+    base::AllReduceResult result;
     try {
-        result = probes::measure_allreduce(cuda, *nccl, ordinals, settings);
-    } catch (const probes::Error& e) {
+        result = base::measure_allreduce(cuda, *nccl, ordinals, settings);
+    } catch (const base::Error& e) {
         // NCCL's WARN lines usually say why; name the first ones.
         std::string said;
         try {
@@ -128,14 +128,14 @@ nlohmann::json collect_allreduce(const CollectContext& ctx)
             for (std::size_t i = 0; i < analysis.warnings.size() && i < 2; ++i) {
                 said += fmt::format("; NCCL WARN {}", analysis.warnings[i].example);
             }
-        } catch (const probes::Error&) {
+        } catch (const base::Error&) {
         }
-        throw probes::Error(fmt::format("{}{}", e.what(), said));
+        throw base::Error(fmt::format("{}{}", e.what(), said));
     }
-    nlohmann::json out = probes::to_json(result);
+    nlohmann::json out = base::to_json(result);
     out["gpus"] = device_list(devices);
     out["environment"] = user_nccl_environment(ctx);
-    const nlohmann::json log = probes::nccl::render_json(logs.analysis());
+    const nlohmann::json log = base::nccl::render_json(logs.analysis());
     out["log"] = {{"nccl_versions", log["nccl_versions"]}, {"summary", log["summary"]}, {"findings", log["findings"]}};
     return out;
 }

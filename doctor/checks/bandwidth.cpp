@@ -1,10 +1,10 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/checks/deep.hpp"
-#include "probes/error.hpp"
-#include "probes/gpu_bandwidth.hpp"
-#include "probes/pci_address.hpp"
-#include "probes/sysroot.hpp"
-#include "probes/topology.hpp"
+#include "base/error.hpp"
+#include "base/gpu_bandwidth.hpp"
+#include "base/pci_address.hpp"
+#include "base/sysroot.hpp"
+#include "base/topology.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -23,13 +23,13 @@ CudaStart start_cuda(const CollectContext& ctx)
 {
     CudaStart start;
     try {
-        start.cuda.emplace(probes::Cuda::load(library_file(ctx, "GPUKIT_CUDA_LIBRARY", "libcuda.so.1")));
-    } catch (const probes::Error& e) {
+        start.cuda.emplace(base::Cuda::load(library_file(ctx, "GPUKIT_CUDA_LIBRARY", "libcuda.so.1")));
+    } catch (const base::Error& e) {
         start.skipped = fmt::format("no CUDA driver library: {}", e.what());
         return start;
     }
-    constexpr probes::cuda_abi::Result no_device = 100; // CUDA_ERROR_NO_DEVICE
-    const probes::cuda_abi::Result rc = start.cuda->api().init(0);
+    constexpr base::cuda_abi::Result no_device = 100; // CUDA_ERROR_NO_DEVICE
+    const base::cuda_abi::Result rc = start.cuda->api().init(0);
     if (rc == no_device) {
         start.skipped = fmt::format("CUDA sees no GPU ({})", start.cuda->describe(rc));
         start.cuda.reset();
@@ -64,9 +64,9 @@ std::optional<double> leading_number(const std::optional<std::string>& text)
 
 // The GPU's PCIe link from sysfs: maximum and current speed (GT/s) and width, and the maximum
 // link's rate after line encoding.
-nlohmann::json pcie_facts(const probes::Sysroot& root, const std::string& bus_id)
+nlohmann::json pcie_facts(const base::Sysroot& root, const std::string& bus_id)
 {
-    auto address = probes::PciAddress::parse(bus_id);
+    auto address = base::PciAddress::parse(bus_id);
     if (!address) {
         return nullptr;
     }
@@ -82,7 +82,7 @@ nlohmann::json pcie_facts(const probes::Sysroot& root, const std::string& bus_id
     put("gt", "current_link_speed");
     put("width", "current_link_width");
     if (out.contains("max_gt") && out.contains("max_width")) {
-        if (auto gbps = probes::pcie_link_gbps(out["max_gt"].get<double>(), out["max_width"].get<unsigned>())) {
+        if (auto gbps = base::pcie_link_gbps(out["max_gt"].get<double>(), out["max_width"].get<unsigned>())) {
             out["max_gbps"] = *gbps;
         }
     }
@@ -123,7 +123,7 @@ std::optional<double> median_of_others(const std::vector<std::optional<double>>&
     if (others.empty()) {
         return std::nullopt;
     }
-    return probes::median(others);
+    return base::median(others);
 }
 
 std::string range_text(const std::vector<double>& values)
@@ -389,43 +389,43 @@ Collector bandwidth_collector()
         if (!start.cuda) {
             return {{"skipped", start.skipped}};
         }
-        probes::CopySettings settings;
+        base::CopySettings settings;
         settings.bytes = ctx.policy.copy_bytes;
         settings.copies = ctx.policy.copies;
         settings.samples = ctx.policy.copy_samples;
         // Pinned host memory lands where the allocating thread's memory policy says, so the thread
         // moves next to each GPU before its copies, as nvbandwidth does.
-        std::optional<probes::Topology> topology;
+        std::optional<base::Topology> topology;
         std::string unplaced = "not placed: --topology describes another machine";
         if (ctx.topology_file.empty()) {
             try {
-                topology.emplace(probes::Topology::load_live(true));
-            } catch (const probes::Error& e) {
+                topology.emplace(base::Topology::load_live(true));
+            } catch (const base::Error& e) {
                 unplaced = fmt::format("not placed: {}", e.what());
             }
         }
-        const probes::NodeLayout layout = topology ? topology->layout() : probes::NodeLayout{};
-        auto place = [&](const probes::GpuCopies& gpu) -> std::string {
+        const base::NodeLayout layout = topology ? topology->layout() : base::NodeLayout{};
+        auto place = [&](const base::GpuCopies& gpu) -> std::string {
             if (!topology) {
                 return unplaced;
             }
-            auto address = probes::PciAddress::parse(gpu.bus_id);
-            const probes::PciFunction* f = address ? layout.find_pci(*address) : nullptr;
+            auto address = base::PciAddress::parse(gpu.bus_id);
+            const base::PciFunction* f = address ? layout.find_pci(*address) : nullptr;
             if (f == nullptr || f->locality.cpus.empty()) {
                 return "not placed: the topology does not show this GPU's CPUs";
             }
             try {
-                probes::bind_cpus(f->locality.cpus);
-                probes::bind_memory(f->locality.numa, probes::MemoryPolicy::preferred);
-            } catch (const probes::Error& e) {
+                base::bind_cpus(f->locality.cpus);
+                base::bind_memory(f->locality.numa, base::MemoryPolicy::preferred);
+            } catch (const base::Error& e) {
                 return fmt::format("not placed: {}", e.what());
             }
             return fmt::format("CPUs {}, NUMA {}", f->locality.cpus.to_list(), fmt::join(f->locality.numa, ","));
         };
-        const auto report = probes::measure_bandwidth(
+        const auto report = base::measure_bandwidth(
             *start.cuda, settings, [&](const std::string& step) { progress_line(ctx, "bandwidth: " + step); }, place);
-        nlohmann::json out = probes::to_json(report);
-        const probes::Sysroot root(ctx.sysroot);
+        nlohmann::json out = base::to_json(report);
+        const base::Sysroot root(ctx.sysroot);
         for (auto& g : out["gpus"]) {
             g["pcie"] = pcie_facts(root, g["bus_id"].get<std::string>());
         }

@@ -1,7 +1,7 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/checks/gpu_facts.hpp"
-#include "probes/cpu_set.hpp"
-#include "probes/pci_address.hpp"
+#include "base/cpu_set.hpp"
+#include "base/pci_address.hpp"
 
 #include <charconv>
 #include <fmt/format.h>
@@ -45,7 +45,7 @@ std::vector<std::string> split(const std::string& list)
 
 std::string normal_bus_id(const std::string& text)
 {
-    auto address = probes::PciAddress::parse(text);
+    auto address = base::PciAddress::parse(text);
     return address ? address->to_string() : text;
 }
 
@@ -204,9 +204,9 @@ Probe binding_probe()
                 "", nullptr});
             return out;
         }
-        const probes::CpuSet mine = probes::CpuSet::parse(affinity["cpus"].get<std::string>());
-        const probes::CpuSet local = probes::CpuSet::parse(local_text);
-        const probes::CpuSet all = probes::CpuSet::parse(topology.value("allowed_cpus", std::string()));
+        const base::CpuSet mine = base::CpuSet::parse(affinity["cpus"].get<std::string>());
+        const base::CpuSet local = base::CpuSet::parse(local_text);
+        const base::CpuSet all = base::CpuSet::parse(topology.value("allowed_cpus", std::string()));
         unsigned cpu_numa_nodes = 0;
         for (const auto& n : topology.value("numa_nodes", nlohmann::json::array())) {
             if (!n.value("cpus", std::string()).empty() && !n.value("gpu_memory", false)) {
@@ -232,7 +232,7 @@ Probe binding_probe()
                     mine.size(), mine.to_list(), cpu_numa_nodes, local.to_list()),
                 "launch with gpurun, or bind each rank to its GPU's NUMA node (numactl, --bind-to)", f});
         } else {
-            const probes::CpuSet far = mine.minus(local);
+            const base::CpuSet far = mine.minus(local);
             out.push_back({"binding.partly_remote", Severity::warn, subject,
                 fmt::format("{} of this process's {} CPUs ({}) are not near its GPU (local CPUs {})", far.size(),
                     mine.size(), far.to_list(), local.to_list()),

@@ -32,7 +32,7 @@ const std::vector<Collector>& collector_table();
 std::vector<const Collector*> collectors_for(const std::vector<const Probe*>& probes);
 
 /// Probes named by `--only` / `--skip` (names or name prefixes, comma-separated). Deep probes
-/// are left out unless `deep` is set or `--only` names them. Throws probes::Error with a
+/// are left out unless `deep` is set or `--only` names them. Throws base::Error with a
 /// did-you-mean for a word that matches no probe.
 std::vector<const Probe*> select_probes(const std::string& only, const std::string& skip, bool deep = false);
 

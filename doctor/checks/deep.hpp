@@ -4,7 +4,7 @@
 
 #include "doctor/check/probe.hpp"
 #include "doctor/checks/gpu_facts.hpp"
-#include "probes/cuda.hpp"
+#include "base/cuda.hpp"
 
 #include <optional>
 #include <string>
@@ -15,7 +15,7 @@ namespace doctor::checks {
 /// no driver library (a CPU node), or no GPU (CUDA_ERROR_NO_DEVICE). Other failures of cuInit
 /// are thrown: a GPU node whose driver will not start is an error, not a skip.
 struct CudaStart {
-    std::optional<probes::Cuda> cuda;
+    std::optional<base::Cuda> cuda;
     std::string skipped;
 };
 CudaStart start_cuda(const CollectContext& ctx);

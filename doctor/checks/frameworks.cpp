@@ -1,10 +1,10 @@
 #include "doctor/checks/checks.hpp"
 #include "doctor/checks/gpu_facts.hpp"
-#include "probes/error.hpp"
-#include "probes/input_file.hpp"
-#include "probes/process.hpp"
-#include "probes/python.hpp"
-#include "probes/spelling.hpp"
+#include "base/error.hpp"
+#include "base/input_file.hpp"
+#include "base/process.hpp"
+#include "base/python.hpp"
+#include "base/spelling.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -95,7 +95,7 @@ std::string tail_text(const std::string& output)
     return flat.empty() ? "no output" : flat;
 }
 
-std::string exit_text(const probes::CommandResult& r)
+std::string exit_text(const base::CommandResult& r)
 {
     if (r.exit_code > 128) {
         return fmt::format("was killed by signal {} ({})", r.exit_code - 128, strsignal(r.exit_code - 128));
@@ -103,11 +103,11 @@ std::string exit_text(const probes::CommandResult& r)
     return fmt::format("exited with status {}", r.exit_code);
 }
 
-// Finds the interpreter (probes::find_python) in the snapshot's environment, noting a pyenv shim
+// Finds the interpreter (base::find_python) in the snapshot's environment, noting a pyenv shim
 // it looked past and why it found none.
 nlohmann::json find_python(const CollectContext& ctx, nlohmann::json& out)
 {
-    const probes::Interpreter found = probes::find_python(ctx.env);
+    const base::Interpreter found = base::find_python(ctx.env);
     if (!found.shim.empty()) {
         out["python_shim"] = found.shim;
     }
@@ -149,10 +149,10 @@ nlohmann::json collect_frameworks(const CollectContext& ctx)
         }
         std::vector<std::string> argv = {python, "-c", frameworks_py};
         argv.insert(argv.end(), remaining.begin(), remaining.end());
-        probes::CommandResult r;
+        base::CommandResult r;
         try {
-            r = probes::run_command(argv, left, env);
-        } catch (const probes::Error& e) {
+            r = base::run_command(argv, left, env);
+        } catch (const base::Error& e) {
             out["python_error"] = e.what();
             break;
         }

@@ -1,5 +1,5 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/sysroot.hpp"
+#include "base/sysroot.hpp"
 
 #include <sys/utsname.h>
 #include <thread>
@@ -20,7 +20,7 @@ Collector host_collector()
                     out["machine"] = u.machine;
                 }
                 out["cpus_online"] = std::thread::hardware_concurrency();
-                probes::Sysroot root(ctx.sysroot);
+                base::Sysroot root(ctx.sysroot);
                 auto cmdline = root.read_line("/proc/cmdline");
                 out["cmdline"] = cmdline ? nlohmann::json(*cmdline) : nlohmann::json(nullptr);
                 out["sysroot"] = ctx.sysroot;

@@ -1,8 +1,8 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/cuda.hpp"
-#include "probes/dynamic_library.hpp"
-#include "probes/error.hpp"
-#include "probes/nccl_allreduce.hpp"
+#include "base/cuda.hpp"
+#include "base/dynamic_library.hpp"
+#include "base/error.hpp"
+#include "base/nccl_allreduce.hpp"
 
 #include <cstddef>
 #include <fmt/format.h>
@@ -23,7 +23,7 @@ struct LibrarySpec {
     const char* override_env; ///< "GPUKIT_CUDNN_LIBRARY"
     std::vector<std::string> files;
     const char* symbol;
-    /// Reads the version through `symbol`; returns {"version", "raw"} or throws probes::Error.
+    /// Reads the version through `symbol`; returns {"version", "raw"} or throws base::Error.
     std::function<nlohmann::json(void*)> read;
 };
 
@@ -55,9 +55,9 @@ std::vector<LibrarySpec> library_specs()
             auto fn = reinterpret_cast<int (*)(int*)>(symbol);
             int v = 0;
             if (int rc = fn(&v); rc != 0) {
-                throw probes::Error(fmt::format("cudaRuntimeGetVersion failed: cudaError {}", rc));
+                throw base::Error(fmt::format("cudaRuntimeGetVersion failed: cudaError {}", rc));
             }
-            return nlohmann::json{{"version", probes::Cuda::version_text(v)}, {"raw", v}};
+            return nlohmann::json{{"version", base::Cuda::version_text(v)}, {"raw", v}};
         }});
     specs.push_back({"cudnn", "cuDNN", "GPUKIT_CUDNN_LIBRARY", {"libcudnn.so", "libcudnn.so.9", "libcudnn.so.8"},
         "cudnnGetVersion", [](void* symbol) {
@@ -73,7 +73,7 @@ std::vector<LibrarySpec> library_specs()
             int part[3] = {0, 0, 0};
             for (int type = 0; type < 3; ++type) {
                 if (int rc = fn(type, &part[type]); rc != 0) {
-                    throw probes::Error(fmt::format("cublasGetProperty({}) failed: cublasStatus {}", type, rc));
+                    throw base::Error(fmt::format("cublasGetProperty({}) failed: cublasStatus {}", type, rc));
                 }
             }
             return nlohmann::json{{"version", fmt::format("{}.{}.{}", part[0], part[1], part[2])},
@@ -83,9 +83,9 @@ std::vector<LibrarySpec> library_specs()
                          auto fn = reinterpret_cast<int (*)(int*)>(symbol);
                          int v = 0;
                          if (int rc = fn(&v); rc != 0) {
-                             throw probes::Error(fmt::format("ncclGetVersion failed: ncclResult {}", rc));
+                             throw base::Error(fmt::format("ncclGetVersion failed: ncclResult {}", rc));
                          }
-                         return nlohmann::json{{"version", probes::nccl_version_text(v)}, {"raw", v}};
+                         return nlohmann::json{{"version", base::nccl_version_text(v)}, {"raw", v}};
                      }});
     return specs;
 }
@@ -103,7 +103,7 @@ nlohmann::json find_library(const LibrarySpec& spec, const CollectContext& ctx)
     nlohmann::json unusable;
     for (const auto& file : files) {
         try {
-            probes::DynamicLibrary library(file);
+            base::DynamicLibrary library(file);
             void* symbol = library.find(spec.symbol);
             if (symbol == nullptr) {
                 if (unusable.is_null()) {
@@ -115,7 +115,7 @@ nlohmann::json find_library(const LibrarySpec& spec, const CollectContext& ctx)
             out["file"] = file;
             out["tried"] = files;
             return out;
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             not_loaded.push_back(e.what());
         }
     }
@@ -128,29 +128,29 @@ nlohmann::json find_library(const LibrarySpec& spec, const CollectContext& ctx)
 
 nlohmann::json cuda_driver_facts(const CollectContext& ctx)
 {
-    std::string file = probes::Cuda::default_file();
+    std::string file = base::Cuda::default_file();
     if (const char* forced = ctx.getenv("GPUKIT_CUDA_LIBRARY"); forced != nullptr && *forced != '\0') {
         file = forced;
     }
     nlohmann::json out = {{"file", file}};
-    std::optional<probes::Cuda> cuda;
+    std::optional<base::Cuda> cuda;
     try {
-        cuda.emplace(probes::Cuda::load(file));
-    } catch (const probes::Error& e) {
+        cuda.emplace(base::Cuda::load(file));
+    } catch (const base::Error& e) {
         out["missing"] = e.what();
         return out;
     }
     try {
         const int v = cuda->driver_version();
         out["raw"] = v;
-        out["version"] = probes::Cuda::version_text(v);
-    } catch (const probes::Error& e) {
+        out["version"] = base::Cuda::version_text(v);
+    } catch (const base::Error& e) {
         out["version_error"] = e.what();
     }
     try {
         cuda->init();
         out["device_count"] = cuda->device_count();
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         out["init_error"] = e.what();
     }
     return out;
@@ -200,7 +200,7 @@ void judge_library(const LibrarySpec& spec, const nlohmann::json& lib, const nlo
     if (key == "cudart" && driver.contains("raw")) {
         const int runtime = lib.value("raw", 0);
         const int supported = driver["raw"].get<int>();
-        const std::string driver_version = probes::Cuda::version_text(supported);
+        const std::string driver_version = base::Cuda::version_text(supported);
         if (runtime > supported) {
             // Across major versions nothing built with the runtime starts; within one major version
             // CUDA's minor version compatibility keeps most programs working (PTX JIT and newer APIs

@@ -1,5 +1,5 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/sysroot.hpp"
+#include "base/sysroot.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -57,7 +57,7 @@ std::optional<unsigned long long> tmpfs_size(const std::string& text)
 }
 
 // /dev/shm: from the mount options when the size is there, else from statfs.
-nlohmann::json shm_facts(const probes::Sysroot& root)
+nlohmann::json shm_facts(const base::Sysroot& root)
 {
     nlohmann::json shm;
     shm["exists"] = root.exists("/dev/shm");
@@ -294,7 +294,7 @@ void judge_nofile(const nlohmann::json& limits, const Policy& policy, std::vecto
 Collector limits_collector()
 {
     return {"limits", [](const CollectContext& ctx) {
-                probes::Sysroot root(ctx.sysroot);
+                base::Sysroot root(ctx.sysroot);
                 nlohmann::json out;
                 out["shm"] = shm_facts(root);
                 out["memlock"] = rlimit_facts(RLIMIT_MEMLOCK);

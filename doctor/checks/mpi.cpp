@@ -1,7 +1,7 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/error.hpp"
-#include "probes/mpi_flavour.hpp"
-#include "probes/process.hpp"
+#include "base/error.hpp"
+#include "base/mpi_flavour.hpp"
+#include "base/process.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -44,7 +44,7 @@ public:
     }
 
     /// nullopt when there was no time left to start it; the run's exit code, timeout and output otherwise.
-    std::optional<probes::CommandResult> run(const std::vector<std::string>& argv, nlohmann::json& record)
+    std::optional<base::CommandResult> run(const std::vector<std::string>& argv, nlohmann::json& record)
     {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(m_deadline - std::chrono::steady_clock::now());
@@ -53,14 +53,14 @@ public:
             return std::nullopt;
         }
         try {
-            probes::CommandResult r = probes::run_command(argv, left, m_ctx.env);
+            base::CommandResult r = base::run_command(argv, left, m_ctx.env);
             record["exit_code"] = r.exit_code;
             record["timed_out"] = r.timed_out;
             if (r.timed_out) {
                 record["timeout_ms"] = left.count();
             }
             return r;
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             record["not_run"] = e.what();
             return std::nullopt;
         }
@@ -193,7 +193,7 @@ Collector mpi_collector()
                 CommandBudget budget(ctx);
                 const char* path = ctx.getenv("PATH");
                 out["path_env"] = path != nullptr ? nlohmann::json(path) : nlohmann::json(nullptr);
-                auto mpirun = probes::find_executable("mpirun", path);
+                auto mpirun = base::find_executable("mpirun", path);
                 if (!mpirun) {
                     out["mpirun"] = nullptr;
                 } else {
@@ -206,7 +206,7 @@ Collector mpi_collector()
                     nlohmann::json version;
                     if (auto r = budget.run({*mpirun, "--version"}, version)) {
                         version["output"] = head(r->output, 4);
-                        version["flavour"] = probes::mpi_flavour(r->output);
+                        version["flavour"] = base::mpi_flavour(r->output);
                         version["version"] = first_version(head(r->output, 4));
                     }
                     out["mpirun_version"] = version;
@@ -220,9 +220,9 @@ Collector mpi_collector()
                     } else if (version.value("flavour", std::string()) == "Open MPI") {
                         // ompi_info of the same installation first, then PATH.
                         auto dir_ompi_info = std::filesystem::path(*mpirun).parent_path() / "ompi_info";
-                        auto ompi_info = probes::find_executable(dir_ompi_info.string(), nullptr);
+                        auto ompi_info = base::find_executable(dir_ompi_info.string(), nullptr);
                         if (!ompi_info) {
-                            ompi_info = probes::find_executable("ompi_info", path);
+                            ompi_info = base::find_executable("ompi_info", path);
                         }
                         nlohmann::json info;
                         info["path"] = ompi_info ? nlohmann::json(*ompi_info) : nlohmann::json(nullptr);
@@ -234,7 +234,7 @@ Collector mpi_collector()
                         out["ompi_info"] = info;
                     }
                 }
-                auto ucx_info = probes::find_executable("ucx_info", path);
+                auto ucx_info = base::find_executable("ucx_info", path);
                 nlohmann::json ucx;
                 ucx["path"] = ucx_info ? nlohmann::json(*ucx_info) : nlohmann::json(nullptr);
                 if (ucx_info) {

@@ -1,6 +1,6 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/spelling.hpp"
-#include "probes/sysroot.hpp"
+#include "base/spelling.hpp"
+#include "base/sysroot.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -140,7 +140,7 @@ void judge_socket_ifname(const std::string& value, const nlohmann::json& env, st
         if (std::none_of(
                 interfaces.begin(), interfaces.end(), [&](const std::string& i) { return list.named(i, n); })) {
             unmatched.push_back(n);
-            std::string hint = probes::closest_match(n, interfaces);
+            std::string hint = base::closest_match(n, interfaces);
             if (!hint.empty()) {
                 hints += fmt::format(" (did you mean {}?)", hint);
             }
@@ -205,7 +205,7 @@ Collector env_collector()
                     }
                 }
                 out["variables"] = variables;
-                probes::Sysroot root(ctx.sysroot);
+                base::Sysroot root(ctx.sysroot);
                 std::error_code ec;
                 std::vector<std::string> names;
                 for (const auto& entry : std::filesystem::directory_iterator(root.path("/sys/class/net"), ec)) {

@@ -1,5 +1,5 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/sysroot.hpp"
+#include "base/sysroot.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -29,13 +29,13 @@ std::vector<std::string> entries(const std::filesystem::path& dir)
     return names;
 }
 
-nlohmann::json line_or_null(const probes::Sysroot& root, const std::string& path)
+nlohmann::json line_or_null(const base::Sysroot& root, const std::string& path)
 {
     auto line = root.read_line(path);
     return line ? nlohmann::json(*line) : nlohmann::json(nullptr);
 }
 
-nlohmann::json infiniband_facts(const probes::Sysroot& root)
+nlohmann::json infiniband_facts(const base::Sysroot& root)
 {
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& dev : entries(root.path("/sys/class/infiniband"))) {
@@ -59,7 +59,7 @@ nlohmann::json infiniband_facts(const probes::Sysroot& root)
     return devices;
 }
 
-nlohmann::json peermem_facts(const probes::Sysroot& root)
+nlohmann::json peermem_facts(const base::Sysroot& root)
 {
     nlohmann::json out;
     nlohmann::json found = nlohmann::json::array();
@@ -310,7 +310,7 @@ void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, std::vect
 Collector network_collector()
 {
     return {"network", [](const CollectContext& ctx) {
-                probes::Sysroot root(ctx.sysroot);
+                base::Sysroot root(ctx.sysroot);
                 nlohmann::json out;
                 out["infiniband"] = infiniband_facts(root);
                 out["peermem"] = peermem_facts(root);

@@ -1,7 +1,7 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/error.hpp"
-#include "probes/nvml.hpp"
-#include "probes/sysroot.hpp"
+#include "base/error.hpp"
+#include "base/nvml.hpp"
+#include "base/sysroot.hpp"
 
 #include <regex>
 #include <tuple>
@@ -10,9 +10,9 @@ namespace doctor::checks {
 
 namespace {
 
-using namespace probes::nvml_abi;
+using namespace base::nvml_abi;
 
-nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
+nlohmann::json gpu_facts(const base::Nvml& nvml, const base::NvmlGpu& g)
 {
     const auto& api = nvml.api();
     Device d = nvml.handle(g.index);
@@ -85,10 +85,10 @@ nlohmann::json gpu_facts(const probes::Nvml& nvml, const probes::NvmlGpu& g)
     }
     if (api.nvlink_state != nullptr && api.nvlink_remote_pci != nullptr) {
         nlohmann::json links = nlohmann::json::array();
-        for (const unsigned link : probes::active_nvlinks(api, d).value_or(std::vector<unsigned>{})) {
+        for (const unsigned link : base::active_nvlinks(api, d).value_or(std::vector<unsigned>{})) {
             PciInfo pci{};
             if (api.nvlink_remote_pci(d, link, &pci) == success) {
-                auto remote = probes::PciAddress::parse(pci.bus_id);
+                auto remote = base::PciAddress::parse(pci.bus_id);
                 links.push_back(remote ? remote->to_string() : std::string(pci.bus_id));
             }
         }
@@ -106,7 +106,7 @@ Collector nvml_collector()
     return {
         "nvml", [](const CollectContext& ctx) {
             nlohmann::json out;
-            probes::Sysroot root(ctx.sysroot);
+            base::Sysroot root(ctx.sysroot);
             auto version_file = root.read_line("/proc/driver/nvidia/version");
             out["driver_file"] = version_file ? nlohmann::json(*version_file) : nlohmann::json(nullptr);
             if (auto module = root.read_line("/sys/module/nvidia/version")) {
@@ -117,13 +117,13 @@ Collector nvml_collector()
                     out["kernel_module_version"] = m[1].str();
                 }
             }
-            std::string file = probes::Nvml::default_file();
+            std::string file = base::Nvml::default_file();
             if (const char* forced = ctx.getenv("GPUKIT_NVML_LIBRARY"); forced != nullptr && *forced != '\0') {
                 file = forced;
             }
             out["nvml_library"] = file;
             try {
-                probes::Nvml nvml = probes::Nvml::load(file);
+                base::Nvml nvml = base::Nvml::load(file);
                 out["nvml_loaded"] = true;
                 out["driver_version"] =
                     nvml.driver_version() ? nlohmann::json(*nvml.driver_version()) : nlohmann::json(nullptr);
@@ -159,7 +159,7 @@ Collector nvml_collector()
                     }
                 }
                 out["pairs"] = pairs;
-            } catch (const probes::Error& e) {
+            } catch (const base::Error& e) {
                 out["nvml_loaded"] = false;
                 out["nvml_error"] = e.what();
             }

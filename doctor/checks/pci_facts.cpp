@@ -1,6 +1,6 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/pci_address.hpp"
-#include "probes/sysroot.hpp"
+#include "base/pci_address.hpp"
+#include "base/sysroot.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -31,7 +31,7 @@ std::uint32_t read_u32(const std::string& bytes, std::size_t at)
 // ACS facts of one bridge from its config space: {"readable": false, "reason"} when the file is
 // short (extended config space needs root), {"acs": false} without the capability, else the
 // ACS Control register and its redirect bits.
-nlohmann::json acs_of(const std::string& bdf, const probes::Sysroot& root, const fs::path& dir)
+nlohmann::json acs_of(const std::string& bdf, const base::Sysroot& root, const fs::path& dir)
 {
     nlohmann::json out = {{"bus_id", bdf}};
     // `dir` is the bridge's resolved directory on the host; its config is read as every sysfs file
@@ -83,7 +83,7 @@ bool is_bdf(const std::string& name)
 }
 
 // The IOMMU as the kernel set it up: group types and the boot options that chose them.
-nlohmann::json iommu_facts(const probes::Sysroot& root, const std::optional<std::string>& cmdline)
+nlohmann::json iommu_facts(const base::Sysroot& root, const std::optional<std::string>& cmdline)
 {
     nlohmann::json out;
     std::map<std::string, unsigned> types;
@@ -113,7 +113,7 @@ nlohmann::json iommu_facts(const probes::Sysroot& root, const std::optional<std:
 }
 
 // Whether this is a virtual machine, and what says so.
-nlohmann::json vm_facts(const probes::Sysroot& root)
+nlohmann::json vm_facts(const base::Sysroot& root)
 {
     static const char* const vendors[] = {"QEMU", "KVM", "Amazon EC2", "Microsoft", "Google", "VMware", "Xen",
         "innotek", "VirtualBox", "Parallels", "OpenStack", "Bochs"};
@@ -151,7 +151,7 @@ Collector pci_collector()
 {
     return {
         "pci", [](const CollectContext& ctx) {
-            probes::Sysroot root(ctx.sysroot);
+            base::Sysroot root(ctx.sysroot);
             nlohmann::json out;
             out["iommu"] = iommu_facts(root, root.read_line("/proc/cmdline"));
             out["vm"] = vm_facts(root);

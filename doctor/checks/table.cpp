@@ -1,6 +1,6 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/error.hpp"
-#include "probes/spelling.hpp"
+#include "base/error.hpp"
+#include "base/spelling.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -93,8 +93,8 @@ std::vector<const Probe*> select_probes(const std::string& only, const std::stri
             }
         }
         if (out.empty()) {
-            std::string hint = probes::closest_match(word, names);
-            throw probes::Error(fmt::format("{} {}: no probe is called that{}; 'gpudoctor list' shows them", option,
+            std::string hint = base::closest_match(word, names);
+            throw base::Error(fmt::format("{} {}: no probe is called that{}; 'gpudoctor list' shows them", option,
                 word, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
         }
         return out;
@@ -124,7 +124,7 @@ std::vector<const Probe*> select_probes(const std::string& only, const std::stri
     }
     if (selected.empty()) {
         // A check of nothing would pass: "fit to train" with no probe run.
-        throw probes::Error(fmt::format("--skip {} leaves no probe to run{}; 'gpudoctor list' shows them", skip,
+        throw base::Error(fmt::format("--skip {} leaves no probe to run{}; 'gpudoctor list' shows them", skip,
             only_words.empty() ? "" : fmt::format(" of --only {}", only)));
     }
     return selected;

@@ -2,7 +2,7 @@
 
 #include "doctor/check/runner.hpp"
 #include "doctor/checks/gpu_facts.hpp"
-#include "probes/pci_address.hpp"
+#include "base/pci_address.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -25,7 +25,7 @@ const std::vector<std::pair<const char*, const char*>> legend = {
 
 std::string normal_bus_id(const std::string& text)
 {
-    auto address = probes::PciAddress::parse(text);
+    auto address = base::PciAddress::parse(text);
     return address ? address->to_string() : text;
 }
 

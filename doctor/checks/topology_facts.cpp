@@ -1,6 +1,6 @@
 #include "doctor/checks/checks.hpp"
-#include "probes/gpu_inventory.hpp"
-#include "probes/topology.hpp"
+#include "base/gpu_inventory.hpp"
+#include "base/topology.hpp"
 
 namespace doctor::checks {
 
@@ -8,7 +8,7 @@ namespace {
 
 // The objects above a GPU up to the first CPU-side one, nearest first: "0000:f0:1f.0",
 // "HostBridge", "Package". Lets a snapshot show why a pair got its link class.
-nlohmann::json pci_path(const probes::PciFunction* fn)
+nlohmann::json pci_path(const base::PciFunction* fn)
 {
     nlohmann::json out = nlohmann::json::array();
     if (fn == nullptr) {
@@ -16,7 +16,7 @@ nlohmann::json pci_path(const probes::PciFunction* fn)
     }
     for (const auto& a : fn->ancestors) {
         out.push_back(a.name);
-        if (a.kind == probes::PciAncestor::Kind::cpu_side) {
+        if (a.kind == base::PciAncestor::Kind::cpu_side) {
             break;
         }
     }
@@ -24,17 +24,17 @@ nlohmann::json pci_path(const probes::PciFunction* fn)
 }
 
 // The nvidia-smi topo -m class of every GPU pair, from the hwloc PCI tree.
-nlohmann::json gpu_links(const probes::NodeLayout& layout, const std::vector<probes::Gpu>& gpus)
+nlohmann::json gpu_links(const base::NodeLayout& layout, const std::vector<base::Gpu>& gpus)
 {
     nlohmann::json out = nlohmann::json::array();
     for (std::size_t a = 0; a < gpus.size(); ++a) {
         for (std::size_t b = a + 1; b < gpus.size(); ++b) {
-            const probes::PciFunction* fa = layout.find_pci(gpus[a].bus_id);
-            const probes::PciFunction* fb = layout.find_pci(gpus[b].bus_id);
-            probes::PciLink link =
-                fa != nullptr && fb != nullptr ? probes::pci_link(layout, *fa, *fb) : probes::PciLink::unknown;
+            const base::PciFunction* fa = layout.find_pci(gpus[a].bus_id);
+            const base::PciFunction* fb = layout.find_pci(gpus[b].bus_id);
+            base::PciLink link =
+                fa != nullptr && fb != nullptr ? base::pci_link(layout, *fa, *fb) : base::PciLink::unknown;
             out.push_back({{"a", gpus[a].bus_id.to_string()}, {"b", gpus[b].bus_id.to_string()},
-                {"link", probes::to_string(link)}});
+                {"link", base::to_string(link)}});
         }
     }
     return out;
@@ -49,10 +49,10 @@ Collector topology_collector()
     // No crash guard for a --topology file: gpudoctor has loaded it under the guard already, and
     // this collector runs in a child process of its own anyway.
     return {"topology", [](const CollectContext& ctx) {
-                probes::Topology topology = ctx.topology_file.empty()
-                    ? probes::Topology::load_live(true)
-                    : probes::Topology::load_xml(ctx.topology_file, false);
-                const probes::NodeLayout layout = topology.layout();
+                base::Topology topology = ctx.topology_file.empty()
+                    ? base::Topology::load_live(true)
+                    : base::Topology::load_xml(ctx.topology_file, false);
+                const base::NodeLayout layout = topology.layout();
                 nlohmann::json out;
                 out["source"] = ctx.topology_file.empty() ? "live" : ctx.topology_file;
                 out["hostname"] = layout.hostname;
@@ -65,7 +65,7 @@ Collector topology_collector()
                 }
                 out["numa_nodes"] = numa;
                 nlohmann::json gpus = nlohmann::json::array();
-                const auto topology_gpus = probes::gpus_from_topology(layout);
+                const auto topology_gpus = base::gpus_from_topology(layout);
                 for (const auto& g : topology_gpus) {
                     gpus.push_back({{"index", g.physical_index}, {"bus_id", g.bus_id.to_string()}, {"name", g.name},
                         {"cpus", g.locality.cpus.to_list()}, {"numa", g.locality.numa},

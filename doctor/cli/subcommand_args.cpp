@@ -1,8 +1,8 @@
 #include "doctor/cli/subcommand_args.hpp"
 
-#include "probes/cli_values.hpp"
-#include "probes/error.hpp"
-#include "probes/spelling.hpp"
+#include "base/cli_values.hpp"
+#include "base/error.hpp"
+#include "base/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -40,8 +40,8 @@ void reject_unknown_options(const CLI::App& app, const CommandLine& line, const 
     for (std::size_t i = 1; i < line.own.size(); ++i) {
         const std::string word = std::string(line.own[i]).substr(0, std::string(line.own[i]).find('='));
         if (word.rfind("--", 0) == 0 && std::find(known.begin(), known.end(), word) == known.end()) {
-            const std::string hint = probes::closest_match(word, known);
-            throw probes::Error(fmt::format("{}: unknown option {}{}; see gpudoctor {} --help", subcommand, word,
+            const std::string hint = base::closest_match(word, known);
+            throw base::Error(fmt::format("{}: unknown option {}{}; see gpudoctor {} --help", subcommand, word,
                 hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint), subcommand));
         }
     }
@@ -85,11 +85,11 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
             std::cout << app.help();
             return false;
         }
-        throw probes::Error(fmt::format("{}; see {}", e.what(), see));
+        throw base::Error(fmt::format("{}; see {}", e.what(), see));
     }
-    probes::refuse_empty_values(app);
+    base::refuse_empty_values(app);
     for (const CLI::App* sub : app.get_subcommands()) {
-        probes::refuse_empty_values(*sub);
+        base::refuse_empty_values(*sub);
     }
     return true;
 }

@@ -16,7 +16,7 @@ class App;
 namespace doctor::cli {
 
 /// Parses argv with `app`; prints the help and returns false when it was asked for. A parse error
-/// throws probes::Error "the error; see `see`" (e.g. "gpudoctor fit --help").
+/// throws base::Error "the error; see `see`" (e.g. "gpudoctor fit --help").
 bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see);
 
 /// Colour on standard output: a terminal, no --no-color, NO_COLOR unset or empty.
@@ -37,7 +37,7 @@ struct CommandLine {
 
 CommandLine split_at_dashes(int argc, char** argv);
 
-/// Throws probes::Error "SUBCOMMAND: unknown option --x (did you mean --y?); see gpudoctor
+/// Throws base::Error "SUBCOMMAND: unknown option --x (did you mean --y?); see gpudoctor
 /// SUBCOMMAND --help" for the first word of `line.own` that starts with "--" and is no option of
 /// `app` (CLI11 alone would not suggest the closest one).
 void reject_unknown_options(const CLI::App& app, const CommandLine& line, const std::string& subcommand);

@@ -1,10 +1,10 @@
 #include "doctor/fit/catalog.hpp"
 
 #include "doctor/fit/hf_config.hpp"
-#include "probes/byte_size.hpp"
-#include "probes/error.hpp"
-#include "probes/input_file.hpp"
-#include "probes/spelling.hpp"
+#include "base/byte_size.hpp"
+#include "base/error.hpp"
+#include "base/input_file.hpp"
+#include "base/spelling.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -31,7 +31,7 @@ constexpr EmbeddedConfig model_configs[] = {
 #include "doctor/model_configs.inc"
     {nullptr, nullptr}};
 
-using probes::Error;
+using base::Error;
 
 std::string lower(std::string_view text)
 {
@@ -79,7 +79,7 @@ public:
                                             "name: [\"{}.{}\"]",
                         m_origin, value.source().begin.line, m_name, k, m_name, m_name, k));
                 }
-                const std::string hint = probes::closest_match(k, known);
+                const std::string hint = base::closest_match(k, known);
                 throw Error(fmt::format("{}:{}: [{}]: unknown key '{}'{}; known keys: {}", m_origin,
                     value.source().begin.line, m_name, k, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint),
                     fmt::format("{}", fmt::join(known, ", "))));
@@ -195,7 +195,7 @@ public:
         }
         const std::string where = fmt::format("{}:{}: [{}]: {}", m_origin, node->source().begin.line, m_name, key);
         if (node->is_string()) {
-            return probes::parse_byte_size(*node->value<std::string>(), where);
+            return base::parse_byte_size(*node->value<std::string>(), where);
         }
         if (node->is_integer() && *node->value<std::int64_t>() > 0) {
             return static_cast<std::uint64_t>(*node->value<std::int64_t>());
@@ -229,7 +229,7 @@ std::string config_text(const Entry& e, const std::string& name, const std::opti
         const std::filesystem::path path = *directory / name;
         std::error_code ec;
         if (std::filesystem::exists(path, ec)) {
-            return probes::read_input_file(path.string(), fmt::format("{}: [{}]: config", e.origin(), e.name()));
+            return base::read_input_file(path.string(), fmt::format("{}: [{}]: config", e.origin(), e.name()));
         }
     }
     if (const char* shipped = ModelCatalog::builtin_config(name)) {
@@ -388,7 +388,7 @@ const ModelSpec& ModelCatalog::find(const std::string& name) const
         }
         names.push_back(lower(m.name));
     }
-    const std::string hint = probes::closest_match(lower(name), names);
+    const std::string hint = base::closest_match(lower(name), names);
     throw Error(fmt::format("--model {}: no such preset{}; 'gpudoctor fit --list' shows them, --models FILE adds "
                             "yours, or give --params and the shape",
         name, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
@@ -472,7 +472,7 @@ const GpuSpec& GpuTable::find(const std::string& name) const
             owners.push_back(&g);
         }
     }
-    const std::string hint = probes::closest_match(key, keys);
+    const std::string hint = base::closest_match(key, keys);
     std::string suggestion;
     for (std::size_t i = 0; i < keys.size() && !hint.empty(); ++i) {
         if (keys[i] == hint) {

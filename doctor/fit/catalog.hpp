@@ -36,12 +36,12 @@ public:
 
     /// Adds the entries of the TOML file `origin` (its text): a `config` is read beside it, or is
     /// a shipped one. An entry with the name of an existing one replaces it whole. Throws
-    /// probes::Error naming `origin` (and line) for bad TOML, unknown keys (with the closest known
+    /// base::Error naming `origin` (and line) for bad TOML, unknown keys (with the closest known
     /// key), wrong types, entries that give no way to count activations, and configs that are
     /// missing or bad (model_from_config's errors).
     void merge_toml(const std::string& text, const std::string& origin);
 
-    /// The model called `name` (case-insensitive). Throws probes::Error with the closest name.
+    /// The model called `name` (case-insensitive). Throws base::Error with the closest name.
     const ModelSpec& find(const std::string& name) const;
     const std::vector<ModelSpec>& models() const { return m_models; }
 
@@ -68,12 +68,12 @@ class GpuTable {
 public:
     static GpuTable builtin();
     static const char* builtin_toml();
-    /// Reads a table in the same format. Throws probes::Error naming `origin`.
+    /// Reads a table in the same format. Throws base::Error naming `origin`.
     static GpuTable from_toml(const std::string& text, const std::string& origin);
 
     /// Looks a name or alias up, ignoring case, spaces, '-' and '_', and a leading "NVIDIA" or
     /// "Tesla" ("v100", "Tesla V100", "a100-80gb", "A100 80GB"); a family name (the part before
-    /// the first '-') that only one entry has is that entry. Throws probes::Error for an unknown
+    /// the first '-') that only one entry has is that entry. Throws base::Error for an unknown
     /// name, with the closest one, and for a family of several ("A100": A100-40GB or A100-80GB).
     const GpuSpec& find(const std::string& name) const;
     const std::vector<GpuSpec>& gpus() const { return m_gpus; }

@@ -9,17 +9,17 @@
 #include "doctor/fit/model.hpp"
 #include "doctor/fit/report.hpp"
 #include "doctor/fit/search.hpp"
-#include "probes/batch_split.hpp"
-#include "probes/byte_size.hpp"
-#include "probes/cli_values.hpp"
-#include "probes/error.hpp"
-#include "probes/input_file.hpp"
-#include "probes/monitor/sampler.hpp"
-#include "probes/nvml.hpp"
-#include "probes/pci_address.hpp"
-#include "probes/process.hpp"
-#include "probes/python.hpp"
-#include "probes/spelling.hpp"
+#include "base/batch_split.hpp"
+#include "base/byte_size.hpp"
+#include "base/cli_values.hpp"
+#include "base/error.hpp"
+#include "base/input_file.hpp"
+#include "base/monitor/sampler.hpp"
+#include "base/nvml.hpp"
+#include "base/pci_address.hpp"
+#include "base/process.hpp"
+#include "base/python.hpp"
+#include "base/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -39,7 +39,7 @@ namespace doctor::fit {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 struct FitOptions {
     std::string model;
@@ -104,7 +104,7 @@ T named(const std::string& option, const std::string& value, std::optional<T> (*
     if (auto v = lookup(value)) {
         return *v;
     }
-    const std::string hint = probes::closest_match(value, names);
+    const std::string hint = base::closest_match(value, names);
     throw Error(fmt::format("{} {}: expected {}{}", option, value, fmt::join(names, ", "),
         hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
 }
@@ -117,22 +117,22 @@ bool is_count(const std::string& text)
 // How a GPU of this node is named: an NVML index, a UUID or a bus id; not a model name.
 bool names_local_gpu(const std::string& text)
 {
-    return is_count(text) || text.starts_with("GPU-") || text.starts_with("MIG-") || probes::PciAddress::parse(text);
+    return is_count(text) || text.starts_with("GPU-") || text.starts_with("MIG-") || base::PciAddress::parse(text);
 }
 
 // What NVML says of a GPU that its workspaces depend on; unknown where NVML does not say.
-GpuTraits nvml_traits(const probes::Nvml& nvml, probes::nvml_abi::Device device)
+GpuTraits nvml_traits(const base::Nvml& nvml, base::nvml_abi::Device device)
 {
     const auto& api = nvml.api();
     GpuTraits traits;
     int major = 0;
     int minor = 0;
     if (api.cuda_compute_capability != nullptr &&
-        api.cuda_compute_capability(device, &major, &minor) == probes::nvml_abi::success && major > 0 && minor >= 0) {
+        api.cuda_compute_capability(device, &major, &minor) == base::nvml_abi::success && major > 0 && minor >= 0) {
         traits.compute_capability = ComputeCapability{static_cast<unsigned>(major), static_cast<unsigned>(minor)};
     }
     // NVLink: any link up.
-    if (const auto links = probes::active_nvlinks(api, device)) {
+    if (const auto links = base::active_nvlinks(api, device)) {
         traits.nvlink = !links->empty();
     }
     return traits;
@@ -140,13 +140,13 @@ GpuTraits nvml_traits(const probes::Nvml& nvml, probes::nvml_abi::Device device)
 
 // The GPUs NVML sees (those `selectors` name, or all), with their free memory; every NVML call
 // under fit's deadline, as the sampler's.
-std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<probes::Finding>& notes)
+std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::vector<base::Finding>& notes)
 {
-    const probes::CallDeadline deadline = nvml_deadline();
-    std::optional<probes::Nvml> nvml;
-    std::vector<probes::NvmlGpu> found;
+    const base::CallDeadline deadline = nvml_deadline();
+    std::optional<base::Nvml> nvml;
+    std::vector<base::NvmlGpu> found;
     try {
-        nvml.emplace(probes::Nvml::load());
+        nvml.emplace(base::Nvml::load());
         found = nvml->gpus();
         if (found.empty()) {
             throw Error("NVML sees no GPU");
@@ -156,7 +156,7 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
         }
     } catch (const Error& e) {
         // NVML needed and missing: gpudoctor could not run (3), not a usage error.
-        throw probes::Unavailable(
+        throw base::Unavailable(
             fmt::format("{}: cannot read free GPU memory from NVML ({}); give --gpu-mem SIZE (e.g. 16GiB, 80GB) or "
                         "--gpu-model NAMES",
                 selectors.empty() ? std::string("--gpu-mem auto")
@@ -164,22 +164,22 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
                 e.what()));
     }
     // Every GPU, or those named (a GPU not here: a usage error), in NVML's order.
-    const auto chosen = probes::monitor::select_gpus(found, selectors, "--gpus");
+    const auto chosen = base::monitor::select_gpus(found, selectors, "--gpus");
     std::vector<FitGpu> out;
     for (const auto& g : found) {
         if (std::none_of(chosen.begin(), chosen.end(),
-                [&](const probes::monitor::MonitoredGpu& c) { return c.index == g.index; })) {
+                [&](const base::monitor::MonitoredGpu& c) { return c.index == g.index; })) {
             continue;
         }
-        const probes::nvml_abi::Device device = nvml->handle(g.index);
-        probes::nvml_abi::Memory memory{};
+        const base::nvml_abi::Device device = nvml->handle(g.index);
+        base::nvml_abi::Memory memory{};
         const auto rc = nvml->api().memory(device, &memory);
-        if (rc != probes::nvml_abi::success) {
-            throw probes::Unavailable(
+        if (rc != base::nvml_abi::success) {
+            throw base::Unavailable(
                 fmt::format("nvmlDeviceGetMemoryInfo of GPU {} failed: {}", g.index, nvml->describe(rc)));
         }
         if (memory.free == 0) {
-            throw probes::Unavailable(fmt::format("GPU {} has no free memory", g.index));
+            throw base::Unavailable(fmt::format("GPU {} has no free memory", g.index));
         }
         out.push_back({g.name.empty() ? "GPU" : g.name, memory.free,
             selectors.empty() ? std::string("nvml free") : fmt::format("nvml free, GPU {}", g.index), 1.0, g.index,
@@ -205,19 +205,19 @@ std::vector<ContextMeasurement> measure_contexts(const FitRequest& q)
         }
         indexes.push_back(*g.nvml_index);
     }
-    const probes::Interpreter python = probes::find_python(probes::environment());
+    const base::Interpreter python = base::find_python(base::environment());
     if (python.file.empty()) {
-        throw probes::Unavailable(fmt::format("--cuda-context measure: {}", python.error));
+        throw base::Unavailable(fmt::format("--cuda-context measure: {}", python.error));
     }
     return measure_cuda_contexts(q.setup.framework, indexes, python.file, std::chrono::seconds(120));
 }
 
-std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std::vector<probes::Finding>& notes)
+std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std::vector<base::Finding>& notes)
 {
     const bool auto_memory = o.gpu_mem.empty() || o.gpu_mem == "auto";
     std::optional<std::uint64_t> size;
     if (!auto_memory) {
-        size = probes::parse_byte_size(o.gpu_mem, "--gpu-mem");
+        size = base::parse_byte_size(o.gpu_mem, "--gpu-mem");
     }
     if ((o.gpus.empty() ? 0 : 1) + (o.gpu_models.empty() ? 0 : 1) + (o.gpu_count == 0 ? 0 : 1) > 1) {
         throw Error("--gpus, --gpu-model and --gpu-count each say which GPUs to fit: give one of them");
@@ -228,7 +228,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
             throw Error("--gpu-mem auto with --gpu-model: the GPU table gives each GPU's memory; give --gpu-mem SIZE "
                         "to override it, or --gpus LIST to fit this node's GPUs");
         }
-        for (const auto& name : probes::split_commas(o.gpu_models)) {
+        for (const auto& name : base::split_commas(o.gpu_models)) {
             if (name.empty()) {
                 throw Error(fmt::format(
                     "--gpu-model {}: an empty name; give names from the GPU table, like K80,V100,V100", o.gpu_models));
@@ -237,7 +237,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
             gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed,
                 std::nullopt, spec.traits});
             const bool said = std::any_of(
-                notes.begin(), notes.end(), [&](const probes::Finding& f) { return f.message == spec.note; });
+                notes.begin(), notes.end(), [&](const base::Finding& f) { return f.message == spec.note; });
             if (!spec.note.empty() && !said) {
                 notes.push_back(fit_finding("fit.gpu_table_note", spec.name, spec.note));
             }
@@ -263,7 +263,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
         }
         gpus.assign(o.gpu_count, each);
     } else if (!o.gpus.empty()) {
-        const auto selectors = probes::split_commas(o.gpus);
+        const auto selectors = base::split_commas(o.gpus);
         for (const auto& s : selectors) {
             if (!names_local_gpu(s)) {
                 throw Error(fmt::format("--gpus {}: '{}' is not a GPU of this node (an NVML index, bus id or UUID); "
@@ -293,7 +293,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
         }
     }
     if (!o.speeds.empty()) {
-        const auto speeds = probes::parse_speeds(o.speeds, "--speeds");
+        const auto speeds = base::parse_speeds(o.speeds, "--speeds");
         if (speeds.size() != gpus.size()) {
             throw Error(fmt::format("--speeds {}: {} speed{} for {} GPU{}; give one per GPU", o.speeds, speeds.size(),
                 speeds.size() == 1 ? "" : "s", gpus.size(), gpus.size() == 1 ? "" : "s"));
@@ -323,7 +323,7 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
         m = catalog.find(o.model);
     }
     if (!o.config.empty()) {
-        m = model_from_config(probes::read_input_file(o.config, "--config"), o.config, given("--seq") ? o.seq : 0);
+        m = model_from_config(base::read_input_file(o.config, "--config"), o.config, given("--seq") ? o.seq : 0);
     }
     const bool named = !o.model.empty() || !o.config.empty();
     if (!o.params.empty()) {
@@ -416,7 +416,7 @@ ModelSpec resolve_model(const FitOptions& o, const CLI::App& app, const ModelCat
         m.image_size = o.image;
     }
     if (!o.activation_bytes.empty()) {
-        m.activation_bytes = probes::parse_byte_size(o.activation_bytes, "--activation-bytes-per-sample");
+        m.activation_bytes = base::parse_byte_size(o.activation_bytes, "--activation-bytes-per-sample");
     }
     if (!named && !m.transformer && !m.activation_bytes) {
         throw Error("--params alone says nothing of the activations: give the transformer shape (--layers, --hidden, "
@@ -478,9 +478,9 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
                 decoder > 0 ? fmt::format("{} + {}", m.layers - decoder, decoder) : std::to_string(m.layers),
                 m.transformer->hidden, m.transformer->heads, m.transformer->seq);
         } else if (m.measured_fp32) {
-            shape += fmt::format(", {} per image fp32", probes::format_bytes(*m.measured_fp32));
+            shape += fmt::format(", {} per image fp32", base::format_bytes(*m.measured_fp32));
         } else if (m.activation_bytes) {
-            shape += fmt::format(", {} per sample", probes::format_bytes(*m.activation_bytes));
+            shape += fmt::format(", {} per sample", base::format_bytes(*m.activation_bytes));
         }
         std::cout << fmt::format("  {:<22} {}\n  {:<22} {}\n", m.name, m.description, "", shape);
     }
@@ -493,7 +493,7 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
     for (const auto& g : gpus.gpus()) {
         const auto& t = g.traits;
         std::string line = fmt::format("  {:<{}} {:>10}  speed {:<4} cc {:<5} {:<10} {}", g.name, width,
-            probes::format_bytes(g.memory), fmt::format("{:g}", g.speed), to_string(*t.compute_capability),
+            base::format_bytes(g.memory), fmt::format("{:g}", g.speed), to_string(*t.compute_capability),
             !t.nvlink       ? ""
                 : *t.nvlink ? "NVLink"
                             : "no NVLink",
@@ -576,23 +576,23 @@ int run_fit(int argc, char** argv)
     FitOptions o;
     app.add_option("--model", o.model, "A preset (see --list)")->type_name("NAME");
     app.add_option("--params", o.params, "Parameter count: 7B, 350M, 1.5e9 (overrides the preset's)")->type_name("N");
-    probes::add_number(app, "--layers", o.layers, "Transformer layers (and pipeline stages' layers)", "L");
-    probes::add_number(app, "--hidden", o.hidden, "Hidden size", "H");
-    probes::add_number(app, "--heads", o.heads, "Attention heads", "A");
-    probes::add_number(app, "--seq", o.seq, "Tokens per sample", "S");
-    probes::add_number(app, "--vocab", o.vocab, "Vocabulary size (counts the output layer and loss)", "V");
-    probes::add_number(
+    base::add_number(app, "--layers", o.layers, "Transformer layers (and pipeline stages' layers)", "L");
+    base::add_number(app, "--hidden", o.hidden, "Hidden size", "H");
+    base::add_number(app, "--heads", o.heads, "Attention heads", "A");
+    base::add_number(app, "--seq", o.seq, "Tokens per sample", "S");
+    base::add_number(app, "--vocab", o.vocab, "Vocabulary size (counts the output layer and loss)", "V");
+    base::add_number(
         app, "--kv-heads", o.kv_heads, "Key/value heads (grouped-query attention; default: --heads)", "N");
-    probes::add_number(app, "--intermediate", o.intermediate, "The MLP's inner size (default 4 × hidden)", "N");
-    probes::add_number(app, "--decoder-layers", o.decoder_layers,
+    base::add_number(app, "--intermediate", o.intermediate, "The MLP's inner size (default 4 × hidden)", "N");
+    base::add_number(app, "--decoder-layers", o.decoder_layers,
         "Encoder-decoder (T5, BART): the decoder's layers, with cross-attention; --layers counts the encoder's", "N");
-    probes::add_number(
+    base::add_number(
         app, "--target-seq", o.target_seq, "Encoder-decoder: the decoder's tokens per sample (default --seq)", "S");
     app.add_option("--mlp", o.mlp, "plain (GPT, BERT) or gated (SwiGLU: Llama, Mistral)")->type_name("KIND");
     app.add_option("--norm", o.norm, "layer (LayerNorm: GPT-2, BERT) or rms (RMSNorm: Llama, Mistral, T5)")
         ->type_name("KIND");
     app.add_option("--config", o.config, "The model from its Hugging Face config.json")->type_name("FILE");
-    probes::add_number(app, "--image", o.image, "Image side for a CNN preset (default its own, e.g. 224)", "N");
+    base::add_number(app, "--image", o.image, "Image side for a CNN preset (default its own, e.g. 224)", "N");
     app.add_option("--attention", o.attention,
            "eager (stores the s×s scores), sdpa (default: PyTorch ≥ 2.0) or flash (FlashAttention)")
         ->type_name("A");
@@ -600,18 +600,18 @@ int run_fit(int argc, char** argv)
            "The loss over the vocabulary: fp32 (default: the logits cast to fp32, as Hugging Face), chunked "
            "(LitGPT, torchtune's chunked losses) or fused (Megatron)")
         ->type_name("L");
-    probes::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
-    probes::add_number(app, "--tp", o.tp, "Tensor-parallel GPUs per layer (Megatron; default 1)", "T");
+    base::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
+    base::add_number(app, "--tp", o.tp, "Tensor-parallel GPUs per layer (Megatron; default 1)", "T");
     app.add_flag("--sequence-parallel", o.sequence_parallel, "With --tp: the sequence split too (Megatron's -sp)");
-    probes::add_number(app, "--pp", o.pp, "Pipeline stages (default 1)", "P");
+    base::add_number(app, "--pp", o.pp, "Pipeline stages (default 1)", "P");
     app.add_option("--offload", o.offload, "ZeRO-Offload: none (default), optimizer (ZeRO 1-3) or all (ZeRO-3)")
         ->type_name("WHAT");
-    probes::add_number(
+    base::add_number(
         app, "--lora-rank", o.lora_rank, "LoRA: the adapters' rank; the model's weights are frozen", "R");
     app.add_option("--lora-targets", o.lora_targets,
            "LoRA: the projections with adapters: q,k,v,o,gate,up,down or all (default q,v)")
         ->type_name("LIST");
-    probes::add_number(
+    base::add_number(
         app, "--base-bits", o.base_bits, "LoRA: the frozen weights' bits: 16 (default), 8 or 4 (QLoRA)", "N");
     app.add_option("--framework", o.framework,
            "pytorch (default) or tensorflow (float dropout masks, composite GELU, a clipped gradient copy)")
@@ -624,8 +624,8 @@ int run_fit(int argc, char** argv)
         ->type_name("P");
     app.add_option("--optimizer", o.optimizer, "sgd, momentum, adam, adamw, adam8bit (bitsandbytes), adafactor or lamb")
         ->type_name("O");
-    probes::add_number(app, "--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3", "N");
-    probes::add_number(app, "--dp", o.dp,
+    base::add_number(app, "--zero", o.zero, "ZeRO stage: 0 (default), 1, 2 or 3", "N");
+    base::add_number(app, "--dp", o.dp,
         "Data-parallel GPUs ZeRO shards over (default: the number of GPUs; without ZeRO or with ZeRO-1, PyTorch's "
         "DDP)",
         "N");
@@ -649,14 +649,14 @@ int run_fit(int argc, char** argv)
            "--gpus", o.gpus, "This node's GPUs: NVML indexes, bus ids or UUIDs (default: all, with --gpu-mem auto)")
         ->type_name("LIST");
     app.add_option("--gpu-model", o.gpu_models, "GPUs by model, from the GPU table: K80,V100,V100")->type_name("LIST");
-    probes::add_number(
+    base::add_number(
         app, "--gpu-count", o.gpu_count, "A number of GPUs like this node's (or of --gpu-mem SIZE each)", "N");
     app.add_option("--speeds", o.speeds, "Relative speeds, one per GPU: 1,2,2 (over the table's)")->type_name("LIST");
-    probes::add_number(app, "--global-batch", o.global_batch, "Split this global batch over the GPUs", "B");
-    probes::add_number(app, "--grad-accum", o.grad_accum,
+    base::add_number(app, "--global-batch", o.global_batch, "Split this global batch over the GPUs", "B");
+    base::add_number(app, "--grad-accum", o.grad_accum,
         "Gradient accumulation: micro-batches per optimizer step (default 1); the global batch is per step", "N");
-    probes::add_number(app, "--base-lr", o.base_lr, "The learning rate tuned for --base-batch", "X");
-    probes::add_number(app, "--base-batch", o.base_batch, "The global batch --base-lr was tuned for", "B");
+    base::add_number(app, "--base-lr", o.base_lr, "The learning rate tuned for --base-batch", "X");
+    base::add_number(app, "--base-batch", o.base_batch, "The global batch --base-lr was tuned for", "B");
     app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
     app.add_flag("--json", o.json, "Print the answer as JSON");
     bool no_color = false;
@@ -665,11 +665,11 @@ int run_fit(int argc, char** argv)
     cli::add_judging_options(app, judging, true);
     app.add_flag("--list", o.list, "List the model presets and the GPU table");
     app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
-    probes::add_number(app, "--min", o.min, "Search: first batch tried (default 1)", "N");
-    probes::add_number(app, "--max", o.max, "Search: largest batch tried (default 4096)", "N");
-    probes::add_number(
+    base::add_number(app, "--min", o.min, "Search: first batch tried (default 1)", "N");
+    base::add_number(app, "--max", o.max, "Search: largest batch tried (default 4096)", "N");
+    base::add_number(
         app, "--trial-timeout", o.trial_timeout, "Search: seconds each trial may run (default 600)", "S");
-    probes::add_number(app, "--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)", "F");
+    base::add_number(app, "--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)", "F");
     app.add_flag("--exact", o.exact,
         "Search: bisect to the last batch that fits, beyond the ceil(log2(max/min)) + 2 trial budget");
     app.footer("Usage: gpudoctor fit --model NAME|--config config.json --precision P --optimizer O [--batch N] "
@@ -688,7 +688,7 @@ int run_fit(int argc, char** argv)
 
     ModelCatalog catalog = ModelCatalog::builtin();
     if (!o.models_file.empty()) {
-        catalog.merge_toml(probes::read_input_file(o.models_file, "--models"), o.models_file);
+        catalog.merge_toml(base::read_input_file(o.models_file, "--models"), o.models_file);
     }
     const GpuTable table = GpuTable::builtin();
     if (o.list) {
@@ -707,7 +707,7 @@ int run_fit(int argc, char** argv)
     if (o.search && command.front().find("{batch}") == std::string::npos) {
         // A program that is not there fails every trial the same way: say so before the first.
         const char* path = std::getenv("PATH");
-        if (!probes::find_executable(command.front(), path)) {
+        if (!base::find_executable(command.front(), path)) {
             throw Error(fmt::format("fit --search: program not found: '{}' is not {}", command.front(),
                 command.front().find('/') != std::string::npos ? "an executable file" : "an executable in PATH"));
         }
@@ -725,7 +725,7 @@ int run_fit(int argc, char** argv)
     } else {
         check_search(o, command, app);
     }
-    const probes::Severity fail_on = probes::parse_fail_on(judging.fail_on);
+    const base::Severity fail_on = base::parse_fail_on(judging.fail_on);
 
     std::optional<FitReport> report;
     if (analytic) {
@@ -805,10 +805,10 @@ int run_fit(int argc, char** argv)
         }
         const bool measure_context = o.cuda_context == "measure";
         if (!o.cuda_context.empty() && !measure_context) {
-            q.overheads.cuda_context = probes::parse_byte_size(o.cuda_context, "--cuda-context");
+            q.overheads.cuda_context = base::parse_byte_size(o.cuda_context, "--cuda-context");
         }
         if (app.count("--workspace") > 0) {
-            q.overheads.workspace = probes::parse_byte_size(o.workspace, "--workspace");
+            q.overheads.workspace = base::parse_byte_size(o.workspace, "--workspace");
         }
         q.gpus = resolve_gpus(o, table, q.findings);
         q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());

@@ -2,11 +2,11 @@
 
 namespace doctor::fit {
 
-using probes::Severity;
+using base::Severity;
 
-const std::vector<probes::CodeText>& fit_codes()
+const std::vector<base::CodeText>& fit_codes()
 {
-    static const std::vector<probes::CodeText> codes = {
+    static const std::vector<base::CodeText> codes = {
         {"fit.nothing_fits", Severity::fail, "not even batch 1 fits on a GPU",
             "The model states (weights, gradients, optimizer states) and one sample's activations need more than "
             "the GPU offers after the CUDA context, workspaces and the margin.",
@@ -46,12 +46,12 @@ const std::vector<probes::CodeText>& fit_codes()
     return codes;
 }
 
-probes::Finding fit_finding(std::string_view code, std::string subject, std::string message)
+base::Finding fit_finding(std::string_view code, std::string subject, std::string message)
 {
-    return probes::finding_from(fit_codes(), code, std::move(subject), std::move(message));
+    return base::finding_from(fit_codes(), code, std::move(subject), std::move(message));
 }
 
-std::vector<std::string> messages(const std::vector<probes::Finding>& findings)
+std::vector<std::string> messages(const std::vector<base::Finding>& findings)
 {
     std::vector<std::string> out;
     out.reserve(findings.size());

@@ -28,7 +28,7 @@ struct ContextMeasurement {
 /// Measures the context of `framework` on one GPU of each model among `indexes` (NVML indexes),
 /// one GPU at a time, each run given `timeout`; `python` is the interpreter, and the script says
 /// it holds its context by printing GPUKIT_RESERVED_BYTES=<its allocator's pool>. Throws
-/// probes::Unavailable, saying what to give instead, when NVML cannot be read, the interpreter
+/// base::Unavailable, saying what to give instead, when NVML cannot be read, the interpreter
 /// fails, times out or says nothing, or NVML saw no rise.
 std::vector<ContextMeasurement> measure_cuda_contexts(Framework framework, const std::vector<unsigned>& indexes,
     const std::string& python, std::chrono::milliseconds timeout);

@@ -1,14 +1,14 @@
 #include "doctor/fit/gpu_memory.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 
 namespace doctor::fit {
 
-probes::CallDeadline nvml_deadline(unsigned seconds)
+base::CallDeadline nvml_deadline(unsigned seconds)
 {
-    return probes::CallDeadline(seconds,
+    return base::CallDeadline(seconds,
         "gpudoctor: fit: an NVML call did not return in time; gpudoctor stops (see nvidia-smi and the kernel log "
         "for a stuck driver)\n",
         3);
@@ -19,20 +19,20 @@ GpuMemorySampler::GpuMemorySampler(
     : m_interval(interval), m_deadline_s(deadline_s)
 {
     {
-        const probes::CallDeadline deadline = nvml_deadline(m_deadline_s);
+        const base::CallDeadline deadline = nvml_deadline(m_deadline_s);
         try {
-            m_nvml.emplace(probes::Nvml::load());
-        } catch (const probes::Error&) {
+            m_nvml.emplace(base::Nvml::load());
+        } catch (const base::Error&) {
             return; // no NVML: no peak
         }
         unsigned count = 0;
-        if (m_nvml->api().memory == nullptr || m_nvml->api().device_count(&count) != probes::nvml_abi::success) {
+        if (m_nvml->api().memory == nullptr || m_nvml->api().device_count(&count) != base::nvml_abi::success) {
             return;
         }
         for (unsigned i = 0; i < count; ++i) {
-            probes::nvml_abi::Device device = nullptr;
+            base::nvml_abi::Device device = nullptr;
             if ((indexes.empty() || std::find(indexes.begin(), indexes.end(), i) != indexes.end()) &&
-                m_nvml->api().handle_by_index(i, &device) == probes::nvml_abi::success) {
+                m_nvml->api().handle_by_index(i, &device) == base::nvml_abi::success) {
                 m_devices.push_back(device);
             }
         }
@@ -78,10 +78,10 @@ void GpuMemorySampler::loop()
 
 void GpuMemorySampler::sample()
 {
-    const probes::CallDeadline deadline = nvml_deadline(m_deadline_s);
+    const base::CallDeadline deadline = nvml_deadline(m_deadline_s);
     for (auto device : m_devices) {
-        probes::nvml_abi::Memory memory{};
-        if (m_nvml->api().memory(device, &memory) == probes::nvml_abi::success) {
+        base::nvml_abi::Memory memory{};
+        if (m_nvml->api().memory(device, &memory) == base::nvml_abi::success) {
             std::lock_guard lock(m_peak_mutex);
             if (!m_peak || memory.used > *m_peak) {
                 m_peak = memory.used;

@@ -3,8 +3,8 @@
 // The GPU memory in use while a child runs, sampled from NVML on a thread of its own: the peak
 // of a fit --search trial, the rise a framework's CUDA context makes (fit --cuda-context measure).
 
-#include "probes/nvml.hpp"
-#include "probes/process.hpp"
+#include "base/nvml.hpp"
+#include "base/process.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -16,9 +16,9 @@
 
 namespace doctor::fit {
 
-/// The deadline fit puts on a call into NVML (probes::CallDeadline): past `seconds`, gpudoctor
+/// The deadline fit puts on a call into NVML (base::CallDeadline): past `seconds`, gpudoctor
 /// says NVML is stuck and ends with exit status 3.
-probes::CallDeadline nvml_deadline(unsigned seconds = 30);
+base::CallDeadline nvml_deadline(unsigned seconds = 30);
 
 /// Samples nvmlDeviceGetMemoryInfo's used memory of the GPUs given by NVML index (all of them
 /// when none is given) every `interval`, from construction to stop(), and keeps the largest value
@@ -46,8 +46,8 @@ private:
     void loop();
     void sample();
 
-    std::optional<probes::Nvml> m_nvml;
-    std::vector<probes::nvml_abi::Device> m_devices;
+    std::optional<base::Nvml> m_nvml;
+    std::vector<base::nvml_abi::Device> m_devices;
     std::chrono::milliseconds m_interval;
     unsigned m_deadline_s;
     std::thread m_thread;

@@ -1,6 +1,6 @@
 #include "doctor/fit/hf_config.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,7 +14,7 @@ namespace doctor::fit {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 using Json = nlohmann::json;
 
 /// How an architecture builds its layers, as far as the parameter count and the activations go.

@@ -21,7 +21,7 @@ namespace doctor::fit {
 /// stacks, the decoder's layers as TransformerShape::decoder_layers (their length is --target-seq's
 /// to give; it defaults to the encoder's).
 ///
-/// Throws probes::Error naming `origin` for text that is not JSON, a config without the sizes
+/// Throws base::Error naming `origin` for text that is not JSON, a config without the sizes
 /// (naming the keys looked for), sizes that are not whole numbers, heads that do not divide the
 /// hidden size, and other encoder-decoder models.
 ModelSpec model_from_config(const std::string& text, const std::string& origin, unsigned seq = 0);

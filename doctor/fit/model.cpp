@@ -1,9 +1,9 @@
 #include "doctor/fit/model.hpp"
 
 #include "doctor/fit/codes.hpp"
-#include "probes/byte_size.hpp"
-#include "probes/error.hpp"
-#include "probes/spelling.hpp"
+#include "base/byte_size.hpp"
+#include "base/error.hpp"
+#include "base/spelling.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,7 +16,7 @@ namespace doctor::fit {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b)
 {
@@ -477,7 +477,7 @@ std::optional<unsigned> lora_targets_named(std::string_view list, std::string& b
         return Lora::q | Lora::k | Lora::v | Lora::o | Lora::gate | Lora::up | Lora::down;
     }
     unsigned targets = 0;
-    for (const std::string& name : probes::split_commas(std::string(list))) {
+    for (const std::string& name : base::split_commas(std::string(list))) {
         const auto t = value_named(lora_target_names, name);
         if (!t) {
             bad = name;

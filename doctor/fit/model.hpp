@@ -8,7 +8,7 @@
 //   max batch = floor((memory − context − workspaces − margin − states) / activations per sample)
 
 #include "doctor/fit/workspace.hpp"
-#include "probes/finding.hpp"
+#include "base/finding.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -319,10 +319,10 @@ struct MemoryPlan {
     StateMemory states;
     ActivationBytes activations;
     Uncertainty uncertainty;
-    std::vector<probes::Finding> findings; ///< how the estimate was made, setups that do nothing
+    std::vector<base::Finding> findings; ///< how the estimate was made, setups that do nothing
 };
 
-/// Throws probes::Error when the model gives no way to count activations or has no parameters,
+/// Throws base::Error when the model gives no way to count activations or has no parameters,
 /// or when the setup is out of range (ZeRO stage > 3, dp 0).
 MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads = {});
 
@@ -449,7 +449,7 @@ LrAdvice advise_lr(Optimizer optimizer, unsigned global_batch, std::optional<dou
     std::optional<unsigned> base_batch = std::nullopt);
 
 /// Parses a parameter count: "7B", "350M", "125k", "1.5e9", "6738415616" (K, M, B or G, T are
-/// powers of 1000, case-insensitive). Throws probes::Error naming `what` for anything else, for
+/// powers of 1000, case-insensitive). Throws base::Error naming `what` for anything else, for
 /// counts below 1 and above 10^15.
 std::uint64_t parse_param_count(std::string_view text, const std::string& what);
 

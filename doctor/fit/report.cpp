@@ -1,8 +1,8 @@
 #include "doctor/fit/report.hpp"
 
 #include "doctor/fit/codes.hpp"
-#include "probes/byte_size.hpp"
-#include "probes/error.hpp"
+#include "base/byte_size.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -14,7 +14,7 @@ namespace doctor::fit {
 
 namespace {
 
-using probes::format_bytes;
+using base::format_bytes;
 
 bool all_equal(const std::vector<double>& values)
 {
@@ -282,7 +282,7 @@ nlohmann::json workspace_json(const Workspaces& w)
 FitReport analyse_fit(const FitRequest& request)
 {
     if (request.gpus.empty()) {
-        throw probes::Error("fit: no GPU to fit on; give --gpu-mem SIZE or --gpus");
+        throw base::Error("fit: no GPU to fit on; give --gpu-mem SIZE or --gpus");
     }
     FitReport r;
     r.request = request;
@@ -319,13 +319,13 @@ FitReport analyse_fit(const FitRequest& request)
         r.global_batch = *request.global_batch;
         r.global_batch_from = "--global-batch";
         if (r.global_batch % accum != 0) {
-            throw probes::Error(fmt::format("--global-batch {} is not a multiple of --grad-accum {}: each of the {} "
+            throw base::Error(fmt::format("--global-batch {} is not a multiple of --grad-accum {}: each of the {} "
                                             "micro-batches of a step carries the same share",
                 r.global_batch, accum, accum));
         }
         r.micro_batch = r.global_batch / accum;
     } else if (accum > 1 && room > UINT_MAX / accum) {
-        throw probes::Error(fmt::format("--grad-accum {}: a global batch of more than 2^32 samples", accum));
+        throw base::Error(fmt::format("--grad-accum {}: a global batch of more than 2^32 samples", accum));
     }
 
     if (r.max_batch_per_gpu == 0) {
@@ -353,7 +353,7 @@ FitReport analyse_fit(const FitRequest& request)
                                          "in one ({}): accumulate over {} (--grad-accum {}), or lower it",
                                  r.global_batch, accum, r.micro_batch, room, steps, steps)));
         } else if (request.gpus.size() > 1) {
-            r.split = probes::split_batch(r.micro_batch, speeds, caps);
+            r.split = base::split_batch(r.micro_batch, speeds, caps);
         }
     } else if (request.gpus.size() == 1) {
         r.micro_batch = caps.front();
@@ -369,14 +369,14 @@ FitReport analyse_fit(const FitRequest& request)
         r.global_batch_from = all_equal(speeds) && std::equal(caps.begin() + 1, caps.end(), caps.begin())
             ? "max batch"
             : "balanced by speed";
-        r.split = probes::split_batch(r.micro_batch, speeds, caps);
+        r.split = base::split_batch(r.micro_batch, speeds, caps);
     }
     if (!request.global_batch) {
         r.global_batch = r.micro_batch * accum; // 0 when nothing fits
     }
 
     if (request.gpus.size() > 1 && request.model.layers > 0 && (request.layers_given || !all_equal(speeds))) {
-        r.pipeline_layers = probes::split_layers(request.model.layers, speeds);
+        r.pipeline_layers = base::split_layers(request.model.layers, speeds);
     }
     if (r.global_batch > 0) {
         r.lr = advise_lr(request.setup.optimizer, r.global_batch, request.base_lr, request.base_batch);
@@ -661,7 +661,7 @@ std::string render_fit_text(const FitReport& r, bool color)
     std::string listed;
     for (const auto& f : r.findings) {
         if (f.code != "fit.nothing_fits") {
-            listed += probes::render_text(f, color);
+            listed += base::render_text(f, color);
         }
     }
     if (!listed.empty()) {
@@ -809,7 +809,7 @@ nlohmann::json render_fit_json(const FitReport& r)
     doc["notes"] = messages(r.findings);
     doc["findings"] = nlohmann::json::array();
     for (const auto& f : r.findings) {
-        doc["findings"].push_back(probes::to_json(f));
+        doc["findings"].push_back(base::to_json(f));
     }
     return doc;
 }

@@ -5,7 +5,7 @@
 
 #include "doctor/fit/cuda_context.hpp"
 #include "doctor/fit/model.hpp"
-#include "probes/batch_split.hpp"
+#include "base/batch_split.hpp"
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,7 +35,7 @@ struct FitRequest {
     std::optional<double> base_lr;
     std::optional<unsigned> base_batch;
     bool layers_given = false; ///< --layers on the command line: show the pipeline split
-    std::vector<probes::Finding> findings; ///< found while resolving the GPUs (MIG, table notes, ...)
+    std::vector<base::Finding> findings; ///< found while resolving the GPUs (MIG, table notes, ...)
     /// --cuda-context measure: one GPU of each model; overheads.cuda_context is the largest.
     std::vector<ContextMeasurement> contexts_measured;
 };
@@ -57,17 +57,17 @@ struct FitReport {
     unsigned global_batch = 0; ///< per optimizer step; 0 when nothing fits and none was given
     unsigned micro_batch = 0; ///< per micro-batch over all GPUs: global_batch / grad_accum
     std::string global_batch_from; ///< "--global-batch", "max batch", "balanced by speed"
-    std::optional<probes::BatchSplit> split; ///< with more than one GPU, when the batch fits in one step
+    std::optional<base::BatchSplit> split; ///< with more than one GPU, when the batch fits in one step
     std::vector<unsigned> pipeline_layers; ///< layers per GPU, when shown
     std::optional<LrAdvice> lr;
     std::optional<std::size_t> failing_gpu; ///< where nothing fits: the one with the least memory
     std::vector<Suggestion> suggestions; ///< for failing_gpu
     /// The plan's and the request's findings, then the fit's own (fit.nothing_fits,
     /// fit.batch_over_one_step): what the exit status, --junit and --prometheus judge.
-    std::vector<probes::Finding> findings;
+    std::vector<base::Finding> findings;
 };
 
-/// Computes everything. Throws probes::Error for inputs the model refuses (see plan_memory) and
+/// Computes everything. Throws base::Error for inputs the model refuses (see plan_memory) and
 /// when there is no GPU.
 FitReport analyse_fit(const FitRequest& request);
 

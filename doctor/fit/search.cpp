@@ -2,9 +2,9 @@
 
 #include "doctor/fit/gpu_memory.hpp"
 
-#include "probes/error.hpp"
-#include "probes/nvml.hpp"
-#include "probes/process.hpp"
+#include "base/error.hpp"
+#include "base/nvml.hpp"
+#include "base/process.hpp"
 
 #include <algorithm>
 #include <array>
@@ -250,7 +250,7 @@ template <typename Seen> void each_value(std::string_view output, const MemoryKe
         const bool unit = std::find(units.begin(), units.end(), after) != units.end();
         if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || (mk.above_zero && n == 0) ||
             unit) {
-            throw probes::Error(fmt::format("'{}' is not a number of bytes; print {}<n> with n a whole number "
+            throw base::Error(fmt::format("'{}' is not a number of bytes; print {}<n> with n a whole number "
                                             "of bytes{} and no unit, e.g. {}",
                 clip(line_at(output, pos)), key, mk.above_zero ? " above 0" : "", mk.example));
         }
@@ -451,14 +451,14 @@ SearchResult search_batch(unsigned min, unsigned max, double margin, const std::
     const std::function<void(const Trial&)>& on_trial, bool exact)
 {
     if (min == 0) {
-        throw probes::Error("gpudoctor fit --search: --min 0: a batch holds at least one sample; pass --min 1 or more");
+        throw base::Error("gpudoctor fit --search: --min 0: a batch holds at least one sample; pass --min 1 or more");
     }
     if (max < min) {
-        throw probes::Error(
+        throw base::Error(
             fmt::format("gpudoctor fit --search: --max {} is below --min {}; pass --max {} or more", max, min, min));
     }
     if (!(margin >= 0 && margin < 1)) {
-        throw probes::Error(fmt::format(
+        throw base::Error(fmt::format(
             "gpudoctor fit --search: --margin {}: the share taken off must be in [0, 1); pass e.g. 0.05", margin));
     }
     SearchResult result;
@@ -584,7 +584,7 @@ std::vector<std::string> expand_batch(const std::vector<std::string>& argv, unsi
         args.push_back(std::move(arg));
     }
     if (!placed) {
-        throw probes::Error("gpudoctor fit --search: no argument of the command holds {batch}; put it where the "
+        throw base::Error("gpudoctor fit --search: no argument of the command holds {batch}; put it where the "
                             "command takes its batch size, e.g. -- python train.py --batch-size {batch}");
     }
     return args;
@@ -597,15 +597,15 @@ Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chron
     trial.batch = batch;
     GpuMemorySampler peak;
     auto start = std::chrono::steady_clock::now();
-    probes::CommandResult ran = probes::run_command(args, timeout);
+    base::CommandResult ran = base::run_command(args, timeout);
     trial.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     trial.peak_gpu_mib = peak.stop();
     trial.verdict = classify_trial(ran.exit_code, ran.timed_out, ran.output, &trial.evidence);
     MemoryReport told;
     try {
         told = read_memory_report(ran.output);
-    } catch (const probes::Error& e) {
-        throw probes::Error(fmt::format("batch {}: {}", batch, e.what()));
+    } catch (const base::Error& e) {
+        throw base::Error(fmt::format("batch {}: {}", batch, e.what()));
     }
     if (told.peak_bytes) {
         trial.peak_bytes = told.peak_bytes;

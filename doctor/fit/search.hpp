@@ -22,7 +22,7 @@ namespace doctor::fit {
 enum class TrialVerdict { fits, oom, host_oom, failed, timeout };
 const char* to_string(TrialVerdict verdict);
 
-/// The verdict from a finished process: exit status (128+N for signal N, as probes::run_command
+/// The verdict from a finished process: exit status (128+N for signal N, as base::run_command
 /// reports it), whether it timed out, and its output (stdout and stderr together). `evidence` gets
 /// the line that decided (the OOM message, "killed by SIGKILL", the last lines of a failure).
 ///
@@ -55,7 +55,7 @@ struct Trial {
 /// printed one) and the smallest GPUKIT_TOTAL_BYTES=<n> (a trial's), the last
 /// GPUKIT_RESERVED_BYTES=<n> (the CUDA context script's: its allocator's pool). A line may carry a
 /// prefix ("[rank0]: ", a logger's); the value is decimal digits up to the end of the line or a
-/// blank. Throws probes::Error, naming the line, for a value that is not such a number.
+/// blank. Throws base::Error, naming the line, for a value that is not such a number.
 struct MemoryReport {
     std::optional<std::uint64_t> peak_bytes;
     std::optional<std::uint64_t> total_bytes;
@@ -135,7 +135,7 @@ struct SearchResult {
 /// ran out of memory, is dropped: doubling and bisection go on. Every batch reported was run.
 ///
 /// `margin` in [0, 1) takes that share off the result (rounded down, at least `min`). Throws
-/// probes::Error for min == 0, max < min, or a margin out of range.
+/// base::Error for min == 0, max < min, or a margin out of range.
 SearchResult search_batch(unsigned min, unsigned max, double margin, const std::function<Trial(unsigned)>& run);
 
 /// The same, calling `on_trial` with each trial as soon as it ends (and before the next starts):
@@ -156,7 +156,7 @@ unsigned search_trial_budget(unsigned min, unsigned max);
 unsigned search_trial_bound(unsigned min, unsigned max);
 
 /// `argv` with every "{batch}" in every argument replaced by the batch, left to right (a
-/// replacement is not scanned again). Throws probes::Error when no argument holds "{batch}".
+/// replacement is not scanned again). Throws base::Error when no argument holds "{batch}".
 std::vector<std::string> expand_batch(const std::vector<std::string>& argv, unsigned batch);
 
 /// Runs `argv` with every "{batch}" replaced by the batch (argv, never a shell), with a deadline;
@@ -164,7 +164,7 @@ std::vector<std::string> expand_batch(const std::vector<std::string>& argv, unsi
 /// as NVML reports it; NVML from GPUKIT_NVML_LIBRARY or libnvidia-ml.so.1) is sampled every 100 ms
 /// and its peak goes to `peak_gpu_mib`; without NVML that stays empty. `peak_bytes` and
 /// `total_bytes` are what the trial printed (read_memory_report), else NVML's peak and that GPU's
-/// total. Throws probes::Error when no argument holds "{batch}", or for a memory line that is not
+/// total. Throws base::Error when no argument holds "{batch}", or for a memory line that is not
 /// a number.
 Trial run_trial(const std::vector<std::string>& argv, unsigned batch, std::chrono::milliseconds timeout);
 

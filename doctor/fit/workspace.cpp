@@ -1,7 +1,7 @@
 #include "doctor/fit/workspace.hpp"
 
 #include "doctor/fit/model.hpp"
-#include "probes/byte_size.hpp"
+#include "base/byte_size.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -100,10 +100,10 @@ std::string describe(const Workspaces& w, const GpuTraits& gpu)
     const std::string cc = gpu.compute_capability ? "compute capability " + to_string(*gpu.compute_capability)
                                                   : "compute capability not known, Hopper's assumed";
     std::string out = w.tensorflow_reserve > 0
-        ? fmt::format("TensorFlow's reserve {} ({})", probes::format_bytes(w.tensorflow_reserve), cc)
-        : fmt::format("cuBLAS {} ({})", probes::format_bytes(w.cublas), cc);
+        ? fmt::format("TensorFlow's reserve {} ({})", base::format_bytes(w.tensorflow_reserve), cc)
+        : fmt::format("cuBLAS {} ({})", base::format_bytes(w.cublas), cc);
     if (w.nccl > 0) {
-        out += fmt::format(", NCCL {} ({} communicator{} × {} channels, {}){}", probes::format_bytes(w.nccl),
+        out += fmt::format(", NCCL {} ({} communicator{} × {} channels, {}){}", base::format_bytes(w.nccl),
             w.nccl_communicators, w.nccl_communicators == 1 ? "" : "s", w.nccl_channels,
             !gpu.nvlink       ? "NVLink assumed"
                 : *gpu.nvlink ? "NVLink"

@@ -1,7 +1,7 @@
 #include "doctor/fleet/answers.hpp"
 
-#include "probes/error.hpp"
-#include "probes/text.hpp"
+#include "base/error.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -123,7 +123,7 @@ std::vector<std::string_view> launcher_lines(std::string_view text)
     std::vector<std::string_view> lines;
     while (!text.empty()) {
         const std::size_t end = std::min(text.find('\n'), text.size());
-        const std::string_view line = probes::trim_blanks(text.substr(0, end));
+        const std::string_view line = base::trim_blanks(text.substr(0, end));
         text.remove_prefix(std::min(end + 1, text.size()));
         if (!line.empty() && line.rfind("gpurun:", 0) != 0 &&
             std::any_of(line.begin(), line.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); })) {
@@ -338,7 +338,7 @@ Collected collect_answers(std::string_view output_stream, std::string_view error
                 collected.other.append(line).push_back('\n');
                 std::string_view text = line;
                 const std::optional<unsigned> rank = part.rank ? part.rank : line_rank(text);
-                if (rank && !probes::trim_blanks(text).empty()) {
+                if (rank && !base::trim_blanks(text).empty()) {
                     collected.said[*rank].append(text).push_back('\n');
                 }
             }
@@ -391,7 +391,7 @@ NodeOutput node_output(const std::string& host, unsigned rank, const Collected& 
     if (const auto said = collected.said.find(rank); said != collected.said.end()) {
         const std::string_view text = said->second;
         return {host, Answer::garbage,
-            fmt::format("no answer; it printed instead: {}", probes::quote_input(text.substr(0, text.find('\n'))))};
+            fmt::format("no answer; it printed instead: {}", base::quote_input(text.substr(0, text.find('\n'))))};
     }
     const auto lines = launcher_lines(collected.other);
     for (const auto line : lines) {

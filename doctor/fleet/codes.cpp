@@ -2,11 +2,11 @@
 
 namespace doctor::fleet {
 
-using probes::Severity;
+using base::Severity;
 
-const std::vector<probes::CodeText>& fleet_codes()
+const std::vector<base::CodeText>& fleet_codes()
 {
-    static const std::vector<probes::CodeText> codes = {
+    static const std::vector<base::CodeText> codes = {
         {"fleet.node_fit", Severity::pass, "the node is fit",
             "The node's snapshot was judged and nothing failed (with --strict: nothing warned either, and its "
             "measurements are not outliers). It is in --healthy-hostfile.",

@@ -4,13 +4,13 @@
 // node fit (pass), a node that did not answer (error), an outlier among the nodes' measurements
 // (warn), a fact that differs between nodes (info).
 
-#include "probes/finding.hpp"
+#include "base/finding.hpp"
 
 #include <vector>
 
 namespace doctor::fleet {
 
 /// Every code fleet reports itself (`fleet.*`), with its severity, explanation and remedy.
-const std::vector<probes::CodeText>& fleet_codes();
+const std::vector<base::CodeText>& fleet_codes();
 
 } // namespace doctor::fleet

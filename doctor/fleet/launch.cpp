@@ -4,11 +4,11 @@
 #include "launcher/hostfile.hpp"
 #include "launcher/node_list.hpp"
 #include "launcher/rank_output.hpp"
-#include "probes/cuda.hpp"
-#include "probes/error.hpp"
-#include "probes/process.hpp"
-#include "probes/rendezvous.hpp"
-#include "probes/text.hpp"
+#include "base/cuda.hpp"
+#include "base/error.hpp"
+#include "base/process.hpp"
+#include "base/rendezvous.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <array>
@@ -26,7 +26,7 @@ namespace doctor::fleet {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using probes::Error;
+using base::Error;
 
 /// How long gpurun gets to stop its launch after SIGTERM before it is killed.
 constexpr auto stop_grace = std::chrono::seconds(15);
@@ -57,9 +57,9 @@ bool read_available(int fd, std::string& into)
 
 /// What the child's failure was, in words: "the check ended with exit status 3: what it said",
 /// "... with signal 11 (Segmentation fault)" (gpurun's words for a rank's end).
-std::string failure_words(const probes::ChildOutcome& outcome)
+std::string failure_words(const base::ChildOutcome& outcome)
 {
-    const std::string_view said = probes::trim_blanks(outcome.output);
+    const std::string_view said = base::trim_blanks(outcome.output);
     return fmt::format("the check ended with {}{}", launcher::ending_words(outcome.status),
         said.empty() ? std::string() : ": " + std::string(said.substr(0, said.find('\n'))));
 }
@@ -104,7 +104,7 @@ std::string resolve_launcher(const std::string& word, const std::function<const 
     }
     if (kind == b::LauncherKind::automatic && !word.empty() && word != "auto") {
         throw Error(
-            fmt::format("--launcher {}: expected one of {}", probes::quote_input(word), fmt::join(words, ", ")));
+            fmt::format("--launcher {}: expected one of {}", base::quote_input(word), fmt::join(words, ", ")));
     }
     return b::row(b::find_launcher(kind, getenv).kind).word;
 }
@@ -140,13 +140,13 @@ std::vector<std::string> gpurun_command(const LaunchOptions& o)
 
 std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal)
 {
-    probes::Supervisor job;
-    probes::ReaderPipe out = probes::make_reader_pipe("gpurun's output");
-    probes::ReaderPipe err = probes::make_reader_pipe("gpurun's errors");
+    base::Supervisor job;
+    base::ReaderPipe out = base::make_reader_pipe("gpurun's output");
+    base::ReaderPipe err = base::make_reader_pipe("gpurun's errors");
     job.start(
         gpurun_command(options), true, "gpudoctor: fleet: cannot run gpurun: ", err.write.get(), out.write.get(), true);
-    out.write = probes::UniqueFd();
-    err.write = probes::UniqueFd();
+    out.write = base::UniqueFd();
+    err.write = base::UniqueFd();
 
     std::string output;
     std::string errors;
@@ -190,7 +190,7 @@ std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal)
     Collected collected = collect_answers(output, errors);
     if (collected.answers.empty() && end.exit_code == 2 && !end.timed_out) {
         throw Error(
-            fmt::format("fleet: gpurun did not start the nodes' checks:\n{}", probes::trim_blanks(collected.other)));
+            fmt::format("fleet: gpurun did not start the nodes' checks:\n{}", base::trim_blanks(collected.other)));
     }
     if (signal != nullptr) {
         *signal = end.signal;
@@ -217,8 +217,8 @@ std::string measure_pair(unsigned rank, const PairLaunch& round)
     if (rank >= round.hosts.size() || (rank ^ 1U) >= round.hosts.size()) {
         throw Error(fmt::format("rank {} has no pair among {} hosts", rank, round.hosts.size()));
     }
-    const probes::Cuda cuda = probes::Cuda::load();
-    const probes::Nccl nccl = probes::Nccl::load();
+    const base::Cuda cuda = base::Cuda::load();
+    const base::Nccl nccl = base::Nccl::load();
     cuda.init();
     const int gpus = cuda.device_count();
     if (gpus < 1) {
@@ -231,23 +231,23 @@ std::string measure_pair(unsigned rank, const PairLaunch& round)
     const std::string leader_host = round.hosts[rank & ~1U];
     const int port = round.base_port + static_cast<int>(rank / 2);
     const std::string count = fmt::format("{:08}", gpus);
-    probes::JoinedComm joined;
+    base::JoinedComm joined;
     int peer_gpus = 0;
     std::string peer_count;
     if (leader) {
         nccl.check(nccl.api().get_unique_id(&joined.id), "ncclGetUniqueId");
         const std::string id(joined.id.internal, sizeof joined.id.internal);
-        peer_count = probes::meet_as_leader(port, id + count, count.size(), round.timeout);
+        peer_count = base::meet_as_leader(port, id + count, count.size(), round.timeout);
     } else {
         const std::string got =
-            probes::meet_leader(leader_host, port, count, sizeof joined.id.internal + count.size(), round.timeout);
+            base::meet_leader(leader_host, port, count, sizeof joined.id.internal + count.size(), round.timeout);
         std::memcpy(joined.id.internal, got.data(), sizeof joined.id.internal);
         peer_count = got.substr(sizeof joined.id.internal);
     }
     if (std::from_chars(peer_count.data(), peer_count.data() + peer_count.size(), peer_gpus).ptr !=
             peer_count.data() + peer_count.size() ||
         peer_gpus < 1 || peer_gpus > 4096) {
-        throw Error(fmt::format("the other node sent {} as its GPU count", probes::quote_input(peer_count)));
+        throw Error(fmt::format("the other node sent {} as its GPU count", base::quote_input(peer_count)));
     }
     joined.ranks = gpus + peer_gpus;
     joined.first_rank = leader ? 0 : peer_gpus;
@@ -255,7 +255,7 @@ std::string measure_pair(unsigned rank, const PairLaunch& round)
     for (int d = 0; d < gpus; ++d) {
         devices[static_cast<std::size_t>(d)] = d;
     }
-    const auto result = probes::measure_allreduce(cuda, nccl, devices, round.settings, &joined);
+    const auto result = base::measure_allreduce(cuda, nccl, devices, round.settings, &joined);
     return nlohmann::json{{"busbw_gbps", result.busbw_gbps}, {"algbw_gbps", result.algbw_gbps}, {"gpus", gpus},
         {"ranks", result.ranks}, {"peer", round.hosts[rank ^ 1U]}}
         .dump();
@@ -275,7 +275,7 @@ PairSearch search_node_pairs(const LaunchOptions& options, const std::vector<std
         std::vector<NodeOutput> answers;
         try {
             answers = launch(round);
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             for (const auto& host : round.hosts) { // gpurun refused this round: every pair failed
                 failures.push_back({host, e.what()});
             }
@@ -309,14 +309,14 @@ int answer_as_node(const std::function<std::string(unsigned rank)>& answer, doub
     if (r.empty() || std::from_chars(r.data(), r.data() + r.size(), rank).ptr != r.data() + r.size()) {
         throw Error(fmt::format("fleet {}: RANK is not a rank ({}); gpudoctor fleet starts this on every node "
                                 "through gpurun",
-            node_side_option, rank_text == nullptr ? "unset" : probes::quote_input(r)));
+            node_side_option, rank_text == nullptr ? "unset" : base::quote_input(r)));
     }
-    probes::SpawnOptions spawn;
+    base::SpawnOptions spawn;
     spawn.own_group = true; // whatever the collectors started goes with it at the deadline
     spawn.die_with_parent = true;
-    std::vector<probes::Child> children;
-    children.push_back(probes::spawn_function([&] { return answer(rank); }, spawn));
-    const auto outcome = probes::wait_for_children(children,
+    std::vector<base::Child> children;
+    children.push_back(base::spawn_function([&] { return answer(rank); }, spawn));
+    const auto outcome = base::wait_for_children(children,
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(deadline_seconds)))[0];
     std::string frames;
     if (outcome.timed_out) {
@@ -330,10 +330,10 @@ int answer_as_node(const std::function<std::string(unsigned rank)>& answer, doub
     // A frame per write: each arrives in one piece through the launcher's pipes.
     for (std::size_t at = 0; at < frames.size();) {
         const std::size_t end = frames.find('\n', at) + 1;
-        probes::write_all(STDOUT_FILENO, std::string_view(frames).substr(at, end - at));
+        base::write_all(STDOUT_FILENO, std::string_view(frames).substr(at, end - at));
         at = end;
     }
-    return probes::exit_status_after_output(0, "gpudoctor");
+    return base::exit_status_after_output(0, "gpudoctor");
 }
 
 } // namespace doctor::fleet

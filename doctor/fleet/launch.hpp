@@ -7,7 +7,7 @@
 
 #include "doctor/fleet/answers.hpp"
 #include "doctor/fleet/pairs.hpp"
-#include "probes/nccl_allreduce.hpp"
+#include "base/nccl_allreduce.hpp"
 
 #include <chrono>
 #include <functional>
@@ -22,7 +22,7 @@ inline constexpr const char* node_side_option = "--answer-as-node";
 
 /// The nodes to check: `-H LIST` (gpurun's syntax, Slurm ranges too; slots are ignored), else
 /// `--hostfile FILE`, else the Slurm allocation's (SLURM_JOB_NODELIST); empty when none is
-/// given. Throws probes::Error for a bad list or file, and for both -H and --hostfile.
+/// given. Throws base::Error for a bad list or file, and for both -H and --hostfile.
 std::vector<std::string> fleet_hosts(
     const std::string& host_list, const std::string& hostfile, const std::function<const char*(const char*)>& getenv);
 
@@ -40,7 +40,7 @@ struct LaunchOptions {
 };
 
 /// The --launcher word gpurun will use for `word` ("" or "auto": found as gpurun finds it, from
-/// the environment and PATH). Throws probes::Error for an unknown word or no launcher found.
+/// the environment and PATH). Throws base::Error for an unknown word or no launcher found.
 std::string resolve_launcher(const std::string& word, const std::function<const char*(const char*)>& getenv);
 
 /// gpurun's argv: one rank on every host, no binding and no GPU of its own (the check sees the whole
@@ -51,7 +51,7 @@ std::vector<std::string> gpurun_command(const LaunchOptions& options);
 /// Runs gpurun (`options.launcher` resolved already, resolve_launcher: once for the snapshots
 /// and every pair round), passing SIGINT, SIGTERM and SIGHUP on to it, and stops it (SIGTERM, then SIGKILL)
 /// when the deadline and the margin have passed. Returns every host's answer, in the order of the
-/// hosts; `signal` (when not null) is set to the signal passed on, 0 for none. Throws probes::Error
+/// hosts; `signal` (when not null) is set to the signal passed on, 0 for none. Throws base::Error
 /// with gpurun's own message when it refused the launch (exit status 2, no answer at all): a bad
 /// --launcher-args, no launcher found.
 std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal = nullptr);
@@ -62,7 +62,7 @@ std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal = nullp
 struct PairLaunch {
     std::vector<std::string> hosts;
     int base_port = default_pair_port;
-    probes::AllReduceSettings settings;
+    base::AllReduceSettings settings;
     std::chrono::milliseconds timeout{60000}; ///< to meet the other node
     static constexpr int default_pair_port = 29600;
 };
@@ -75,7 +75,7 @@ std::vector<std::string> pair_hosts(std::string_view list);
 /// communicator with every GPU of the other node of its pair (the even rank makes the id and
 /// sends it with its GPU count; the odd one answers with its count), and the all-reduce is
 /// timed. Returns {"busbw_gbps","algbw_gbps","gpus","ranks","peer"} as compact JSON. Throws
-/// probes::Error (no CUDA or NCCL, the other node not met, an NCCL call failed).
+/// base::Error (no CUDA or NCCL, the other node not met, an NCCL call failed).
 std::string measure_pair(unsigned rank, const PairLaunch& round);
 
 /// A node whose part of a pair's all-reduce failed, and why.

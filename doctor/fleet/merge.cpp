@@ -2,8 +2,8 @@
 
 #include "doctor/check/snapshot.hpp"
 #include "doctor/fleet/codes.hpp"
-#include "probes/error.hpp"
-#include "probes/gpu_bandwidth.hpp"
+#include "base/error.hpp"
+#include "base/gpu_bandwidth.hpp"
 
 #include <algorithm>
 #include <array>
@@ -212,7 +212,7 @@ std::vector<check::Finding> problems(const std::vector<check::ProbeResult>& resu
     std::vector<check::Finding> out;
     for (const auto& r : results) {
         for (const auto& f : r.findings) {
-            if (probes::badness(f.severity) > 0) {
+            if (base::badness(f.severity) > 0) {
                 out.push_back(f);
             }
         }
@@ -233,11 +233,11 @@ NodeResult judge_node(
     try {
         node.facts = check::read_snapshot(output.text, output.origin);
         node.findings = problems(check::judge(probes, node.facts, policy, output.origin));
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         // What the node said instead (an error message, a shell's complaint) is often the reason.
         const std::string_view text(output.text);
         node.answer = Answer::garbage;
-        node.why = fmt::format("{}; it begins {}", e.what(), probes::quote_input(text.substr(0, text.find('\n'))));
+        node.why = fmt::format("{}; it begins {}", e.what(), base::quote_input(text.substr(0, text.find('\n'))));
         node.facts = nullptr;
     }
     return node;
@@ -260,12 +260,12 @@ std::vector<check::Finding> node_findings(const FleetReport& report, const NodeR
 {
     std::vector<check::Finding> out = node.findings;
     if (node.answer != Answer::snapshot) {
-        out.push_back(probes::finding_from(
+        out.push_back(base::finding_from(
             fleet_codes(), "fleet.no_answer", node.host, fmt::format("{}: {}", to_string(node.answer), node.why)));
     }
     for (const auto& o : report.outliers) {
         if (o.host == node.host) {
-            out.push_back(probes::finding_from(fleet_codes(), "fleet.outlier", node.host,
+            out.push_back(base::finding_from(fleet_codes(), "fleet.outlier", node.host,
                 fmt::format("{} {:.1f} GB/s, below {:.0f} % of the nodes' median {:.1f} GB/s", o.metric, o.gbps,
                     report.outlier_fraction * 100, o.median_gbps)));
         }
@@ -273,7 +273,7 @@ std::vector<check::Finding> node_findings(const FleetReport& report, const NodeR
     if (report.pairs) {
         for (std::size_t n : report.pairs->bad_nodes) {
             if (report.pair_hosts[n] == node.host) {
-                out.push_back(probes::finding_from(fleet_codes(), "fleet.slow_node", node.host,
+                out.push_back(base::finding_from(fleet_codes(), "fleet.slow_node", node.host,
                     fmt::format("its all-reduce with a good node is below {:.1f} GB/s (bus bandwidth)",
                         report.pairs->threshold_gbps)));
             }
@@ -293,13 +293,13 @@ std::vector<check::Finding> pair_findings(const FleetReport& report)
 {
     std::vector<check::Finding> out;
     for (const auto& link : report.pairs->bad_links) {
-        out.push_back(probes::finding_from(fleet_codes(), "fleet.slow_link", pair_name(report, link),
+        out.push_back(base::finding_from(fleet_codes(), "fleet.slow_link", pair_name(report, link),
             fmt::format("their all-reduce is below {:.1f} GB/s (bus bandwidth), while each is fast beside another "
                         "node",
                 report.pairs->threshold_gbps)));
     }
     for (std::size_t n : report.pairs->unresolved) {
-        out.push_back(probes::finding_from(fleet_codes(), "fleet.pairs_unresolved", report.pair_hosts[n],
+        out.push_back(base::finding_from(fleet_codes(), "fleet.pairs_unresolved", report.pair_hosts[n],
             "in a slow pair, and not measured beside a node known to be good"));
     }
     return out;
@@ -341,7 +341,7 @@ std::vector<FindingGroup> group_findings(const std::vector<NodeResult>& nodes)
         }
     }
     std::stable_sort(groups.begin(), groups.end(), [](const FindingGroup& a, const FindingGroup& b) {
-        return probes::badness(a.severity) > probes::badness(b.severity);
+        return base::badness(a.severity) > base::badness(b.severity);
     });
     return groups;
 }
@@ -427,7 +427,7 @@ std::vector<Outlier> find_outliers(
         if (all.size() < 2) {
             continue;
         }
-        const double median = probes::median(all);
+        const double median = base::median(all);
         for (const auto& [host, v] : values) {
             if (v < fraction * median) {
                 out.push_back({m.name, *host, v, median});
@@ -447,7 +447,7 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
     std::set<std::string> hosts;
     for (const auto& output : outputs) {
         if (!origins.insert(output.origin).second) {
-            throw probes::Error(fmt::format("{}: given twice; name each node once", output.origin));
+            throw base::Error(fmt::format("{}: given twice; name each node once", output.origin));
         }
         NodeResult node = judge_node(output, probes, policy);
         const std::string hostname = hostname_of(node.facts);
@@ -473,7 +473,7 @@ bool is_fit(const FleetReport& report, const NodeResult& node)
 {
     const auto findings = node_findings(report, node);
     return node.answer == Answer::snapshot && std::none_of(findings.begin(), findings.end(), [&](const auto& f) {
-        return probes::fails(f.severity, fail_on(report));
+        return base::fails(f.severity, fail_on(report));
     });
 }
 
@@ -484,14 +484,14 @@ check::Verdict verdict(const FleetReport& report)
         check::Verdict::Group group{node.host, node_findings(report, node)};
         if (is_fit(report, node)) {
             group.findings.insert(
-                group.findings.begin(), probes::finding_from(fleet_codes(), "fleet.node_fit", node.host, "fit"));
+                group.findings.begin(), base::finding_from(fleet_codes(), "fleet.node_fit", node.host, "fit"));
         }
         v.groups.push_back(std::move(group));
     }
     check::Verdict::Group drift{"drift", {}};
     for (const auto& d : report.drift) {
         for (const auto& o : d.odd) {
-            drift.findings.push_back(probes::finding_from(fleet_codes(), "fleet.drift", o.host,
+            drift.findings.push_back(base::finding_from(fleet_codes(), "fleet.drift", o.host,
                 fmt::format("{} is {} (most nodes: {})", d.fact, o.value, d.majority)));
         }
     }
@@ -526,7 +526,7 @@ nlohmann::json render_json(const FleetReport& report)
     for (const auto& node : report.nodes) {
         json findings = json::array();
         for (const auto& f : node.findings) {
-            findings.push_back(probes::to_json(f));
+            findings.push_back(base::to_json(f));
         }
         nodes.push_back({{"host", node.host}, {"answer", to_string(node.answer)},
             {"why", node.why.empty() ? json() : json(node.why)}, {"exit_code", is_fit(report, node) ? 0 : 1},
@@ -596,7 +596,7 @@ std::string render_text(const FleetReport& report, bool color)
     if (!report.groups.empty()) {
         out += "\nFindings:\n";
         for (const auto& g : report.groups) {
-            out += fmt::format("  {} {} on {}: {}\n", probes::severity_label(g.severity, color), g.code,
+            out += fmt::format("  {} {} on {}: {}\n", base::severity_label(g.severity, color), g.code,
                 fmt::join(g.hosts, ", "), g.message);
         }
     }
@@ -615,7 +615,7 @@ std::string render_text(const FleetReport& report, bool color)
             report.outlier_fraction * 100);
         for (const auto& o : report.outliers) {
             out += fmt::format("  {} {} on {}: {:.1f} GB/s, median {:.1f} GB/s\n",
-                probes::severity_label(check::Severity::warn, color), o.metric, o.host, o.gbps, o.median_gbps);
+                base::severity_label(check::Severity::warn, color), o.metric, o.host, o.gbps, o.median_gbps);
         }
     }
     if (report.pairs) {
@@ -630,11 +630,11 @@ std::string render_text(const FleetReport& report, bool color)
             pairs_measured == 1 ? "" : "s");
         for (const auto& f : pair_findings(report)) {
             out += fmt::format(
-                "  {} {} {}: {}\n", probes::severity_label(f.severity, color), f.code, f.subject, f.message);
+                "  {} {} {}: {}\n", base::severity_label(f.severity, color), f.code, f.subject, f.message);
         }
         for (std::size_t n : p.bad_nodes) {
             out += fmt::format("  {} fleet.slow_node {}: slow beside good nodes\n",
-                probes::severity_label(check::Severity::warn, color), report.pair_hosts[n]);
+                base::severity_label(check::Severity::warn, color), report.pair_hosts[n]);
         }
         if (p.bad_nodes.empty() && p.bad_links.empty() && p.unresolved.empty()) {
             out += "  no slow node or link\n";

@@ -110,7 +110,7 @@ std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const che
 /// Reads and judges every node's snapshot (check's probes and policy; `strict`: warnings fail
 /// too), names each node, groups the findings, finds the drift and the outliers
 /// (policy.outlier_fraction). A snapshot that cannot be read makes its node `garbage`, with the
-/// reason; it does not stop the merge. An origin given twice is probes::Error.
+/// reason; it does not stop the merge. An origin given twice is base::Error.
 FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
     const check::Policy& policy, bool strict);
 

@@ -1,12 +1,12 @@
 #include "doctor/monitor/cli.hpp"
 
 #include "doctor/cli/subcommand_args.hpp"
-#include "probes/atomic_file.hpp"
-#include "probes/cli_values.hpp"
-#include "probes/error.hpp"
-#include "probes/monitor/sampler.hpp"
-#include "probes/process.hpp"
-#include "probes/spelling.hpp"
+#include "base/atomic_file.hpp"
+#include "base/cli_values.hpp"
+#include "base/error.hpp"
+#include "base/monitor/sampler.hpp"
+#include "base/process.hpp"
+#include "base/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -24,7 +24,7 @@ namespace doctor::monitor {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 using Clock = std::chrono::steady_clock;
 
 // NVML's utilisation sample period is 1/6 s to 1 s: faster sampling only repeats readings.
@@ -61,7 +61,7 @@ public:
     {
         if (!a.output.empty()) {
             // Not inherited by the command; never through another user's link.
-            const int fd = probes::open_output_file(a.output, "--output");
+            const int fd = base::open_output_file(a.output, "--output");
             m_file = fdopen(fd, "w");
             if (m_file == nullptr) {
                 const int err = errno;
@@ -116,20 +116,20 @@ private:
     bool m_status = false;
 };
 
-int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<probes::monitor::MonitoredGpu>& gpus)
+int sample(const MonitorArgs& a, const base::Nvml& nvml, const std::vector<base::monitor::MonitoredGpu>& gpus)
 {
     Output out(a);
-    probes::monitor::GpuSampler sampler(nvml, gpus);
-    probes::monitor::GpuSummariser summariser;
+    base::monitor::GpuSampler sampler(nvml, gpus);
+    base::monitor::GpuSummariser summariser;
 
-    probes::Supervisor command;
+    base::Supervisor command;
     if (!a.command.empty()) {
         command.start(a.command, false, fmt::format("gpudoctor: monitor: cannot run {}: ", a.command[0]));
     }
     int child_status = -1;
     // A signal sent to us alone is passed on (a terminal's Ctrl-C reached both); without a command
     // it ends the sampling.
-    auto handle = [&](const probes::Supervisor::Event& event) {
+    auto handle = [&](const base::Supervisor::Event& event) {
         if (event.signal != 0 && command.started() && !event.from_terminal) {
             command.child().signal(event.signal);
         }
@@ -140,36 +140,36 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
     };
 
     if (!a.json) {
-        out.write(probes::monitor::render_sample_header());
+        out.write(base::monitor::render_sample_header());
     }
-    probes::monitor::SampleSchedule schedule(a.interval);
+    base::monitor::SampleSchedule schedule(a.interval);
     // Wait for the next sample, the command's end or a signal.
-    auto wait = [&](probes::monitor::SampleSchedule::Clock::time_point until) {
+    auto wait = [&](base::monitor::SampleSchedule::Clock::time_point until) {
         bool stop = false;
         while (Clock::now() < until && !stop) {
             stop = handle(command.wait(std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now())));
         }
         return stop;
     };
-    auto taken = [&](const std::vector<probes::monitor::GpuSample>& samples) {
+    auto taken = [&](const std::vector<base::monitor::GpuSample>& samples) {
         std::string text;
         for (const auto& s : samples) {
             summariser.add(s);
             if (a.json) {
-                nlohmann::json line = probes::monitor::to_json(s);
+                nlohmann::json line = base::monitor::to_json(s);
                 line["type"] = "sample";
                 text += line.dump() + "\n";
             } else {
-                text += probes::monitor::render_sample_row(s);
+                text += base::monitor::render_sample_row(s);
             }
         }
         out.write(text);
         if (out.tty() && !a.json) {
             // Shorter than the terminal: a line that wraps is not cleared by "\r\033[K".
-            out.status(probes::monitor::render_running_line(summariser.summaries(a.interval), out.width() - 1));
+            out.status(base::monitor::render_running_line(summariser.summaries(a.interval), out.width() - 1));
         }
     };
-    const unsigned samples = probes::monitor::sample_on_schedule(
+    const unsigned samples = base::monitor::sample_on_schedule(
         &sampler, schedule, a.duration, {nvml_deadline_s, nvml_stuck, 3, nullptr}, wait, taken);
     while (command.started() && child_status < 0) {
         handle(command.wait(std::chrono::seconds(1)));
@@ -179,11 +179,11 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
     if (a.json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& s : summaries) {
-            list.push_back(probes::monitor::to_json(s));
+            list.push_back(base::monitor::to_json(s));
         }
         nlohmann::json listed = nlohmann::json::array();
         for (const auto& g : gpus) {
-            listed.push_back(probes::monitor::to_json(g));
+            listed.push_back(base::monitor::to_json(g));
         }
         nlohmann::json end = {
             {"type", "summary"}, {"interval", a.interval}, {"samples", samples}, {"gpus", listed}, {"summary", list}};
@@ -199,7 +199,7 @@ int sample(const MonitorArgs& a, const probes::Nvml& nvml, const std::vector<pro
         }
         out.write(fmt::format("{}; kernel-active time is the share of each sample with a kernel running, not how "
                               "busy the SMs were\n{}",
-            head, samples == 0 ? std::string("no samples\n") : probes::monitor::render_summary_text(gpus, summaries)));
+            head, samples == 0 ? std::string("no samples\n") : base::monitor::render_summary_text(gpus, summaries)));
     }
     return command.started() ? child_status : 0;
 }
@@ -216,8 +216,8 @@ int run_monitor(int argc, char** argv)
     CLI::App app("Sample the GPUs through NVML, like nvidia-smi dmon: kernel-active time, memory, power and clock "
                  "events; then judge them as the source documents do (above 90% with rare dips).",
         "gpudoctor monitor");
-    probes::add_number(app, "--interval", a.interval, "Seconds between samples, 0.1 to 3600 (default 1)", "S");
-    auto* duration = probes::add_number(app, "--duration", a.duration, "Sample for S seconds, then summarise", "S");
+    base::add_number(app, "--interval", a.interval, "Seconds between samples, 0.1 to 3600 (default 1)", "S");
+    auto* duration = base::add_number(app, "--duration", a.duration, "Sample for S seconds, then summarise", "S");
     app.add_flag("--json", a.json, "One JSON object per sample and GPU per line, then a summary object");
     bool no_color = false; // accepted as by every subcommand: this text has no colour to leave out
     app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
@@ -247,28 +247,28 @@ int run_monitor(int argc, char** argv)
         throw Error("monitor: --duration and a command both given; sampling ends with the command, or after "
                     "--duration: choose one");
     }
-    if (!a.command.empty() && !probes::find_executable(a.command[0], std::getenv("PATH"))) {
+    if (!a.command.empty() && !base::find_executable(a.command[0], std::getenv("PATH"))) {
         throw Error(fmt::format("monitor: cannot run '{}': not {}", a.command[0],
             a.command[0].find('/') != std::string::npos ? "an executable file" : "an executable in PATH"));
     }
     std::vector<std::string> selectors;
     if (!a.gpus.empty()) {
-        selectors = probes::split_commas(a.gpus);
+        selectors = base::split_commas(a.gpus);
     }
 
-    std::optional<probes::Nvml> nvml;
-    std::vector<probes::NvmlGpu> all;
+    std::optional<base::Nvml> nvml;
+    std::vector<base::NvmlGpu> all;
     try {
-        const probes::CallDeadline deadline(nvml_deadline_s, nvml_stuck, 3);
-        nvml.emplace(probes::Nvml::load());
+        const base::CallDeadline deadline(nvml_deadline_s, nvml_stuck, 3);
+        nvml.emplace(base::Nvml::load());
         all = nvml->gpus();
     } catch (const Error& e) {
-        throw probes::Unavailable(fmt::format("monitor: cannot read the GPUs through NVML: {}", e.what()));
+        throw base::Unavailable(fmt::format("monitor: cannot read the GPUs through NVML: {}", e.what()));
     }
     if (all.empty()) {
-        throw probes::Unavailable("monitor: NVML lists no GPU on this node: nothing to sample");
+        throw base::Unavailable("monitor: NVML lists no GPU on this node: nothing to sample");
     }
-    return sample(a, *nvml, probes::monitor::select_gpus(all, selectors));
+    return sample(a, *nvml, base::monitor::select_gpus(all, selectors));
 }
 
 } // namespace doctor::monitor

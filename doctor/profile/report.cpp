@@ -1,8 +1,8 @@
 #include "doctor/profile/report.hpp"
 
-#include "probes/byte_size.hpp"
-#include "probes/error.hpp"
-#include "probes/nsys/reader.hpp"
+#include "base/byte_size.hpp"
+#include "base/error.hpp"
+#include "base/nsys/reader.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -12,8 +12,8 @@ namespace doctor::profile {
 
 namespace {
 
-using probes::Error;
-namespace nsys = probes::nsys;
+using base::Error;
+namespace nsys = base::nsys;
 
 double to_seconds(std::int64_t ns)
 {
@@ -68,10 +68,10 @@ nlohmann::json copy_json(const nsys::CopyStats& s, bool pageable)
 
 std::string copy_row(const char* kind, const nsys::CopyStats& s)
 {
-    std::string row = fmt::format("{:<6} {:>8}  {:>11}  {:>10}  {:>11}", kind, s.count, probes::format_bytes(s.bytes),
+    std::string row = fmt::format("{:<6} {:>8}  {:>11}  {:>10}  {:>11}", kind, s.count, base::format_bytes(s.bytes),
         duration(static_cast<double>(s.total_ns)), bandwidth(s));
     if (s.pageable_count > 0) {
-        row += fmt::format("  ({} pageable, {})", s.pageable_count, probes::format_bytes(s.pageable_bytes));
+        row += fmt::format("  ({} pageable, {})", s.pageable_count, base::format_bytes(s.pageable_bytes));
     }
     return row;
 }
@@ -140,7 +140,7 @@ nlohmann::json render_profile_json(const nsys::Summary& summary)
     }
     nlohmann::json findings = nlohmann::json::array();
     for (const auto& f : summary.findings) {
-        findings.push_back(probes::to_json(f));
+        findings.push_back(base::to_json(f));
     }
     return {{"reports", reports}, {"gpus", gpus}, {"findings", findings},
         {"options",
@@ -225,7 +225,7 @@ std::string render_profile_text(const nsys::Summary& summary, bool color)
             for (const auto& p : g.peers) {
                 auto dev = [](std::int64_t d) { return d >= 0 ? fmt::format("gpu {}", d) : std::string("gpu ?"); };
                 out += fmt::format("           {} -> {}: {}, {}, {}, {}\n", dev(p.src_device), dev(p.dst_device),
-                    counted(p.copies.count, "copy", "copies"), probes::format_bytes(p.copies.bytes),
+                    counted(p.copies.count, "copy", "copies"), base::format_bytes(p.copies.bytes),
                     duration(static_cast<double>(p.copies.total_ns)), bandwidth(p.copies));
             }
         }
@@ -248,14 +248,14 @@ std::string render_profile_text(const nsys::Summary& summary, bool color)
         out += "  none\n";
     }
     for (const auto& f : summary.findings) {
-        out += probes::render_text(f, color);
+        out += base::render_text(f, color);
     }
     return out;
 }
 
 int run_profile(const ProfileCommand& command)
 {
-    const auto threshold = probes::parse_fail_on(command.judging.fail_on);
+    const auto threshold = base::parse_fail_on(command.judging.fail_on);
     if (!(command.gap_seconds > 0 && command.gap_seconds <= 86400)) {
         throw Error(fmt::format("--gap {}: expected seconds, more than 0 and at most 86400", command.gap_seconds));
     }

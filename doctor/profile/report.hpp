@@ -1,10 +1,10 @@
 #pragma once
 
-// gpudoctor profile: the text and JSON reports of probes::nsys::summarize over Nsight Systems
+// gpudoctor profile: the text and JSON reports of base::nsys::summarize over Nsight Systems
 // SQLite exports.
 
 #include "doctor/check/verdict.hpp"
-#include "probes/nsys/summary.hpp"
+#include "base/nsys/summary.hpp"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,11 +14,11 @@ namespace doctor::profile {
 
 /// The human report: each export, then each GPU (busy share, top kernels, streams, copies by
 /// kind, peer copies, idle gaps), then the findings.
-std::string render_profile_text(const probes::nsys::Summary& summary, bool color = false);
+std::string render_profile_text(const base::nsys::Summary& summary, bool color = false);
 
 /// The JSON report: {"reports": [...], "gpus": [...], "findings": [...], "options": {...}}; times in
 /// seconds, shares as fractions, bandwidths in GB/s (1e9 bytes per second).
-nlohmann::json render_profile_json(const probes::nsys::Summary& summary);
+nlohmann::json render_profile_json(const base::nsys::Summary& summary);
 
 /// The command line of `gpudoctor profile`.
 struct ProfileCommand {
@@ -32,7 +32,7 @@ struct ProfileCommand {
 };
 
 /// Reads, summarises and prints; returns the exit status: 0 read (findings or not), 1 a finding at
-/// the --fail-on level. Throws probes::Error for usage and input errors (exit status 2), before
+/// the --fail-on level. Throws base::Error for usage and input errors (exit status 2), before
 /// anything is printed.
 int run_profile(const ProfileCommand& command);
 

@@ -1,8 +1,8 @@
 #include "launcher/backends/backends.hpp"
 
-#include "probes/error.hpp"
-#include "probes/mpi_flavour.hpp"
-#include "probes/process.hpp"
+#include "base/error.hpp"
+#include "base/mpi_flavour.hpp"
+#include "base/process.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -16,7 +16,7 @@ namespace launcher::backends {
 
 namespace {
 
-using probes::Error;
+using base::Error;
 
 constexpr auto version_timeout = std::chrono::seconds(10);
 
@@ -37,9 +37,9 @@ std::string flavour_of(const std::string& path, bool& timed_out)
     if (!ec && (real == "mpiexec.hydra" || real == "mpirun.mpich" || real == "mpiexec.mpich")) {
         return "MPICH";
     }
-    auto result = probes::run_command({path, "--version"}, version_timeout);
+    auto result = base::run_command({path, "--version"}, version_timeout);
     timed_out = result.timed_out;
-    return probes::mpi_flavour(result.output);
+    return base::mpi_flavour(result.output);
 }
 
 std::string unknown_or(const std::string& flavour)
@@ -66,7 +66,7 @@ const MpiProgram hydra{LauncherKind::hydra, "mpiexec", {"MPICH", "Intel MPI"},
 
 Launcher find_mpi(const MpiProgram& mpi, const Getenv& getenv, const std::string& reason)
 {
-    auto path = probes::find_executable(mpi.program, getenv("PATH"));
+    auto path = base::find_executable(mpi.program, getenv("PATH"));
     if (!path) {
         throw Error(fmt::format("{} not found in PATH; {}", mpi.program, mpi.missing));
     }
@@ -81,7 +81,7 @@ Launcher find_mpi(const MpiProgram& mpi, const Getenv& getenv, const std::string
 
 Launcher find_srun(const Getenv& getenv, const std::string& reason)
 {
-    auto path = probes::find_executable("srun", getenv("PATH"));
+    auto path = base::find_executable("srun", getenv("PATH"));
     if (!path) {
         throw Error("srun not found in PATH; run gpurun on a Slurm node, or pass --launcher openmpi or mpich");
     }
@@ -395,10 +395,10 @@ Launcher find_launcher(LauncherKind requested, const Getenv& getenv, bool this_n
     case LauncherKind::automatic:
         break;
     }
-    if (is_set(getenv("SLURM_JOB_ID")) && probes::find_executable("srun", getenv("PATH"))) {
+    if (is_set(getenv("SLURM_JOB_ID")) && base::find_executable("srun", getenv("PATH"))) {
         return find_srun(getenv, fmt::format("inside Slurm job {}", getenv("SLURM_JOB_ID")));
     }
-    auto mpirun = probes::find_executable("mpirun", getenv("PATH"));
+    auto mpirun = base::find_executable("mpirun", getenv("PATH"));
     if (!mpirun && this_node_only) {
         return Launcher{LauncherKind::local, "", "", "no mpirun in PATH, and every rank is on this node"};
     }

@@ -55,7 +55,7 @@ using Getenv = std::function<const char*(const char*)>;
 /// own (the rank helper forks the ranks on this node). `automatic` takes srun inside a Slurm
 /// allocation (SLURM_JOB_ID set) when srun is in PATH, else asks `mpirun --version` (as horovodrun
 /// does): Open MPI, or MPICH/Intel MPI, whose Hydra mpiexec then starts the ranks; with no mpirun in
-/// PATH and `this_node_only`, `local`. Throws probes::Error saying what was found and what to
+/// PATH and `this_node_only`, `local`. Throws base::Error saying what was found and what to
 /// install or pass.
 Launcher find_launcher(LauncherKind requested, const Getenv& getenv, bool this_node_only = false);
 
@@ -88,7 +88,7 @@ struct LaunchRequest {
 ///   one `-n n -hosts h HELPER ...` section per host, joined by `:`.
 /// - srun: `[env NAME=VALUE...] srun --nodes K --ntasks N --ntasks-per-node P --cpu-bind=none
 ///   --export=ALL [--nodelist h1,h2] [ARGS] HELPER ...`. srun places the same number of ranks on
-///   every node, so unequal hosts are a probes::Error with the counts and what to change.
+///   every node, so unequal hosts are a base::Error with the counts and what to change.
 /// - local: `[env NAME=VALUE...] HELPER --launch-local N --grace S -- HELPER ...`: the helper forks
 ///   the N ranks' helpers on this node (local_launch.hpp); no launcher arguments.
 std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request);
@@ -118,7 +118,7 @@ struct Backend {
 /// The backends, in --launcher's order.
 const std::vector<Backend>& table();
 
-/// The row of `kind`; `automatic` has none (probes::Error).
+/// The row of `kind`; `automatic` has none (base::Error).
 const Backend& row(LauncherKind kind);
 
 /// "Open MPI mpirun", "MPICH mpiexec (Hydra)", "Slurm srun".

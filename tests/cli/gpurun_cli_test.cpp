@@ -1,6 +1,6 @@
 // Golden tests of the real gpurun binary: exit code, stdout and stderr for --help, --dry-run and
 // every usage error. UPDATE_GOLDEN=1 rewrites the golden files from the current output.
-#include "probes/process.hpp"
+#include "base/process.hpp"
 #include "tests/support/golden.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -235,7 +235,7 @@ protected:
         s = test_support::replace_all(s, m_dir.path().string(), "@TMP@");
         s = test_support::replace_all(s, GPUKIT_BUILD_DIR, "@BUILD@");
         s = test_support::replace_all(s, GPUKIT_SOURCE_DIR, "@SOURCE@");
-        if (auto mpirun = probes::find_executable("mpirun", std::getenv("PATH"))) {
+        if (auto mpirun = base::find_executable("mpirun", std::getenv("PATH"))) {
             s = test_support::replace_all(s, *mpirun + " ", "@MPIRUN@ ");
             s = test_support::replace_all(s, "\"" + *mpirun + "\"", "\"@MPIRUN@\"");
         }

@@ -2,7 +2,7 @@
 // outliers, failed measurements, peer copies, the all-reduce floor and NCCL's own findings.
 #include "doctor/check/runner.hpp"
 #include "doctor/checks/checks.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/doctor_support.hpp"
 
 #include <fmt/format.h>
@@ -269,7 +269,7 @@ std::string policy_error(const std::string& text)
     Policy policy = Policy::defaults();
     try {
         policy.merge_toml(text, "site.toml");
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         return std::string(e.what());
     }
     return "no error";

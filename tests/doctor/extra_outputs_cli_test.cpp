@@ -1,7 +1,7 @@
 // The real gpudoctor's extra outputs: --prometheus FILE, --junit FILE and --quiet of check,
 // nccl-log and profile, and check's --fail-summary, with the fake NVML, beside --json and --from,
 // and when a file cannot be written.
-#include "probes/process.hpp"
+#include "base/process.hpp"
 #include "tests/support/fake_gpu_node.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
@@ -83,7 +83,7 @@ TEST_F(ExtraOutputs, BothFilesBesideTheJsonReport)
     ASSERT_EQ(stat((m_dir / "out/node.prom").c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0644U);
     // Prometheus's own parser too, where Debian's prometheus package (promtool) is installed.
-    if (auto promtool = probes::find_executable("promtool", std::getenv("PATH"))) {
+    if (auto promtool = base::find_executable("promtool", std::getenv("PATH"))) {
         auto check =
             test_support::run({"/bin/sh", "-c", "\"$0\" check metrics < \"$1\"", *promtool, path("out/node.prom")});
         EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
@@ -220,7 +220,7 @@ n1:7001:7001 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 1 cudaDev 0 n
                         "severity=\"fail\",subject=\"job\"} 3\n"),
         std::string::npos)
         << prom;
-    if (auto promtool = probes::find_executable("promtool", std::getenv("PATH"))) {
+    if (auto promtool = base::find_executable("promtool", std::getenv("PATH"))) {
         auto check =
             test_support::run({"/bin/sh", "-c", "\"$0\" check metrics < \"$1\"", *promtool, path("out/nccl.prom")});
         EXPECT_EQ(check.exit_code, 0) << check.out << check.err;

@@ -3,7 +3,7 @@
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <filesystem>
 #include <fstream>

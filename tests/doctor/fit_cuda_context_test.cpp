@@ -4,7 +4,7 @@
 #include "doctor/fit/cuda_context.hpp"
 #include "doctor/fit/gpu_memory.hpp"
 #include "doctor/fit/search.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/scoped_env.hpp"
@@ -34,9 +34,9 @@ TEST(FitContextReady, TheScriptsLineGivesThePool)
     EXPECT_EQ(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=0\r\n").reserved_bytes, 0u);
     EXPECT_FALSE(doctor::fit::read_memory_report("ModuleNotFoundError: No module named 'torch'").reserved_bytes);
     EXPECT_FALSE(doctor::fit::read_memory_report("MY_GPUKIT_RESERVED_BYTES=5\n").reserved_bytes);
-    EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=lots\n"), probes::Error);
-    EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=2 MiB\n"), probes::Error);
-    EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=99999999999999999999999\n"), probes::Error);
+    EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=lots\n"), base::Error);
+    EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=2 MiB\n"), base::Error);
+    EXPECT_THROW(doctor::fit::read_memory_report("GPUKIT_RESERVED_BYTES=99999999999999999999999\n"), base::Error);
 }
 
 // Two H100s, an A100 40GB, and two A100 80GB of which the first is in MIG mode (NVML indexes 0
@@ -93,7 +93,7 @@ protected:
     {
         try {
             measure_cuda_contexts(Framework::pytorch, indexes, python, timeout);
-        } catch (const probes::Unavailable& e) {
+        } catch (const base::Unavailable& e) {
             return e.what();
         }
         ADD_FAILURE() << "measured";

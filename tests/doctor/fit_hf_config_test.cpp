@@ -3,7 +3,7 @@
 // matter; the parameter counts they must give are the models' published counts.
 #include "doctor/fit/hf_config.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <gtest/gtest.h>
 #include <string>
@@ -62,7 +62,7 @@ std::string error_of(const std::string& text, const std::string& origin = "confi
 {
     try {
         model_from_config(text, origin);
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         return e.what();
     }
     return "(no error)";

@@ -1,7 +1,7 @@
 // The analytic fit against hand-computed cases; the arithmetic is in the comments.
 #include "doctor/fit/model.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -208,10 +208,10 @@ TEST(FitModel, GatedMlpAndGroupedQueryAttention)
     m.layers = 2;
     m.transformer = mistral;
     m.transformer->kv_heads = 5;
-    EXPECT_THROW(plan_memory(m, setup(Precision::bf16, Optimizer::adam)), probes::Error);
+    EXPECT_THROW(plan_memory(m, setup(Precision::bf16, Optimizer::adam)), base::Error);
     m.transformer->kv_heads = 8;
     m.transformer->heads = 30;
-    EXPECT_THROW(plan_memory(m, setup(Precision::bf16, Optimizer::adam)), probes::Error);
+    EXPECT_THROW(plan_memory(m, setup(Precision::bf16, Optimizer::adam)), base::Error);
 }
 
 TEST(FitModel, TensorFlowKeepsFloatMasksAndTheGeluSteps)
@@ -241,7 +241,7 @@ TEST(FitModel, TensorFlowKeepsFloatMasksAndTheGeluSteps)
     s.framework = Framework::tensorflow;
     EXPECT_EQ(plan_memory(m, s).states.per_param.total(), 20u);
     s.attention = Attention::sdpa;
-    EXPECT_THROW(plan_memory(m, s), probes::Error);
+    EXPECT_THROW(plan_memory(m, s), base::Error);
 }
 
 TEST(FitModel, LoraAdaptersAndFrozenWeights)
@@ -328,15 +328,15 @@ TEST(FitModel, LoraAdaptersAndFrozenWeights)
     s.attention = Attention::sdpa;
     // Refused: other bits, a rank above the hidden size, targets the model lacks, a CNN.
     s.lora.base_bits = 3;
-    EXPECT_THROW(plan_memory(m, s), probes::Error);
+    EXPECT_THROW(plan_memory(m, s), base::Error);
     s.lora.base_bits = 4;
     s.lora.rank = 5000;
-    EXPECT_THROW(plan_memory(m, s), probes::Error);
+    EXPECT_THROW(plan_memory(m, s), base::Error);
     s.lora.rank = 8;
     s.lora.targets = Lora::gate;
-    EXPECT_THROW(plan_memory(bert_large(), s), probes::Error); // BERT's MLP has no gate
+    EXPECT_THROW(plan_memory(bert_large(), s), base::Error); // BERT's MLP has no gate
     s.lora.targets = Lora::q;
-    EXPECT_THROW(plan_memory(resnet50(), s), probes::Error);
+    EXPECT_THROW(plan_memory(resnet50(), s), base::Error);
 }
 
 TEST(FitModel, TensorPipelineParallelismAndOffload)
@@ -354,7 +354,7 @@ TEST(FitModel, TensorPipelineParallelismAndOffload)
     EXPECT_EQ(plan_memory(bert_large(), s).states.total(), 670283776u);
     // The heads must split over tp.
     s.tp = 3;
-    EXPECT_THROW(plan_memory(bert_large(), s), probes::Error);
+    EXPECT_THROW(plan_memory(bert_large(), s), base::Error);
 
     // ZeRO-Offload: ZeRO-2 over 8 with the optimizer on the CPU: GPU keeps 2P of weights and 2P/8
     // of gradients; the 12P/8 of master weights and states are offloaded.
@@ -378,10 +378,10 @@ TEST(FitModel, TensorPipelineParallelismAndOffload)
     EXPECT_EQ(z3.zero3_gather, 400000000u);
     // Offload needs ZeRO, and the weights' offload ZeRO-3.
     z.zero = 2;
-    EXPECT_THROW(plan_memory(m, z), probes::Error);
+    EXPECT_THROW(plan_memory(m, z), base::Error);
     z.zero = 0;
     z.offload = Offload::optimizer;
-    EXPECT_THROW(plan_memory(m, z), probes::Error);
+    EXPECT_THROW(plan_memory(m, z), base::Error);
 }
 
 TEST(FitModel, ShapesTooLargeToCountAreRefused)
@@ -395,7 +395,7 @@ TEST(FitModel, ShapesTooLargeToCountAreRefused)
     try {
         plan_memory(m, setup(Precision::bf16, Optimizer::adam));
         FAIL() << "no error";
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_NE(std::string(e.what()).find("more than 10^18 bytes of activations per sample"), std::string::npos)
             << e.what();
     }
@@ -563,7 +563,7 @@ TEST(FitModel, Fp32ActivationsAndNoVocabulary)
     // Says how fp32 activations are counted, as an info finding.
     ASSERT_EQ(plan.findings.size(), 1u);
     EXPECT_EQ(plan.findings[0].code, "fit.fp32_activations");
-    EXPECT_EQ(plan.findings[0].severity, probes::Severity::info);
+    EXPECT_EQ(plan.findings[0].severity, base::Severity::info);
 }
 
 TEST(FitModel, FullRecomputeKeepsLayerInputsAndRebuildsOneLayer)
@@ -635,7 +635,7 @@ TEST(FitModel, ZeroShardsRoundUpAndSayWhatTheyCannotCount)
     EXPECT_EQ(one.states.total(), 36u);
     ASSERT_FALSE(one.findings.empty());
     EXPECT_EQ(one.findings.back().code, "fit.zero_over_one_gpu");
-    EXPECT_EQ(one.findings.back().severity, probes::Severity::warn);
+    EXPECT_EQ(one.findings.back().severity, base::Severity::warn);
     EXPECT_NE(one.findings.back().message.find("shards nothing"), std::string::npos);
 }
 
@@ -807,7 +807,7 @@ TEST(FitModel, ParsesParameterCounts)
     EXPECT_EQ(parse_param_count("6738415616", "--params"), 6738415616u);
     EXPECT_EQ(parse_param_count("2.5", "--params"), 3u); // rounded
     for (const char* bad : {"", "B", "-1", "+1", "1e", "abc", "7Q", "inf", "nan", "0", "0.4", "1e16", "7 B", "e9"}) {
-        EXPECT_THROW(parse_param_count(bad, "--params"), probes::Error) << bad;
+        EXPECT_THROW(parse_param_count(bad, "--params"), base::Error) << bad;
     }
 }
 
@@ -826,15 +826,15 @@ TEST(FitModel, RefusesWhatItCannotCount)
 {
     ModelSpec none;
     none.params = 1000;
-    EXPECT_THROW(plan_memory(none, setup(Precision::fp32, Optimizer::sgd)), probes::Error);
+    EXPECT_THROW(plan_memory(none, setup(Precision::fp32, Optimizer::sgd)), base::Error);
     ModelSpec no_params = bert_large();
     no_params.params = 0;
-    EXPECT_THROW(plan_memory(no_params, setup(Precision::fp32, Optimizer::sgd)), probes::Error);
-    EXPECT_THROW(plan_memory(bert_large(), setup(Precision::fp32, Optimizer::sgd, 4, 8)), probes::Error);
-    EXPECT_THROW(plan_memory(bert_large(), setup(Precision::fp32, Optimizer::sgd, 1, 0)), probes::Error);
+    EXPECT_THROW(plan_memory(no_params, setup(Precision::fp32, Optimizer::sgd)), base::Error);
+    EXPECT_THROW(plan_memory(bert_large(), setup(Precision::fp32, Optimizer::sgd, 4, 8)), base::Error);
+    EXPECT_THROW(plan_memory(bert_large(), setup(Precision::fp32, Optimizer::sgd, 1, 0)), base::Error);
     ModelSpec no_layers = bert_large();
     no_layers.layers = 0;
-    EXPECT_THROW(plan_memory(no_layers, setup(Precision::fp32, Optimizer::sgd)), probes::Error);
+    EXPECT_THROW(plan_memory(no_layers, setup(Precision::fp32, Optimizer::sgd)), base::Error);
 }
 
 TEST(FitModel, TheMaxBatchIsWhereTheUpperEstimateFits)
@@ -913,7 +913,7 @@ TEST(FitModel, GradientAccumulationAddsABufferWhereTheGradientsAreNarrower)
     z.lora.rank = 8;
     EXPECT_EQ(plan_memory(llama_7b(), z).states.accumulation, 16777216u);
     z.grad_accum = 0;
-    EXPECT_THROW(plan_memory(llama_7b(), z), probes::Error);
+    EXPECT_THROW(plan_memory(llama_7b(), z), base::Error);
 }
 
 TEST(FitModel, DdpBucketsCopyTheGradients)
@@ -1056,15 +1056,15 @@ TEST(FitModel, EncoderDecoderLayersAndTheCrossAttention)
     // A target length whose counts would not fit in 64 bits is refused like a long sequence.
     ModelSpec huge = m;
     huge.transformer->target_seq = 4000000000U;
-    EXPECT_THROW(plan_memory(huge, s), probes::Error);
+    EXPECT_THROW(plan_memory(huge, s), base::Error);
     // No encoder layer left, TensorFlow and LoRA are refused.
     ModelSpec all_decoder = m;
     all_decoder.transformer->decoder_layers = 24;
-    EXPECT_THROW(plan_memory(all_decoder, s), probes::Error);
+    EXPECT_THROW(plan_memory(all_decoder, s), base::Error);
     TrainingSetup tf = s;
     tf.framework = Framework::tensorflow;
-    EXPECT_THROW(plan_memory(m, tf), probes::Error);
+    EXPECT_THROW(plan_memory(m, tf), base::Error);
     TrainingSetup lora = s;
     lora.lora.rank = 8;
-    EXPECT_THROW(plan_memory(m, lora), probes::Error);
+    EXPECT_THROW(plan_memory(m, lora), base::Error);
 }

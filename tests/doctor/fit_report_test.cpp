@@ -2,7 +2,7 @@
 // split, learning rate, suggestions; and both renderers.
 #include "doctor/fit/report.hpp"
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <gtest/gtest.h>
 
@@ -109,7 +109,7 @@ TEST(FitReport, GlobalBatchBeyondTheGpusSaysAccumulate)
     EXPECT_FALSE(r.split);
     ASSERT_FALSE(r.findings.empty());
     EXPECT_EQ(r.findings.back().code, "fit.batch_over_one_step");
-    EXPECT_EQ(r.findings.back().severity, probes::Severity::warn);
+    EXPECT_EQ(r.findings.back().severity, base::Severity::warn);
     // 50 over room for 20: at least ceil(50 / 20) = 3 steps, and the fewest that divide 50 evenly
     // (--grad-accum needs equal micro-batches): 5 of 10.
     EXPECT_NE(
@@ -132,7 +132,7 @@ TEST(FitReport, NothingFitsOnTheSmallestGpu)
     // One fail finding about that GPU: what the exit status, --junit and --prometheus judge.
     ASSERT_EQ(r.findings.size(), 1u);
     EXPECT_EQ(r.findings[0].code, "fit.nothing_fits");
-    EXPECT_EQ(r.findings[0].severity, probes::Severity::fail);
+    EXPECT_EQ(r.findings[0].severity, base::Severity::fail);
     EXPECT_EQ(r.findings[0].subject, "gpu 1");
     EXPECT_NE(
         r.findings[0].message.find("on GPU 1 (small): one sample's activations need up to 1 GiB"), std::string::npos)
@@ -183,7 +183,7 @@ TEST(FitReport, JsonCarriesTheIssueKeys)
 
 TEST(FitReport, NoGpuIsAnError)
 {
-    EXPECT_THROW(analyse_fit(request({})), probes::Error);
+    EXPECT_THROW(analyse_fit(request({})), base::Error);
 }
 
 TEST(FitReport, GradientAccumulationMultipliesTheGlobalBatch)
@@ -232,8 +232,8 @@ TEST(FitReport, GradientAccumulationMultipliesTheGlobalBatch)
     EXPECT_EQ(r.max_batch_per_gpu, 0u);
     EXPECT_EQ(r.micro_batch, 80u);
     small.global_batch = 100;
-    EXPECT_THROW(analyse_fit(small), probes::Error);
+    EXPECT_THROW(analyse_fit(small), base::Error);
     // Not a multiple: an input error.
     q.global_batch = 100;
-    EXPECT_THROW(analyse_fit(q), probes::Error);
+    EXPECT_THROW(analyse_fit(q), base::Error);
 }

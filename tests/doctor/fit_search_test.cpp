@@ -1,5 +1,5 @@
 #include "doctor/fit/search.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -666,7 +666,7 @@ TEST(FitSearch, RefusesBadRanges)
     auto message = [&](unsigned min, unsigned max, double margin) {
         try {
             search(min, max, gpu, margin);
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             return std::string(e.what());
         }
         return std::string();
@@ -998,7 +998,7 @@ TEST(FitSearchMemoryReport, AValueThatIsNotANumberIsAnErrorNamingTheLine)
         try {
             doctor::fit::read_memory_report(output);
             ADD_FAILURE() << "accepted";
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             const std::string message = e.what();
             EXPECT_NE(message.find("is not a number of bytes"), std::string::npos) << message;
             EXPECT_NE(message.find(std::string_view(output).substr(0, 10)), std::string::npos) << message;
@@ -1152,7 +1152,7 @@ TEST_F(FitSearchRun, ReplacesEveryPlaceholderAndNeedsOne)
     try {
         doctor::fit::run_trial({"/bin/sh", path, "--batch-size", "64"}, 64, std::chrono::seconds(5));
         ADD_FAILURE() << "no {batch}: refused";
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_NE(std::string(e.what()).find("no argument of the command holds {batch}"), std::string::npos)
             << e.what();
     }
@@ -1261,12 +1261,12 @@ TEST_F(FitSearchRun, AMemoryLineThatIsNotANumberStopsTheSearchWithTheBatchAndThe
     try {
         trial((m_dir / "worse.sh").string(), 4);
         ADD_FAILURE() << "accepted";
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_EQ(std::string(e.what()).rfind("batch 4: 'GPUKIT_PEAK_BYTES=4GiB' is not a number of bytes", 0), 0U)
             << e.what();
     }
     // "=4 GiB" is not 4 bytes.
-    EXPECT_THROW(trial(path, 4), probes::Error);
+    EXPECT_THROW(trial(path, 4), base::Error);
 }
 
 } // namespace
@@ -1277,5 +1277,5 @@ TEST(ExpandBatch, EveryPlaceholderLeftToRightAndNoRescan)
         (std::vector<std::string>{"python", "train.py", "--batch-size=64", "--log=b64.64"}));
     // The value is not scanned again: "{{batch}batch}" holds one placeholder.
     EXPECT_EQ(doctor::fit::expand_batch({"{{batch}batch}"}, 7), std::vector<std::string>{"{7batch}"});
-    EXPECT_THROW(doctor::fit::expand_batch({"python", "train.py", "--batch-size", "{Batch}"}, 8), probes::Error);
+    EXPECT_THROW(doctor::fit::expand_batch({"python", "train.py", "--batch-size", "{Batch}"}, 8), base::Error);
 }

@@ -4,7 +4,7 @@
 #include "doctor/fit/model.hpp"
 #include "doctor/fit/report.hpp"
 #include "doctor/fit/workspace.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -165,7 +165,7 @@ TEST(FitWorkspace, TheGpuTableGivesEachModelItsComputeCapability)
     auto error_of = [](const std::string& toml) {
         try {
             GpuTable::from_toml(toml, "g.toml");
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             return std::string(e.what());
         }
         return std::string("no error");

@@ -1,7 +1,7 @@
 #include "doctor/check/policy.hpp"
 #include "doctor/checks/checks.hpp"
 #include "doctor/fleet/merge.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -140,7 +140,7 @@ TEST(FleetMerge, NodesThatDidNotAnswerFailTheFleetAndAreNamed)
 
 TEST(FleetMerge, AHostGivenTwiceIsAnInputError)
 {
-    EXPECT_THROW(merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n01", node_facts("n01"))}), probes::Error);
+    EXPECT_THROW(merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n01", node_facts("n01"))}), base::Error);
 }
 
 TEST(FleetMerge, AThousandNodesWithAFewOddOnes)

@@ -1,4 +1,4 @@
-#include "probes/process.hpp"
+#include "base/process.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -96,11 +96,11 @@ Files merge(std::initializer_list<Files> parts)
 std::string real_python()
 {
     const char* path = std::getenv("PATH");
-    auto python = probes::find_executable("python3", path);
+    auto python = base::find_executable("python3", path);
     if (!python) {
         return "";
     }
-    auto r = probes::run_command({*python, "-c", "import sys; print(sys.executable)"}, std::chrono::seconds(20));
+    auto r = base::run_command({*python, "-c", "import sys; print(sys.executable)"}, std::chrono::seconds(20));
     std::string exe = r.output.substr(0, r.output.find('\n'));
     return r.exit_code == 0 && fs::exists(exe) ? exe : "";
 }
@@ -631,10 +631,10 @@ TEST(FrameworksRule, SomeInstalledGivesOneSkipPerMissingFramework)
 // The collector runs python3 with the snapshot's environment, not gpudoctor's own.
 TEST(FrameworksCommand, RunCommandWithAnEnvironmentUsesExactlyThatOne)
 {
-    auto r = probes::run_command({"sh", "-c", "echo \"[$GPUKIT_TEST_X][$HOME]\""}, std::chrono::seconds(10),
+    auto r = base::run_command({"sh", "-c", "echo \"[$GPUKIT_TEST_X][$HOME]\""}, std::chrono::seconds(10),
         {{"PATH", "/usr/bin:/bin"}, {"GPUKIT_TEST_X", "from the snapshot"}});
     EXPECT_EQ(r.exit_code, 0);
     EXPECT_EQ(r.output, "[from the snapshot][]\n");
-    auto missing = probes::run_command({"no-such-command-gpukit"}, std::chrono::seconds(10), {{"PATH", "/nowhere"}});
+    auto missing = base::run_command({"no-such-command-gpukit"}, std::chrono::seconds(10), {{"PATH", "/nowhere"}});
     EXPECT_EQ(missing.exit_code, 127);
 }

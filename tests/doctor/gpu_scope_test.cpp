@@ -1,5 +1,5 @@
 #include "doctor/check/gpu_scope.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/doctor_support.hpp"
 
 #include <fmt/format.h>
@@ -43,8 +43,8 @@ TEST(GpuScope, OptionNamesGpusByIndexBusIdOrUuid)
     EXPECT_EQ(scope.gpus, (std::vector<unsigned>{1, 2, 3}));
     EXPECT_EQ(scope.from, "--gpus 3,0000:0f:00.0,GPU-2aaa");
     EXPECT_EQ(doctor::check::scope_line(scope), "gpus 1, 2, 3 (--gpus 3,0000:0f:00.0,GPU-2aaa)");
-    EXPECT_THROW(doctor::check::gpu_scope(four_gpus(), "4", nullptr), probes::Error);
-    EXPECT_THROW(doctor::check::gpu_scope(four_gpus(), "1,1", nullptr), probes::Error);
+    EXPECT_THROW(doctor::check::gpu_scope(four_gpus(), "4", nullptr), base::Error);
+    EXPECT_THROW(doctor::check::gpu_scope(four_gpus(), "1,1", nullptr), base::Error);
 }
 
 TEST(GpuScope, TheJobsEnvironmentWhenNoOption)

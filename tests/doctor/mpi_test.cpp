@@ -1,4 +1,4 @@
-#include "probes/process.hpp"
+#include "base/process.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -57,7 +57,7 @@ protected:
     /// ompi_info or ucx_info on this machine is never found.
     static std::string tool(const char* name)
     {
-        return probes::find_executable(name, std::getenv("PATH")).value_or(name);
+        return base::find_executable(name, std::getenv("PATH")).value_or(name);
     }
     nlohmann::json collect(std::chrono::milliseconds timeout = std::chrono::seconds(10))
     {

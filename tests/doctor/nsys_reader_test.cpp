@@ -1,6 +1,6 @@
 // The SQLite reader on exports written here in the 2021, 2024 and 2026 table shapes, with and
 // without the ENUM_* tables: every shape gives the same numbers.
-#include "probes/nsys/reader.hpp"
+#include "base/nsys/reader.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/nsys_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
-using probes::nsys::CopyKind;
+using base::nsys::CopyKind;
 using test_support::error_of;
 using test_support::NsysFixture;
 using test_support::NsysShape;
@@ -57,7 +57,7 @@ protected:
 TEST_P(NsysExportShapes, TwoGpusOverlappingKernelsPeerAndPageableCopies)
 {
     const Shape& shape = GetParam();
-    const auto trace = probes::nsys::read_export(write(test_support::two_gpus(shape.shape, shape.enums)));
+    const auto trace = base::nsys::read_export(write(test_support::two_gpus(shape.shape, shape.enums)));
     EXPECT_EQ(trace.kernels.size(), 5U);
     EXPECT_EQ(trace.copies.size(), 7U);
     EXPECT_EQ(trace.memsets.size(), 1U);
@@ -73,7 +73,7 @@ TEST_P(NsysExportShapes, TwoGpusOverlappingKernelsPeerAndPageableCopies)
     }
     EXPECT_EQ(trace.notes.size(), shape.enums && shape.shape != NsysShape::s2021 ? 0U : 1U);
 
-    const auto s = probes::nsys::summarize({trace});
+    const auto s = base::nsys::summarize({trace});
     ASSERT_EQ(s.reports.size(), 1U);
     EXPECT_EQ(s.reports[0].span_ns, 2000 * ms);
     ASSERT_EQ(s.gpus.size(), 2U);
@@ -144,9 +144,9 @@ TEST_P(NsysExportShapes, AnExportWithEmptyCudaTables)
     f.span_start = 1;
     f.span_end = 5'000'000'000;
     f.gpus = {{0, "NVIDIA H100 80GB HBM3"}};
-    const auto trace = probes::nsys::read_export(write(f));
+    const auto trace = base::nsys::read_export(write(f));
     EXPECT_TRUE(trace.kernels.empty());
-    const auto s = probes::nsys::summarize({trace});
+    const auto s = base::nsys::summarize({trace});
     EXPECT_TRUE(s.gpus.empty());
     ASSERT_EQ(s.findings.size(), 1U);
     EXPECT_EQ(s.findings[0].code, "profile.no_kernels");
@@ -164,7 +164,7 @@ TEST(NsysExport, BatchedCopiesCountAsTheirCopyCount)
     auto f = test_support::two_gpus(NsysShape::s2026);
     f.copies = {{1'100'000'000, 1'200'000'000, 0, 1, 1000, 1, 2, -1, -1, 8}};
     f.write(dir / "batched.sqlite");
-    const auto trace = probes::nsys::read_export((dir / "batched.sqlite").string());
+    const auto trace = base::nsys::read_export((dir / "batched.sqlite").string());
     ASSERT_EQ(trace.copies.size(), 1U);
     EXPECT_EQ(trace.copies[0].count, 8U);
 }
@@ -179,13 +179,13 @@ TEST(NsysExport, TheEnumTableWinsOverCuptisNumbers)
         {0, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"}, {5, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"}};
     f.copies = {{1'100'000'000, 1'200'000'000, 0, 1, 1000, 0, 2}, {1'300'000'000, 1'400'000'000, 0, 1, 1000, 5, 2}};
     f.write(dir / "kinds.sqlite");
-    const auto trace = probes::nsys::read_export((dir / "kinds.sqlite").string());
+    const auto trace = base::nsys::read_export((dir / "kinds.sqlite").string());
     ASSERT_EQ(trace.copies.size(), 2U);
     EXPECT_FALSE(trace.copies[0].pageable);
     EXPECT_TRUE(trace.copies[1].pageable);
     f.enums = false;
     f.write(dir / "kinds.sqlite");
-    const auto fallback = probes::nsys::read_export((dir / "kinds.sqlite").string());
+    const auto fallback = base::nsys::read_export((dir / "kinds.sqlite").string());
     EXPECT_TRUE(fallback.copies[0].pageable) << "without the table, CUPTI's 0 is pageable";
     EXPECT_FALSE(fallback.copies[1].pageable);
 }
@@ -197,8 +197,8 @@ TEST(NsysExport, KernelsWithoutADemangledNameUseTheShortName)
     test_support::two_gpus(NsysShape::s2024).write(path);
     // An id with no string, as old exports wrote 0 for a missing name.
     write_sql(path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 999 WHERE streamId = 20");
-    const auto trace = probes::nsys::read_export(path.string());
-    const auto s = probes::nsys::summarize({trace});
+    const auto trace = base::nsys::read_export(path.string());
+    const auto s = base::nsys::summarize({trace});
     EXPECT_EQ(s.gpus.at(1).top_kernels.at(0).name, "allreduce");
 }
 
@@ -207,25 +207,25 @@ TEST(NsysExport, WhatIsNotAnExportIsAnInputErrorNamingTheFile)
     test_support::TempDir dir;
     const std::string text = (dir / "notes.sqlite").string();
     std::ofstream(text) << "this is not a database, just text that is long enough to be read as a header\n";
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(text); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(text); }),
         text +
             " is not an SQLite database (file is not a database); give the SQLite export of an Nsight Systems "
             "report (nsys profile --export sqlite, or nsys export --type sqlite REPORT)");
 
     const std::string missing = (dir / "missing.sqlite").string();
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(missing); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(missing); }),
         "cannot read " + missing + ": No such file or directory");
 
     const std::string rep = (dir / "rank0.nsys-rep").string();
     std::ofstream(rep) << "x";
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(rep); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(rep); }),
         rep + " is an Nsight Systems report, not its SQLite export; run 'nsys export --type sqlite " + rep +
             "' and read the .sqlite file (gpurun --profile nsys writes both)");
 
     NsysFixture no_cuda;
     no_cuda.cuda_tables = false;
     no_cuda.write(dir / "cpu.sqlite");
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export((dir / "cpu.sqlite").string()); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export((dir / "cpu.sqlite").string()); }),
         (dir / "cpu.sqlite").string() +
             " has no CUDA activity: no CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY or "
             "CUPTI_ACTIVITY_KIND_MEMSET table; profile with --trace cuda (as gpurun --profile nsys does) and check "
@@ -233,7 +233,7 @@ TEST(NsysExport, WhatIsNotAnExportIsAnInputErrorNamingTheFile)
 
     const auto other = dir / "other.sqlite";
     write_sql(other, "CREATE TABLE t (x INTEGER)");
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(other.string()); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(other.string()); }),
         other.string() +
             " is not an Nsight Systems export: it has no StringIds table and no CUPTI_ACTIVITY_KIND_* "
             "tables");
@@ -243,13 +243,13 @@ TEST(NsysExport, WhatIsNotAnExportIsAnInputErrorNamingTheFile)
         "CREATE TABLE StringTable (_id_ INTEGER PRIMARY KEY, value TEXT); CREATE TABLE "
         "CUPTI_ACTIVITY_KIND_KERNEL (_id_ INTEGER, start INTEGER, \"end\" INTEGER, name INTEGER)");
     EXPECT_NE(
-        error_of([&] { probes::nsys::read_export(nvprof.string()); }).find("is an nvprof database"), std::string::npos);
+        error_of([&] { base::nsys::read_export(nvprof.string()); }).find("is an nvprof database"), std::string::npos);
 
     const auto broken = dir / "broken.sqlite";
     write_sql(broken,
         "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT); CREATE TABLE "
         "CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, \"end\" INTEGER, streamId INTEGER)");
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(broken.string()); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(broken.string()); }),
         broken.string() +
             ": table CUPTI_ACTIVITY_KIND_KERNEL has no column deviceId; gpudoctor reads the SQLite "
             "exports of Nsight Systems 2021 and later");
@@ -263,10 +263,10 @@ TEST(NsysExport, DirectoriesAreReadAsTheirExportsInRankOrder)
         std::ofstream(dir / "p" / name) << "x";
     }
     const std::string p = (dir / "p").string();
-    EXPECT_EQ(probes::nsys::export_files({p, "x.sqlite"}),
+    EXPECT_EQ(base::nsys::export_files({p, "x.sqlite"}),
         (std::vector<std::string>{p + "/rank0.sqlite", p + "/rank2.sqlite", p + "/rank10.sqlite", "x.sqlite"}));
     std::filesystem::create_directories(dir / "empty");
-    EXPECT_EQ(error_of([&] { probes::nsys::export_files({(dir / "empty").string()}); }),
+    EXPECT_EQ(error_of([&] { base::nsys::export_files({(dir / "empty").string()}); }),
         (dir / "empty").string() +
             " holds no .sqlite export; export a report with 'nsys export --type sqlite REPORT.nsys-rep'");
 }
@@ -293,7 +293,7 @@ TEST_F(HostileExport, AViewNamedLikeATableIsRefusedUnread)
     const std::string path = write("DROP TABLE StringIds; CREATE VIEW StringIds (id, value) AS WITH RECURSIVE "
                                    "r(id, value) AS (SELECT 1, 'x' UNION ALL SELECT id + 1, value || 'x' FROM r "
                                    "WHERE id < 2000) SELECT id, value FROM r");
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(path); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(path); }),
         path +
             ": StringIds is a view, not a table; gpudoctor reads only the tables Nsight Systems writes: export the "
             "report again with 'nsys export --type sqlite REPORT.nsys-rep'");
@@ -301,7 +301,7 @@ TEST_F(HostileExport, AViewNamedLikeATableIsRefusedUnread)
     // Names differ from ours only in case: SQLite would read the view for our name.
     const std::string lower = write("ALTER TABLE CUPTI_ACTIVITY_KIND_MEMSET RENAME TO old_memsets; CREATE VIEW "
                                     "cupti_activity_kind_memset AS SELECT * FROM old_memsets");
-    EXPECT_NE(error_of([&] { probes::nsys::read_export(lower); }).find("cupti_activity_kind_memset is a view"),
+    EXPECT_NE(error_of([&] { base::nsys::read_export(lower); }).find("cupti_activity_kind_memset is a view"),
         std::string::npos);
 }
 
@@ -310,7 +310,7 @@ TEST_F(HostileExport, AViewByAnotherNameIsNeverRun)
     // Unbounded: running it would not end.
     const std::string path = write("CREATE VIEW endless (n) AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + "
                                    "1 FROM r) SELECT n FROM r");
-    const auto trace = probes::nsys::read_export(path);
+    const auto trace = base::nsys::read_export(path);
     EXPECT_EQ(trace.kernels.size(), 5U);
 }
 
@@ -327,7 +327,7 @@ TEST_F(HostileExport, AVirtualTableNamedLikeATableIsRefused)
         GTEST_SKIP() << "this SQLite has no fts4 module";
     }
     EXPECT_NE(
-        error_of([&] { probes::nsys::read_export(path.string()); }).find(": StringIds is a virtual table, not a table"),
+        error_of([&] { base::nsys::read_export(path.string()); }).find(": StringIds is a virtual table, not a table"),
         std::string::npos);
 }
 
@@ -336,7 +336,7 @@ TEST_F(HostileExport, AValueLongerThanTheLimitIsRefused)
     // One kernel name of 5 MiB, past the default limit.
     const std::string big = write("UPDATE StringIds SET value = printf('%.*c', 5242880, 'x') WHERE id = (SELECT "
                                   "demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)");
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(big); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(big); }),
         big +
             ": a value in StringIds is longer than 4 MiB, the longest gpudoctor reads (string or blob too big); "
             "Nsight Systems writes no such value: export the report again with 'nsys export --type sqlite "
@@ -344,11 +344,11 @@ TEST_F(HostileExport, AValueLongerThanTheLimitIsRefused)
 
     // A stored value: 1 MiB is read at the default limit and refused at a limit of 64 KiB.
     const std::string stored = write("UPDATE StringIds SET value = printf('%.*c', 1048576, 'x')");
-    EXPECT_NO_THROW(probes::nsys::read_export(stored));
-    probes::nsys::ReadLimits small;
+    EXPECT_NO_THROW(base::nsys::read_export(stored));
+    base::nsys::ReadLimits small;
     small.value_bytes = 64 << 10;
     EXPECT_NE(error_of([&] {
-        probes::nsys::read_export(stored, small);
+        base::nsys::read_export(stored, small);
     }).find(": a value in StringIds is longer than 64 KiB, the longest gpudoctor reads"),
         std::string::npos);
 }
@@ -361,11 +361,11 @@ TEST_F(HostileExport, ReadingPastTheDeadlineStopsWithTheFileNamed)
         doubling += "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL;";
     }
     const std::string path = write(doubling.c_str());
-    EXPECT_EQ(probes::nsys::read_export(path).kernels.size(), 5U << 10);
-    probes::nsys::ReadLimits none;
+    EXPECT_EQ(base::nsys::read_export(path).kernels.size(), 5U << 10);
+    base::nsys::ReadLimits none;
     none.deadline = std::chrono::seconds(0);
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(error_of([&] { probes::nsys::read_export(path, none); }),
+    EXPECT_EQ(error_of([&] { base::nsys::read_export(path, none); }),
         path +
             ": reading took over 0 s, the most one export may take (stopped in CUPTI_ACTIVITY_KIND_KERNEL); an "
             "export as Nsight Systems writes it reads in seconds: export the report again with 'nsys export "

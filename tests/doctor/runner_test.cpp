@@ -1,5 +1,5 @@
 #include "doctor/check/runner.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -32,7 +32,7 @@ TEST(Runner, CollectorsRunInParallelAndAHangBecomesAnError)
                         return nlohmann::json();
                     }};
     Collector throws{"throws", [](const doctor::check::CollectContext&) -> nlohmann::json {
-                         throw probes::Error("cannot read /sys/foo: Permission denied");
+                         throw base::Error("cannot read /sys/foo: Permission denied");
                      }};
     doctor::check::CollectContext ctx;
     ctx.timeout = std::chrono::milliseconds(1000);
@@ -111,7 +111,7 @@ TEST(Runner, SelectionByNameAndPrefixWithDidYouMean)
     try {
         doctor::checks::select_probes("drivr", "");
         ADD_FAILURE();
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_EQ(std::string(e.what()),
             "--only drivr: no probe is called that (did you mean driver?); 'gpudoctor list' "
             "shows them");
@@ -124,7 +124,7 @@ TEST(Runner, ASelectionOfNoProbeIsAnError)
     auto error_of = [](const std::string& only, const std::string& skip) {
         try {
             doctor::checks::select_probes(only, skip);
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             return std::string(e.what());
         }
         return std::string();

@@ -1,6 +1,6 @@
 #include "doctor/check/gpu_scope.hpp"
 #include "doctor/check/snapshot.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -44,7 +44,7 @@ std::string error_of(const nlohmann::json& doc)
 {
     try {
         read_snapshot(doc.dump(), "node.json");
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         return e.what();
     }
     return "no error";
@@ -108,7 +108,7 @@ TEST(Snapshot, ANumberBeyondADoubleIsBadInputNotACrash)
     std::string error = "no error";
     try {
         read_snapshot(R"({"gpudoctor_snapshot": 1, "facts": {"nvml": {"memory_total": 1e999}}})", "node.json");
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         error = e.what();
     }
     EXPECT_EQ(error,

@@ -1,5 +1,5 @@
 #include "doctor/checks/topo_matrix.hpp"
-#include "probes/topology.hpp"
+#include "base/topology.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/layouts.hpp"
@@ -76,12 +76,12 @@ TEST(TopologyCollector, PciLinkFromLayoutSeparatesNumaNodesOfOnePackage)
     // NPS4: GPUs in switches on NUMA 3 and 1 of package 0, and on NUMA 7 of package 1.
     test_support::TempDir dir;
     auto layout = test_support::load_layout(test_support::nps4_four_gpus(), dir);
-    auto gpu = [&](const char* bus) { return *layout.find_pci(*probes::PciAddress::parse(bus)); };
-    EXPECT_EQ(probes::pci_link(layout, gpu("0000:03:00.0"), gpu("0000:44:00.0")), probes::PciLink::sys);
-    EXPECT_EQ(probes::pci_link(layout, gpu("0000:03:00.0"), gpu("0000:84:00.0")), probes::PciLink::sys);
-    EXPECT_EQ(probes::pci_link(layout, gpu("0000:03:00.0"), gpu("0000:03:00.0")), probes::PciLink::self);
-    probes::PciFunction bare;
-    EXPECT_EQ(probes::pci_link(layout, gpu("0000:03:00.0"), bare), probes::PciLink::unknown);
+    auto gpu = [&](const char* bus) { return *layout.find_pci(*base::PciAddress::parse(bus)); };
+    EXPECT_EQ(base::pci_link(layout, gpu("0000:03:00.0"), gpu("0000:44:00.0")), base::PciLink::sys);
+    EXPECT_EQ(base::pci_link(layout, gpu("0000:03:00.0"), gpu("0000:84:00.0")), base::PciLink::sys);
+    EXPECT_EQ(base::pci_link(layout, gpu("0000:03:00.0"), gpu("0000:03:00.0")), base::PciLink::self);
+    base::PciFunction bare;
+    EXPECT_EQ(base::pci_link(layout, gpu("0000:03:00.0"), bare), base::PciLink::unknown);
 }
 
 TEST(TopologyProbe, WarnsAboutPairsAcrossSocketsWithoutNvlink)

@@ -2,7 +2,7 @@
 // environment variables read at every call (so one loaded copy serves many tests).
 // Built once per library with a -D switch:
 //   FAKE_CUDA_DRIVER  libcuda.so.1: cuInit, cuDriverGetVersion, cuDeviceGetCount, cuGetErrorString,
-//                     cuGetErrorName, and every call of the deep tier's copies (probes::CudaApi).
+//                     cuGetErrorName, and every call of the deep tier's copies (base::CudaApi).
 //                     FAKE_CUDA_DRIVER_VERSION (default 12040), FAKE_CUDA_INIT_ERROR (default 0: what
 //                     cuInit returns; while it is not 0 every call that needs cuInit returns 3),
 //                     FAKE_CUDA_DEVICE_COUNT (default 1);

@@ -1,6 +1,6 @@
 // libFuzzer targets for every parser gpurun and gpudoctor feed with outside text. Built with -DGPUKIT_FUZZ=ON
 // (clang): this file is compiled once, and each program fuzz_NAME runs the target NAME of the
-// table at its end. A parser may reject input with probes::Error, never crash, hang or leak; what
+// table at its end. A parser may reject input with base::Error, never crash, hang or leak; what
 // it accepts must survive a round trip.
 #include "doctor/check/gpu_scope.hpp"
 #include "doctor/check/policy.hpp"
@@ -22,15 +22,15 @@
 #include "launcher/profile.hpp"
 #include "launcher/rank_output.hpp"
 #include "launcher/shell_words.hpp"
-#include "probes/atomic_file.hpp"
-#include "probes/byte_size.hpp"
-#include "probes/cpu_set.hpp"
-#include "probes/error.hpp"
-#include "probes/gpu_inventory.hpp"
-#include "probes/nccl/line_scan.hpp"
-#include "probes/nccl/log.hpp"
-#include "probes/nsys/reader.hpp"
-#include "probes/pci_address.hpp"
+#include "base/atomic_file.hpp"
+#include "base/byte_size.hpp"
+#include "base/cpu_set.hpp"
+#include "base/error.hpp"
+#include "base/gpu_inventory.hpp"
+#include "base/nccl/line_scan.hpp"
+#include "base/nccl/log.hpp"
+#include "base/nsys/reader.hpp"
+#include "base/pci_address.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -52,12 +52,12 @@ extern const char* const gpukit_fuzz_target;
 
 namespace {
 
-std::vector<probes::Gpu> fuzz_gpus()
+std::vector<base::Gpu> fuzz_gpus()
 {
-    std::vector<probes::Gpu> gpus(3);
+    std::vector<base::Gpu> gpus(3);
     for (unsigned i = 0; i < 3; ++i) {
         gpus[i].physical_index = i;
-        gpus[i].bus_id = probes::PciAddress{0, static_cast<std::uint8_t>(i + 1), 0, 0};
+        gpus[i].bus_id = base::PciAddress{0, static_cast<std::uint8_t>(i + 1), 0, 0};
         gpus[i].uuid = "GPU-" + std::to_string(i) + "abc";
         gpus[i].mig_uuids = {"MIG-" + std::to_string(i)};
     }
@@ -66,16 +66,16 @@ std::vector<probes::Gpu> fuzz_gpus()
 
 void fuzz_cpulist(const std::string& text)
 {
-    auto set = probes::CpuSet::parse(text);
-    if (probes::CpuSet::parse(set.to_list()) != set) {
+    auto set = base::CpuSet::parse(text);
+    if (base::CpuSet::parse(set.to_list()) != set) {
         std::abort();
     }
 }
 
 void fuzz_pci_address(const std::string& text)
 {
-    if (auto a = probes::PciAddress::parse(text)) {
-        if (probes::PciAddress::parse(a->to_string()) != a) {
+    if (auto a = base::PciAddress::parse(text)) {
+        if (base::PciAddress::parse(a->to_string()) != a) {
             std::abort();
         }
     }
@@ -90,7 +90,7 @@ void fuzz_hostfile(const std::string& text)
     std::vector<launcher::HostSlots> hosts;
     try {
         hosts = launcher::parse_hostfile(text, "fuzz", limit);
-    } catch (const probes::Error&) {
+    } catch (const base::Error&) {
         hosts = launcher::parse_host_list(text, "--free-gpus", 0, limit);
     }
     if (hosts.size() > limit) {
@@ -136,7 +136,7 @@ void fuzz_hostfile(const std::string& text)
 void fuzz_visible_devices(const std::string& text)
 {
     static const auto gpus = fuzz_gpus();
-    auto pool = probes::select_visible(gpus, text);
+    auto pool = base::select_visible(gpus, text);
     if (pool.size() > 3 * text.size() + 3) {
         std::abort();
     }
@@ -199,8 +199,8 @@ void fuzz_nccl_jobs(const std::string& text)
     if (text.find('\f') == std::string::npos) {
         return;
     }
-    for (const auto kind : {probes::nccl::Inputs::may_be_several_jobs, probes::nccl::Inputs::one_job}) {
-        probes::nccl::Analyzer analyzer(probes::nccl::Limits{}, kind);
+    for (const auto kind : {base::nccl::Inputs::may_be_several_jobs, base::nccl::Inputs::one_job}) {
+        base::nccl::Analyzer analyzer(base::nccl::Limits{}, kind);
         std::size_t at = 0;
         for (int input = 0; at <= text.size(); ++input) {
             const std::size_t end = input == 7 ? text.size() : std::min(text.find('\f', at), text.size());
@@ -223,18 +223,18 @@ void fuzz_nccl_jobs(const std::string& text)
         }
         if (records != a.records || connections != a.connections ||
             std::any_of(owners.begin(), owners.end(), [](int n) { return n != 1; }) ||
-            (kind == probes::nccl::Inputs::one_job && a.jobs.size() != 1)) {
+            (kind == base::nccl::Inputs::one_job && a.jobs.size() != 1)) {
             std::abort();
         }
-        (void)probes::nccl::render_json(a).dump();
-        (void)probes::nccl::render_text(a, false);
+        (void)base::nccl::render_json(a).dump();
+        (void)base::nccl::render_text(a, false);
     }
 }
 
 void fuzz_nccl_log(const std::string& text)
 {
     fuzz_nccl_jobs(text);
-    probes::nccl::Analyzer analyzer;
+    base::nccl::Analyzer analyzer;
     analyzer.read_text(text, "fuzz.log");
     const auto analysis = analyzer.analysis();
     std::uint64_t sum = 0;
@@ -245,15 +245,15 @@ void fuzz_nccl_log(const std::string& text)
     if (sum != analysis.connections || analysis.lines != newlines + (text.empty() || text.back() == '\n' ? 0 : 1)) {
         std::abort();
     }
-    (void)probes::nccl::render_json(analysis).dump();
-    (void)probes::nccl::render_text(analysis, true);
+    (void)base::nccl::render_json(analysis).dump();
+    (void)base::nccl::render_text(analysis, true);
     // The scanner finds the same lines whether a text comes in one block or in two split at a newline.
     const std::size_t cut = text.find('\n', text.size() / 2);
     if (cut != std::string::npos) {
-        probes::nccl::LineScanner whole;
-        probes::nccl::LineScanner parts;
-        std::vector<probes::nccl::LineRef> a;
-        std::vector<probes::nccl::LineRef> b;
+        base::nccl::LineScanner whole;
+        base::nccl::LineScanner parts;
+        std::vector<base::nccl::LineRef> a;
+        std::vector<base::nccl::LineRef> b;
         whole.scan(text.data(), text.size(), a);
         parts.scan(text.data(), cut + 1, b);
         const std::size_t first = b.size();
@@ -261,7 +261,7 @@ void fuzz_nccl_log(const std::string& text)
         for (std::size_t i = first; i < b.size(); ++i) {
             b[i].offset += cut + 1;
         }
-        auto same = [](const probes::nccl::LineRef& x, const probes::nccl::LineRef& y) {
+        auto same = [](const base::nccl::LineRef& x, const base::nccl::LineRef& y) {
             return x.offset == y.offset && x.size == y.size && x.number == y.number;
         };
         if (a.size() != b.size() || !std::equal(a.begin(), a.end(), b.begin(), same) ||
@@ -274,11 +274,11 @@ void fuzz_nccl_log(const std::string& text)
 void fuzz_byte_size(const std::string& text)
 {
     // A size is in (0, 2^60]; printed, it reads back within the two decimals' rounding.
-    const std::uint64_t bytes = probes::parse_byte_size(text, "fuzz");
+    const std::uint64_t bytes = base::parse_byte_size(text, "fuzz");
     if (bytes == 0 || bytes > (std::uint64_t{1} << 60)) {
         std::abort();
     }
-    const std::uint64_t again = probes::parse_byte_size(probes::format_bytes(bytes), "fuzz");
+    const std::uint64_t again = base::parse_byte_size(base::format_bytes(bytes), "fuzz");
     const std::uint64_t diff = again > bytes ? again - bytes : bytes - again;
     if (diff > bytes / 100 + 1) {
         std::abort();
@@ -297,7 +297,7 @@ void fuzz_rank_list(const std::string& text)
 
 void fuzz_policy_toml(const std::string& text)
 {
-    // --policy FILE over the built-in policy: accepted or a probes::Error, and what is accepted is
+    // --policy FILE over the built-in policy: accepted or a base::Error, and what is accepted is
     // in range (a floor lookup on any name works). The built-in policy is read once and copied.
     static const doctor::check::Policy defaults = doctor::check::Policy::defaults();
     doctor::check::Policy policy = defaults;
@@ -317,7 +317,7 @@ void fuzz_fit_toml(const std::string& text)
     doctor::fit::ModelCatalog models = presets;
     try {
         models.merge_toml(text, "/nonexistent-gpukit-fuzz/fuzz-models.toml");
-    } catch (const probes::Error&) {
+    } catch (const base::Error&) {
     }
     doctor::fit::GpuTable::from_toml(text, "fuzz-gpus.toml");
 }
@@ -330,7 +330,7 @@ void fuzz_fit_config(const std::string& text)
     doctor::fit::ModelSpec model;
     try {
         model = doctor::fit::model_from_config(text, "fuzz-config.json");
-    } catch (const probes::Error&) {
+    } catch (const base::Error&) {
         return;
     }
     auto plan = [&](auto&& change) {
@@ -339,7 +339,7 @@ void fuzz_fit_config(const std::string& text)
         change(setup);
         try {
             (void)doctor::fit::plan_memory(model, setup);
-        } catch (const probes::Error&) {
+        } catch (const base::Error&) {
         }
     };
     plan([](doctor::fit::TrainingSetup&) {});
@@ -379,7 +379,7 @@ void fuzz_fit_command(const std::string& text)
                 std::abort();
             }
         }
-    } catch (const probes::Error&) {
+    } catch (const base::Error&) {
         if (text.find("{batch}") != std::string::npos) {
             std::abort(); // a placeholder was there: expanding must not fail
         }
@@ -404,14 +404,14 @@ void fuzz_node_list(const std::string& text)
                 std::abort();
             }
         }
-    } catch (const probes::Error&) {
+    } catch (const base::Error&) {
     }
     // -H and SLURM_JOB_NODELIST read a list without counts alike: the same names, or both refuse.
     if (text.find(':') == std::string::npos) {
         auto read = [&](const std::function<std::vector<std::string>()>& parse) {
             try {
                 return std::optional(parse());
-            } catch (const probes::Error&) {
+            } catch (const base::Error&) {
                 return std::optional<std::vector<std::string>>();
             }
         };
@@ -481,8 +481,8 @@ void fuzz_nsys_sqlite(const std::string& text)
         }
         std::fclose(f);
     }
-    const auto trace = probes::nsys::read_export(path);
-    const auto summary = probes::nsys::summarize({trace});
+    const auto trace = base::nsys::read_export(path);
+    const auto summary = base::nsys::summarize({trace});
     for (const auto& gpu : summary.gpus) {
         if (!(gpu.busy_share() >= 0 && gpu.busy_share() <= 1 && gpu.busy_share_with_copies() <= 1)) {
             std::abort();
@@ -592,16 +592,16 @@ void fuzz_path_walker(const std::string& text)
     bool done = false;
     try {
         if (op == 0) {
-            probes::write_file_atomically(path, "new", "--fuzz");
+            base::write_file_atomically(path, "new", "--fuzz");
             std::ifstream in(path);
             const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
             if (back != "new") {
                 std::abort(); // written somewhere else than the path names
             }
         } else if (op == 1) {
-            close(probes::open_output_file(path, "--fuzz"));
+            close(base::open_output_file(path, "--fuzz"));
         } else {
-            const std::string made = probes::own_directory(path, "--fuzz");
+            const std::string made = base::own_directory(path, "--fuzz");
             struct stat st { };
             const bool inside = made == root.string() || made.rfind(root.string() + "/", 0) == 0;
             if (!inside || lstat(made.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
@@ -610,7 +610,7 @@ void fuzz_path_walker(const std::string& text)
             }
         }
         done = true;
-    } catch (const probes::Error&) {
+    } catch (const base::Error&) {
     }
     if (!fs::is_empty(root / "open") || !fs::is_empty(root / "their_target")) {
         std::abort(); // written where another user could redirect it
@@ -765,7 +765,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 {
     try {
         chosen_target().run(std::string(reinterpret_cast<const char*>(data), size));
-    } catch (const probes::Error&) {
+    } catch (const base::Error&) {
     }
     return 0;
 }

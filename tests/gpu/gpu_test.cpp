@@ -4,11 +4,11 @@
 // no driver or no NCCL, each test is skipped with the reason (ctest reports it as Skipped).
 // tests/gpu/run.sh runs them; a packed copy (run.sh --pack) finds gpudoctor through
 // GPUKIT_TEST_GPUDOCTOR instead of the build tree's path.
-#include "probes/cuda.hpp"
-#include "probes/error.hpp"
-#include "probes/gpu_bandwidth.hpp"
-#include "probes/monitor/sampler.hpp"
-#include "probes/nccl_allreduce.hpp"
+#include "base/cuda.hpp"
+#include "base/error.hpp"
+#include "base/gpu_bandwidth.hpp"
+#include "base/monitor/sampler.hpp"
+#include "base/nccl_allreduce.hpp"
 #include "tests/support/process.hpp"
 
 #include <chrono>
@@ -27,7 +27,7 @@ namespace {
 
 /// The real driver, initialised, with its device count; or why there is none.
 struct RealGpu {
-    std::optional<probes::Cuda> cuda;
+    std::optional<base::Cuda> cuda;
     int devices = 0;
     std::string skip_reason;
 };
@@ -37,7 +37,7 @@ const RealGpu& real_gpu()
     static const RealGpu gpu = [] {
         RealGpu g;
         try {
-            probes::Cuda cuda = probes::Cuda::load();
+            base::Cuda cuda = base::Cuda::load();
             cuda.init();
             g.devices = cuda.device_count();
             if (g.devices <= 0) {
@@ -45,7 +45,7 @@ const RealGpu& real_gpu()
                 return g;
             }
             g.cuda.emplace(std::move(cuda));
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             g.skip_reason = std::string("no GPU: ") + e.what() + " (GPUKIT_CUDA_LIBRARY names the driver library)";
         }
         return g;
@@ -67,7 +67,7 @@ std::string gpudoctor_path()
 }
 
 /// A rate the measurement returned: plausible for any GPU and ordered (min ≤ median ≤ max).
-void expect_rate(const std::optional<probes::Rate>& rate, const std::string& what)
+void expect_rate(const std::optional<base::Rate>& rate, const std::string& what)
 {
     ASSERT_TRUE(rate.has_value()) << what << " was not measured";
     EXPECT_GT(rate->median_gbps, 1.0) << what;
@@ -85,12 +85,12 @@ TEST(GpuBandwidth, MeasuresHostAndDeviceCopiesOnEveryGpu)
     if (!gpu.cuda) {
         GTEST_SKIP() << gpu.skip_reason;
     }
-    probes::CopySettings settings;
+    base::CopySettings settings;
     settings.bytes = std::size_t{64} << 20;
     settings.copies = 4;
     settings.samples = 3;
     settings.latency_copies = 20;
-    const probes::BandwidthReport report = probes::measure_bandwidth(*gpu.cuda, settings);
+    const base::BandwidthReport report = base::measure_bandwidth(*gpu.cuda, settings);
 
     EXPECT_GT(report.cuda_driver_version, 0);
     ASSERT_EQ(report.gpus.size(), static_cast<std::size_t>(gpu.devices));
@@ -122,7 +122,7 @@ TEST(GpuBandwidth, MeasuresHostAndDeviceCopiesOnEveryGpu)
         EXPECT_LT(*p.latency_us, 1000.0);
     }
 
-    const nlohmann::json json = probes::to_json(report);
+    const nlohmann::json json = base::to_json(report);
     EXPECT_EQ(json["gpus"].size(), n);
     EXPECT_EQ(json["settings"]["bytes"], settings.bytes);
 }
@@ -133,15 +133,15 @@ TEST(GpuAllReduce, OneGpuHasNoBusTrafficButAnAlgorithmBandwidth)
     if (!gpu.cuda) {
         GTEST_SKIP() << gpu.skip_reason;
     }
-    std::optional<probes::Nccl> nccl;
+    std::optional<base::Nccl> nccl;
     try {
-        nccl.emplace(probes::Nccl::load());
-    } catch (const probes::Error& e) {
+        nccl.emplace(base::Nccl::load());
+    } catch (const base::Error& e) {
         GTEST_SKIP() << "no NCCL: " << e.what() << " (set GPUKIT_NCCL_LIBRARY to a libnccl.so.2)";
     }
-    probes::AllReduceSettings settings;
+    base::AllReduceSettings settings;
     settings.bytes = std::size_t{64} << 20;
-    const probes::AllReduceResult one = probes::measure_allreduce(*gpu.cuda, *nccl, {0}, settings);
+    const base::AllReduceResult one = base::measure_allreduce(*gpu.cuda, *nccl, {0}, settings);
     EXPECT_FALSE(one.nccl_version.empty());
     EXPECT_EQ(one.devices, std::vector<int>{0});
     EXPECT_EQ(one.settings.bytes, settings.bytes);
@@ -152,11 +152,11 @@ TEST(GpuAllReduce, OneGpuHasNoBusTrafficButAnAlgorithmBandwidth)
     if (gpu.devices < 2) {
         return;
     }
-    const probes::AllReduceResult all = probes::measure_allreduce(*gpu.cuda, *nccl, all_devices(gpu.devices), settings);
+    const base::AllReduceResult all = base::measure_allreduce(*gpu.cuda, *nccl, all_devices(gpu.devices), settings);
     EXPECT_EQ(all.devices.size(), static_cast<std::size_t>(gpu.devices));
     EXPECT_GT(all.time_us, 0.0);
     EXPECT_GT(all.busbw_gbps, 1.0);
-    EXPECT_NEAR(all.busbw_gbps, all.algbw_gbps * probes::allreduce_bus_factor(gpu.devices), 1e-6 * all.busbw_gbps);
+    EXPECT_NEAR(all.busbw_gbps, all.algbw_gbps * base::allreduce_bus_factor(gpu.devices), 1e-6 * all.busbw_gbps);
 }
 
 TEST(GpuDoctor, DeepBandwidthCheckRunsOnThisGpu)
@@ -223,14 +223,14 @@ TEST(GpuMonitor, OwnContextIsInNvmlsProcessListAndTheGpusAreSampled)
     if (!gpu.cuda) {
         GTEST_SKIP() << gpu.skip_reason;
     }
-    probes::Nvml nvml = probes::Nvml::load();
+    base::Nvml nvml = base::Nvml::load();
     const auto& api = gpu.cuda->api();
-    probes::cuda_abi::Device device = 0;
+    base::cuda_abi::Device device = 0;
     gpu.cuda->check(api.device_get(&device, 0), "cuDeviceGet");
-    probes::cuda_abi::Context context = nullptr;
+    base::cuda_abi::Context context = nullptr;
     gpu.cuda->check(api.primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
     gpu.cuda->check(api.ctx_set_current(context), "cuCtxSetCurrent");
-    probes::cuda_abi::DevicePtr block = 0;
+    base::cuda_abi::DevicePtr block = 0;
     gpu.cuda->check(api.mem_alloc(&block, 64ULL << 20), "cuMemAlloc");
 
     bool ours = false;
@@ -250,7 +250,7 @@ TEST(GpuMonitor, OwnContextIsInNvmlsProcessListAndTheGpusAreSampled)
     EXPECT_TRUE(size == 24 || size == 32) << size;
     EXPECT_TRUE(ours || unknown_pids) << "this process has a CUDA context but NVML does not list it";
 
-    probes::monitor::GpuSampler sampler(nvml, probes::monitor::select_gpus(nvml.gpus(), {}));
+    base::monitor::GpuSampler sampler(nvml, base::monitor::select_gpus(nvml.gpus(), {}));
     for (const auto& s : sampler.sample(0)) {
         if (s.kernel_active) {
             EXPECT_LE(*s.kernel_active, 100U);

@@ -2,7 +2,7 @@
 // helper starts samples the fake's sequences, reads the ranks' records, and its summary reaches
 // gpurun's standard error through mpirun. Ranks "open" a GPU by writing their pid to the fake's
 // process file (rank_probe PROBE_OPEN_GPU).
-#include "probes/topology.hpp"
+#include "base/topology.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -35,7 +35,7 @@ class GpurunMonitor : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        const auto cpus = probes::Topology::load_live(false).layout().allowed.cpus();
+        const auto cpus = base::Topology::load_live(false).layout().allowed.cpus();
         // The fake GPUs are not on this machine's PCI bus: their locality comes from a sysfs tree.
         for (auto [bus, cpu] : {std::pair{"0000:07:00.0", cpus.front()}, std::pair{"0000:0f:00.0", cpus.back()}}) {
             const auto dev = m_dir / "root/sys/bus/pci/devices" / bus;

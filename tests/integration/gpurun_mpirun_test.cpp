@@ -1,8 +1,8 @@
 // gpurun with the real Open MPI mpirun: real ranks, real binding on this machine, checked from
 // inside each rank.
 #include "launcher/node_handoff.hpp"
-#include "probes/cpu_set.hpp"
-#include "probes/topology.hpp"
+#include "base/cpu_set.hpp"
+#include "base/topology.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/rank_files.hpp"
@@ -35,7 +35,7 @@ class GpurunMpirun : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        auto topology = probes::Topology::load_live(false);
+        auto topology = base::Topology::load_live(false);
         m_cpus = topology.layout().allowed;
         if (m_cpus.size() < 2) {
             GTEST_SKIP() << "needs 2 CPUs to check disjoint binding; this machine allows " << m_cpus.to_list();
@@ -122,7 +122,7 @@ protected:
 
     TempDir m_dir;
     EnvChanges m_env;
-    probes::CpuSet m_cpus;
+    base::CpuSet m_cpus;
 };
 
 } // namespace
@@ -152,7 +152,7 @@ TEST_F(GpurunMpirun, CpuOnlyRanksGetDisjointCoresAndTheirVariables)
 {
     auto r = gpurun({"--cpu-only", "-np", "2", "--master-port", "29411", RANK_PROBE_PATH});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    probes::CpuSet seen;
+    base::CpuSet seen;
     for (unsigned rank = 0; rank < 2; ++rank) {
         auto v = read_rank(m_dir, rank);
         EXPECT_EQ(one(v, "RANK"), std::to_string(rank));
@@ -163,7 +163,7 @@ TEST_F(GpurunMpirun, CpuOnlyRanksGetDisjointCoresAndTheirVariables)
         EXPECT_EQ(one(v, "MASTER_PORT"), "29411");
         EXPECT_EQ(one(v, "CUDA_DEVICE_ORDER"), "<unset>") << "no GPU variables with --cpu-only";
         EXPECT_EQ(one(v, "GPURUN_GPU"), "<unset>");
-        auto cpus = probes::CpuSet::parse(one(v, "Cpus_allowed_list"));
+        auto cpus = base::CpuSet::parse(one(v, "Cpus_allowed_list"));
         EXPECT_FALSE(cpus.empty());
         EXPECT_EQ(cpus.to_list(), one(v, "GPURUN_CPUS")) << "the kernel's mask is the planned one";
         EXPECT_FALSE(cpus.intersects(seen)) << "rank " << rank << " shares CPUs: " << cpus.to_list();
@@ -261,7 +261,7 @@ TEST_F(GpurunMpirun, HelpersBindFromThePlanHandedForThisNodeAndNeverFromAnotherO
     const std::string last = std::to_string(m_cpus.cpus().back());
     launcher::NodePlan plan;
     plan.ranks.resize(1);
-    plan.ranks[0].cpus = probes::CpuSet::parse(last);
+    plan.ranks[0].cpus = base::CpuSet::parse(last);
     plan.ranks[0].cores = 1;
     const std::string helper = (std::filesystem::path(GPURUN_PATH).parent_path() / "gpurun-rank").string();
     EnvChanges by_hand = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"},
@@ -289,8 +289,8 @@ TEST_F(GpurunMpirun, HelpersBindFromThePlanHandedForThisNodeAndNeverFromAnotherO
     r = gpurun({"--cpu-only", "-np", "2", RANK_PROBE_PATH},
         {{launcher::node_plan_variable, launcher::write_node_plan(launcher::this_node_key(nullptr), plan)}});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto cpus0 = probes::CpuSet::parse(one(read_rank(m_dir, 0), "Cpus_allowed_list"));
-    const auto cpus1 = probes::CpuSet::parse(one(read_rank(m_dir, 1), "Cpus_allowed_list"));
+    const auto cpus0 = base::CpuSet::parse(one(read_rank(m_dir, 0), "Cpus_allowed_list"));
+    const auto cpus1 = base::CpuSet::parse(one(read_rank(m_dir, 1), "Cpus_allowed_list"));
     EXPECT_FALSE(cpus0.intersects(cpus1)) << cpus0.to_list() << " and " << cpus1.to_list();
 }
 
@@ -618,13 +618,13 @@ TEST_F(GpurunMpirun, WithoutMpiTheLocalLauncherStartsTheRanksWithTheirVariablesA
     // No mpirun in PATH: auto takes gpurun's own launcher for a job on this node.
     auto r = gpurun({"--cpu-only", "-np", "2", "--report-bindings", RANK_PROBE_PATH}, {{"PATH", "/nonexistent"}});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    probes::CpuSet seen;
+    base::CpuSet seen;
     for (unsigned rank = 0; rank < 2; ++rank) {
         auto v = read_rank(m_dir, rank);
         EXPECT_EQ(one(v, "RANK"), std::to_string(rank));
         EXPECT_EQ(one(v, "LOCAL_RANK"), std::to_string(rank));
         EXPECT_EQ(one(v, "WORLD_SIZE"), "2");
-        const auto cpus = probes::CpuSet::parse(one(v, "Cpus_allowed_list"));
+        const auto cpus = base::CpuSet::parse(one(v, "Cpus_allowed_list"));
         EXPECT_TRUE(cpus.intersect(seen).empty()) << "ranks share CPUs";
         seen = seen.unite(cpus);
     }

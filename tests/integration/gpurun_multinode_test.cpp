@@ -2,8 +2,8 @@
 // bridge with its own hostname and its own hwloc XML topology, reached through an rsh agent
 // (/work/shared/reference/multinode-on-one-machine.md). Each node plans from its own topology,
 // so the two nodes bind their ranks differently. Needs root and `ip`; skipped otherwise.
-#include "probes/cpu_set.hpp"
-#include "probes/topology.hpp"
+#include "base/cpu_set.hpp"
+#include "base/topology.hpp"
 #include "tests/support/fake_gpu_node.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
@@ -304,7 +304,7 @@ protected:
         if (!s_skip.empty()) {
             GTEST_SKIP() << "cannot simulate two nodes: " << s_skip;
         }
-        const probes::CpuSet allowed = probes::Topology::load_live(false).layout().allowed;
+        const base::CpuSet allowed = base::Topology::load_live(false).layout().allowed;
         if (allowed.size() < 2) {
             GTEST_SKIP() << "needs 2 CPUs to tell the nodes' bindings apart; this machine allows " << allowed.to_list();
         }

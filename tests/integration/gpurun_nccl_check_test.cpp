@@ -251,7 +251,7 @@ TEST_F(GpurunNcclCheck, TheHelperUsesNoLogDirectoryThatIsNotTheUsers)
 }
 
 // gpurun killed with SIGKILL runs no destructor: the private log directory is removed by the
-// watcher gpurun started when it made it (probes::remove_after_exit).
+// watcher gpurun started when it made it (base::remove_after_exit).
 TEST_F(GpurunNcclCheck, KillNineLeavesNoLogDirectory)
 {
     const auto log = m_dir / "gpurun.log";

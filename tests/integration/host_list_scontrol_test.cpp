@@ -6,7 +6,7 @@
 //   - a node listed twice is an error; Slurm lists it twice;
 //   - an empty entry (",,", a comma at an end) is an error; Slurm skips it.
 #include "launcher/node_list.hpp"
-#include "probes/process.hpp"
+#include "base/process.hpp"
 #include "tests/support/host_lists.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -144,7 +144,7 @@ class HostListScontrol : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        auto found = probes::find_executable("scontrol", std::getenv("PATH"));
+        auto found = base::find_executable("scontrol", std::getenv("PATH"));
         if (!found) {
             GTEST_SKIP() << "scontrol is not installed (Debian package slurm-client)";
         }

@@ -1,6 +1,6 @@
 #include "launcher/backends/backends.hpp"
-#include "probes/error.hpp"
-#include "probes/mpi_flavour.hpp"
+#include "base/error.hpp"
+#include "base/mpi_flavour.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_elf.hpp"
@@ -19,11 +19,11 @@ using test_support::TempDir;
 
 TEST(OpenMpi, FlavourFromVersionOutput)
 {
-    EXPECT_EQ(probes::mpi_flavour("mpirun (Open MPI) 4.1.4\n"), "Open MPI");
-    EXPECT_EQ(probes::mpi_flavour("mpirun (OpenRTE) 3.1.0\n"), "Open MPI");
-    EXPECT_EQ(probes::mpi_flavour("HYDRA build details:\n    Version: 4.1\n"), "MPICH");
-    EXPECT_EQ(probes::mpi_flavour("Intel(R) MPI Library for Linux* OS, Version 2021.9"), "Intel MPI");
-    EXPECT_EQ(probes::mpi_flavour("something else"), "unknown");
+    EXPECT_EQ(base::mpi_flavour("mpirun (Open MPI) 4.1.4\n"), "Open MPI");
+    EXPECT_EQ(base::mpi_flavour("mpirun (OpenRTE) 3.1.0\n"), "Open MPI");
+    EXPECT_EQ(base::mpi_flavour("HYDRA build details:\n    Version: 4.1\n"), "MPICH");
+    EXPECT_EQ(base::mpi_flavour("Intel(R) MPI Library for Linux* OS, Version 2021.9"), "Intel MPI");
+    EXPECT_EQ(base::mpi_flavour("something else"), "unknown");
 }
 
 TEST(OpenMpi, RootOnlyWhenTheUserSaidSo)
@@ -139,7 +139,7 @@ TEST(Srun, RefusesUnequalRanksPerNode)
     try {
         launcher::backends::launcher_command(Launcher{LauncherKind::srun, "srun", "Slurm", ""}, request(job));
         ADD_FAILURE() << "accepted 8+4";
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_EQ(std::string(e.what()),
             "srun places the same number of ranks on every node, and this plan has gpu1:8,gpu2:4; give -np a multiple "
             "of the ranks per node, equal slots (-H h1:N,h2:N), or pass --launcher openmpi");
@@ -235,7 +235,7 @@ TEST(Backends, OneRowPerLauncherEachWithItsWordProgramAndCommand)
     EXPECT_TRUE(launcher::backends::row(LauncherKind::openmpi).refuses_root);
     EXPECT_FALSE(launcher::backends::row(LauncherKind::srun).refuses_root);
     EXPECT_STREQ(launcher::backends::row(LauncherKind::hydra).nsys_mpi_impl, "mpich");
-    EXPECT_THROW(launcher::backends::row(LauncherKind::automatic), probes::Error);
+    EXPECT_THROW(launcher::backends::row(LauncherKind::automatic), base::Error);
     EXPECT_EQ(launcher::backends::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "", ""}),
         "MPICH or Intel MPI mpiexec (Hydra)");
     EXPECT_EQ(launcher::backends::launcher_title(Launcher{LauncherKind::hydra, "mpiexec", "Intel MPI", ""}),

@@ -1,12 +1,12 @@
 #include "launcher/binding_plan.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/layouts.hpp"
 
 #include <gtest/gtest.h>
 
 using launcher::BindMode;
 using launcher::PlanOptions;
-using probes::CpuSet;
+using base::CpuSet;
 using test_support::T;
 using test_support::TempDir;
 
@@ -14,16 +14,16 @@ namespace {
 
 class BindingPlan : public ::testing::Test {
 protected:
-    probes::NodeLayout load(const T& t) { return test_support::load_layout(t, m_dir); }
+    base::NodeLayout load(const T& t) { return test_support::load_layout(t, m_dir); }
     TempDir m_dir;
 };
 
 std::string plan_error(
-    const probes::NodeLayout& layout, const std::vector<probes::Gpu>& pool, const PlanOptions& o, unsigned ranks)
+    const base::NodeLayout& layout, const std::vector<base::Gpu>& pool, const PlanOptions& o, unsigned ranks)
 {
     try {
         launcher::plan_node(layout, pool, o, ranks, "n01");
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         return e.what();
     }
     return "";
@@ -45,7 +45,7 @@ void expect_disjoint(const launcher::NodePlan& plan)
 TEST_F(BindingPlan, FourRanksPerSocketSplitWholeCoresOfTheirNumaNode)
 {
     auto layout = load(test_support::two_sockets_four_gpus_each());
-    auto pool = probes::gpus_from_topology(layout);
+    auto pool = base::gpus_from_topology(layout);
     auto plan = launcher::plan_node(layout, pool, PlanOptions{}, 8);
     ASSERT_EQ(plan.ranks.size(), 8U);
     expect_disjoint(plan);
@@ -64,7 +64,7 @@ TEST_F(BindingPlan, FourRanksPerSocketSplitWholeCoresOfTheirNumaNode)
 TEST_F(BindingPlan, Nps4RanksFollowTheirGpuNotTheirRankNumber)
 {
     auto layout = load(test_support::nps4_four_gpus());
-    auto plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), PlanOptions{}, 4);
+    auto plan = launcher::plan_node(layout, base::gpus_from_topology(layout), PlanOptions{}, 4);
     EXPECT_EQ(plan.ranks[0].numa, std::vector<unsigned>{3});
     EXPECT_EQ(plan.ranks[0].cpus.to_list(), "12-15");
     EXPECT_EQ(plan.ranks[1].numa, std::vector<unsigned>{1});
@@ -79,7 +79,7 @@ TEST_F(BindingPlan, SocketModeSharesThePackage)
     auto layout = load(test_support::nps4_four_gpus());
     PlanOptions o;
     o.bind = BindMode::socket;
-    auto plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), o, 4);
+    auto plan = launcher::plan_node(layout, base::gpus_from_topology(layout), o, 4);
     expect_disjoint(plan);
     // GPUs 0 and 1 are both on package 0 (NUMA 3 and 1): they split its 16 cores.
     EXPECT_EQ(plan.ranks[0].cpus.size() + plan.ranks[1].cpus.size(), 16U);
@@ -94,7 +94,7 @@ TEST_F(BindingPlan, SocketModeSharesThePackage)
 
     // Two ranks on GPU 0 split its NUMA node's cores, then the rest of the package.
     o.ranks_per_gpu = 2;
-    plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), o, 2);
+    plan = launcher::plan_node(layout, base::gpus_from_topology(layout), o, 2);
     expect_disjoint(plan);
     for (const auto& r : plan.ranks) {
         EXPECT_EQ(r.cpus.intersect(CpuSet::parse("12-15")).size(), 2U) << r.cpus.to_list();
@@ -105,7 +105,7 @@ TEST_F(BindingPlan, SocketModeSharesThePackage)
 TEST_F(BindingPlan, CoresModeAndCpusPerRank)
 {
     auto layout = load(test_support::two_sockets_four_gpus_each());
-    auto pool = probes::gpus_from_topology(layout);
+    auto pool = base::gpus_from_topology(layout);
     PlanOptions o;
     o.bind = BindMode::cores;
     auto plan = launcher::plan_node(layout, pool, o, 2);
@@ -130,7 +130,7 @@ TEST_F(BindingPlan, BindNoneLeavesAllAllowedCpus)
     auto layout = load(test_support::nps4_four_gpus());
     PlanOptions o;
     o.bind = BindMode::none;
-    auto plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), o, 2);
+    auto plan = launcher::plan_node(layout, base::gpus_from_topology(layout), o, 2);
     EXPECT_EQ(plan.ranks[0].cpus.to_list(), "0-31");
     EXPECT_TRUE(plan.ranks[0].numa.empty());
 }
@@ -138,7 +138,7 @@ TEST_F(BindingPlan, BindNoneLeavesAllAllowedCpus)
 TEST_F(BindingPlan, MoreRanksThanGpusIsAnErrorWithBothNumbers)
 {
     auto layout = load(test_support::nps4_four_gpus());
-    auto pool = probes::gpus_from_topology(layout);
+    auto pool = base::gpus_from_topology(layout);
     std::string e = plan_error(layout, pool, PlanOptions{}, 9);
     EXPECT_EQ(e, "9 ranks on host n01 but only 4 GPUs; pass --ranks-per-gpu 3 to share GPUs, or lower -np");
     EXPECT_NE(plan_error(layout, {}, PlanOptions{}, 1).find("pass --cpu-only"), std::string::npos);
@@ -149,7 +149,7 @@ TEST_F(BindingPlan, RanksPerGpuShareTheGpuAndSplitItsCores)
     auto layout = load(test_support::nps4_four_gpus());
     PlanOptions o;
     o.ranks_per_gpu = 2;
-    auto plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), o, 8);
+    auto plan = launcher::plan_node(layout, base::gpus_from_topology(layout), o, 8);
     expect_disjoint(plan);
     EXPECT_EQ(plan.ranks[0].gpu->physical_index, 0U);
     EXPECT_EQ(plan.ranks[1].gpu->physical_index, 0U);
@@ -168,7 +168,7 @@ TEST_F(BindingPlan, FewerCoresThanRanksShareAndThePlanSaysSo)
         t.gpu(T::at_package(0), bus);
     }
     auto layout = load(t);
-    auto plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), PlanOptions{}, 3);
+    auto plan = launcher::plan_node(layout, base::gpus_from_topology(layout), PlanOptions{}, 3);
     for (const auto& r : plan.ranks) {
         EXPECT_TRUE(r.shared);
         EXPECT_EQ(r.cpus.to_list(), "0-3");
@@ -189,7 +189,7 @@ TEST_F(BindingPlan, NarrowDomainsChooseBeforeWideOnes)
     t.gpu(T::at_package(0), "0000:01:00.0");
     t.gpu(T::at_numa(n1), "0000:02:00.0");
     auto layout = load(t);
-    auto plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), PlanOptions{}, 2);
+    auto plan = launcher::plan_node(layout, base::gpus_from_topology(layout), PlanOptions{}, 2);
     expect_disjoint(plan);
     EXPECT_EQ(plan.ranks[1].cpus.to_list(), "2-3");
     EXPECT_EQ(plan.ranks[0].cpus.to_list(), "0-1");
@@ -224,7 +224,7 @@ TEST_F(BindingPlan, GpuMemoryNodesNeverGetRanks)
     t.gpu_memory_numa(0, 1);
     t.gpu(T::at_package(0), "0009:01:00.0");
     auto layout = load(t);
-    auto plan = launcher::plan_node(layout, probes::gpus_from_topology(layout), PlanOptions{}, 1);
+    auto plan = launcher::plan_node(layout, base::gpus_from_topology(layout), PlanOptions{}, 1);
     EXPECT_EQ(plan.ranks[0].numa, std::vector<unsigned>{0});
     PlanOptions cpu;
     cpu.cpu_only = true;
@@ -235,7 +235,7 @@ TEST_F(BindingPlan, GpuMemoryNodesNeverGetRanks)
 TEST_F(BindingPlan, JobFillsHostsInSlotOrder)
 {
     auto layout = load(test_support::nps4_four_gpus());
-    auto pool = probes::gpus_from_topology(layout);
+    auto pool = base::gpus_from_topology(layout);
     auto job = launcher::plan_job(layout, pool, PlanOptions{}, 6, {{"n01", 4}, {"n02", std::nullopt}}, "local");
     ASSERT_EQ(job.ranks.size(), 6U);
     ASSERT_EQ(job.hosts.size(), 2U);
@@ -254,14 +254,14 @@ TEST_F(BindingPlan, JobFillsHostsInSlotOrder)
     try {
         launcher::plan_job(layout, pool, PlanOptions{}, 10, {{"a", 4}, {"b", 4}}, "x");
         ADD_FAILURE();
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_NE(std::string(e.what()).find("-np 10 but the hosts hold only 8 slots (a:4,b:4)"), std::string::npos)
             << e.what();
     }
     PlanOptions cpu;
     cpu.cpu_only = true;
-    EXPECT_THROW(launcher::plan_job(layout, {}, cpu, std::nullopt, {}, "x"), probes::Error);
-    EXPECT_THROW(launcher::plan_job(layout, pool, PlanOptions{}, 0, {}, "x"), probes::Error);
+    EXPECT_THROW(launcher::plan_job(layout, {}, cpu, std::nullopt, {}, "x"), base::Error);
+    EXPECT_THROW(launcher::plan_job(layout, pool, PlanOptions{}, 0, {}, "x"), base::Error);
 }
 
 TEST(NicVariables, UcxByDefaultNcclWhenAskedNothingWithoutAnHca)

@@ -1,6 +1,6 @@
 #include "launcher/cli.hpp"
-#include "probes/error.hpp"
-#include "probes/spelling.hpp"
+#include "base/error.hpp"
+#include "base/spelling.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@ std::string error_of(std::vector<std::string> args)
 {
     try {
         parse(std::move(args));
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         return e.what();
     }
     return "";
@@ -64,7 +64,7 @@ TEST(Cli, AllOptions)
     EXPECT_EQ(o.plan.cpus_per_rank, 3U);
     EXPECT_EQ(o.plan.ranks_per_gpu, 2U);
     EXPECT_EQ(o.plan.visibility, launcher::GpuVisibility::isolate);
-    EXPECT_EQ(o.plan.memory, probes::MemoryPolicy::strict);
+    EXPECT_EQ(o.plan.memory, base::MemoryPolicy::strict);
     EXPECT_EQ(o.plan.topology_file, "t.xml");
     EXPECT_EQ(o.plan.sysroot, "/s");
     EXPECT_TRUE(o.report_bindings);
@@ -126,7 +126,7 @@ TEST(Cli, ExportNamesAndTheMasterAddressAreChecked)
     EXPECT_EQ(error_of({"-x", "_A1=x y", "-x", "PATH", "prog"}), "") << "values are anything";
     for (const char* bad : {"-foo", "a b", "a\tb"}) {
         EXPECT_EQ(error_of({"--master-addr", bad, "prog"}),
-            fmt::format("--master-addr {}: expected a host name or IP address", probes::quote_input(bad)));
+            fmt::format("--master-addr {}: expected a host name or IP address", base::quote_input(bad)));
     }
     EXPECT_EQ(
         error_of({"--master-addr", "a\tb", "prog"}), "--master-addr 'a\\x09b': expected a host name or IP address")
@@ -166,8 +166,8 @@ TEST(Cli, NcclCheckErrors)
 
 TEST(Cli, ClosestMatch)
 {
-    EXPECT_EQ(probes::closest_match("--dry-rn", {"--dry-run", "--json"}), "--dry-run");
-    EXPECT_EQ(probes::closest_match("--zzzzzz", {"--dry-run", "--json"}), "");
+    EXPECT_EQ(base::closest_match("--dry-rn", {"--dry-run", "--json"}), "--dry-run");
+    EXPECT_EQ(base::closest_match("--zzzzzz", {"--dry-run", "--json"}), "");
 }
 
 TEST(Cli, GlobalBatchAndSpeeds)
@@ -252,5 +252,5 @@ TEST(Cli, EchoedInputIsShortAndOnOneLine)
     EXPECT_LT(error.size(), 400U) << error;
     EXPECT_NE(error.find("(first 200 of 100005 bytes)"), std::string::npos) << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
-    EXPECT_EQ(probes::quote_input("a\nb\x1b"), "'a\\x0ab\\x1b'");
+    EXPECT_EQ(base::quote_input("a\nb\x1b"), "'a\\x0ab\\x1b'");
 }

@@ -1,5 +1,5 @@
 #include "launcher/global_batch.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@ std::string error_of(const BatchOptions& options, unsigned ranks)
 {
     try {
         split_over_ranks(options, ranks);
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         return e.what();
     }
     return "";
@@ -77,7 +77,7 @@ TEST(GlobalBatch, SpeedsAreWrittenSoTheyReadBackExactly)
     EXPECT_EQ(launcher::format_speeds({1, 2, 2}), "1,2,2");
     EXPECT_EQ(launcher::format_speeds({0.5, 0.1, 1e-7}), "0.5,0.1,1e-07");
     const std::vector<double> odd{0.1 + 0.2, 1.0 / 3, 1e300, 5e-324};
-    EXPECT_EQ(probes::parse_speeds(launcher::format_speeds(odd), "--speeds"), odd);
+    EXPECT_EQ(base::parse_speeds(launcher::format_speeds(odd), "--speeds"), odd);
     EXPECT_EQ(launcher::format_loss_weight(2.0 / 3), "0.666667");
     EXPECT_EQ(launcher::format_loss_weight(0.59375), "0.59375");
     EXPECT_EQ(launcher::format_loss_weight(1), "1");

@@ -14,13 +14,13 @@ using launcher::RankRecord;
 
 namespace {
 
-probes::PciAddress bus(const char* text)
+base::PciAddress bus(const char* text)
 {
-    return *probes::PciAddress::parse(text);
+    return *base::PciAddress::parse(text);
 }
 
 // A node with four GPUs: 0-3 at buses 07, 0f, 47, 4e.
-const std::vector<probes::PciAddress> buses = {
+const std::vector<base::PciAddress> buses = {
     bus("0000:07:00.0"), bus("0000:0f:00.0"), bus("0000:47:00.0"), bus("0000:4e:00.0")};
 
 // Ranks 0..n-1 of a job with pids 1000 + rank, local rank i on GPU i / per_gpu.
@@ -39,7 +39,7 @@ std::vector<GpuProcessList> lists(const std::map<unsigned, std::vector<unsigned>
     std::vector<GpuProcessList> out;
     for (unsigned g = 0; g < buses.size(); ++g) {
         GpuProcessList l;
-        l.gpu = probes::monitor::MonitoredGpu{g, buses[g], "A100", ""};
+        l.gpu = base::monitor::MonitoredGpu{g, buses[g], "A100", ""};
         l.job_gpu = g < job_gpus;
         if (auto it = pids.find(g); it != pids.end()) {
             l.pids = it->second;
@@ -164,7 +164,7 @@ TEST(GpuOwnership, ProcLookupReadsStatAndComm)
     std::ofstream(proc / "stat") << "4242 (my (odd) name) S 17 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 "
                                     "123456 1000 10 18446744073709551615\n";
     std::ofstream(proc / "comm") << "my (odd) name\n";
-    auto lookup = launcher::proc_lookup(probes::Sysroot(dir.path()));
+    auto lookup = launcher::proc_lookup(base::Sysroot(dir.path()));
     auto info = lookup(4242);
     ASSERT_TRUE(info);
     EXPECT_EQ(info->ppid, 17U);
@@ -184,7 +184,7 @@ TEST(GpuOwnership, ProcLookupReadsStatAndComm)
     r.start_time = 123456;
     EXPECT_FALSE(launcher::rank_alive(r, lookup)) << "a zombie has exited";
 
-    auto self = launcher::proc_lookup(probes::Sysroot("/"))(static_cast<unsigned>(getpid()));
+    auto self = launcher::proc_lookup(base::Sysroot("/"))(static_cast<unsigned>(getpid()));
     ASSERT_TRUE(self);
     EXPECT_EQ(self->ppid, static_cast<unsigned>(getppid()));
     EXPECT_GT(self->start_time, 0U);

@@ -1,5 +1,5 @@
 #include "launcher/helper_args.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@ TEST(HelperArgs, RoundTripKeepsEveryOptionAndTheProgramByteExact)
     o.plan.ranks_per_gpu = 2;
     o.plan.cpu_only = true;
     o.plan.visibility = launcher::GpuVisibility::isolate;
-    o.plan.memory = probes::MemoryPolicy::strict;
+    o.plan.memory = base::MemoryPolicy::strict;
     o.plan.topology_file = "/t/x.xml";
     o.plan.sysroot = "/fake root";
     o.master_addr = "10.0.0.1";
@@ -43,8 +43,8 @@ TEST(HelperArgs, NicBindingAndProfilerMpiTravelToTheHelper)
         (std::vector<std::string>{"--nic-binding", "nccl", "--profile", "nsys", "--profile-dir", "/p",
             "--profile-ranks", "0", "--profile-mpi", "mpich", "--", "prog"}));
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--nic-binding", "rdma", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--profile-mpi", "mpich", "--", "x"}), probes::Error)
+    EXPECT_THROW(launcher::parse_helper_arguments({"--nic-binding", "rdma", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--profile-mpi", "mpich", "--", "x"}), base::Error)
         << "no profiler";
 }
 
@@ -57,10 +57,10 @@ TEST(HelperArgs, DefaultsAreLeftOut)
 
 TEST(HelperArgs, RejectsWhatGpurunDoesNotWrite)
 {
-    EXPECT_THROW(launcher::parse_helper_arguments({"--bogus", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--bind", "tiles", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--cpus-per-rank"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--bogus", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--bind", "tiles", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--cpus-per-rank"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--"}), base::Error);
 }
 
 TEST(HelperArgs, GlobalBatchTravelsWithItsSpeeds)
@@ -80,13 +80,13 @@ TEST(HelperArgs, GlobalBatchTravelsWithItsSpeeds)
 
 TEST(HelperArgs, RejectsABatchGpurunDoesNotWrite)
 {
-    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "0", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "-1", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--speeds", "1,2", "--", "x"}), probes::Error)
+    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "0", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "-1", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--speeds", "1,2", "--", "x"}), base::Error)
         << "speeds without a global batch";
     EXPECT_THROW(
-        launcher::parse_helper_arguments({"--global-batch", "4", "--speeds", "1,nan", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "4", "--speeds"}), probes::Error);
+        launcher::parse_helper_arguments({"--global-batch", "4", "--speeds", "1,nan", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--global-batch", "4", "--speeds"}), base::Error);
 }
 
 TEST(HelperArgs, MonitorOptionsTravelToTheHelper)
@@ -103,20 +103,20 @@ TEST(HelperArgs, MonitorOptionsTravelToTheHelper)
         (std::vector<std::string>{
             "--monitor-interval", "0.5", "--monitor-json", "/r/mon.%h.json", "--enforce", "kill", "--", "train"}));
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "0", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-interval", "0", "--", "x"}), base::Error);
     // The job id names the nodes' private directories: it is not shown to other users in argv.
-    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-job", "0123456789abcdef", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-job", "0123456789abcdef", "--", "x"}), base::Error);
     // Monitor settings without the monitor would not survive the trip back to argv: refused.
-    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-json", "ly", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "kill", "--", "x"}), probes::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "stop", "--", "x"}), probes::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--monitor-json", "ly", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "kill", "--", "x"}), base::Error);
+    EXPECT_THROW(launcher::parse_helper_arguments({"--enforce", "stop", "--", "x"}), base::Error);
 }
 
 TEST(HelperArgs, OutputAndGraceAreCheckedWhereTheHelperReadsThem)
 {
     for (const auto& bad : std::vector<std::vector<std::string>>{{"--grace", "-1", "--", "p"},
              {"--grace", "1e9", "--", "p"}, {"--grace", "nan", "--", "p"}, {"--log-dir", "", "--", "p"}}) {
-        EXPECT_THROW(launcher::parse_helper_arguments(bad), probes::Error) << bad[0] << ' ' << bad[1];
+        EXPECT_THROW(launcher::parse_helper_arguments(bad), base::Error) << bad[0] << ' ' << bad[1];
     }
     EXPECT_EQ(launcher::parse_helper_arguments({"--grace", "2.5", "--", "p"}).grace_seconds, 2.5);
 }

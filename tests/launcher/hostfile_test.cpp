@@ -1,5 +1,5 @@
 #include "launcher/hostfile.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/error_of.hpp"
 
 #include <functional>

@@ -1,5 +1,5 @@
 #include "launcher/job_dir.hpp"
-#include "probes/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -61,12 +61,12 @@ TEST(JobDir, MadePrivateAndAcceptedOnlyWhenPrivate)
     }).find("cannot make the job directory"),
         std::string::npos);
 
-    probes::remove_private_dir(trap.string());
+    base::remove_private_dir(trap.string());
     EXPECT_TRUE(std::filesystem::exists(dir)) << "a symlink is not followed";
-    probes::remove_private_dir(dir.string());
+    base::remove_private_dir(dir.string());
     EXPECT_TRUE(std::filesystem::exists(dir)) << "mode 0755: not ours to remove";
     chmod(dir.c_str(), 0700);
-    probes::remove_private_dir(dir.string());
+    base::remove_private_dir(dir.string());
     EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
@@ -75,8 +75,8 @@ TEST(JobDir, RecordsRoundTripAndHalfWrittenFilesAreSkipped)
     TempDir tmp;
     const std::string dir = (tmp / "job").string();
     launcher::make_private_dir(dir);
-    const RankRecord r3{3, 1, 4321, 987654321, *probes::PciAddress::parse("00000000:0F:00.0")};
-    const RankRecord r0{0, 0, 1234, 11, *probes::PciAddress::parse("0000:07:00.0")};
+    const RankRecord r3{3, 1, 4321, 987654321, *base::PciAddress::parse("00000000:0F:00.0")};
+    const RankRecord r0{0, 0, 1234, 11, *base::PciAddress::parse("0000:07:00.0")};
     launcher::write_rank_record(dir, r3);
     launcher::write_rank_record(dir, r0);
     std::ofstream(tmp / "job/.rank-9.abc123") << "rank 9\npid 1\n"; // a writer's temporary file

@@ -1,7 +1,7 @@
 // plan_launch: gpurun's options and a made-up machine (environment, topology, launcher) to the
 // exact launch, without running anything.
 #include "launcher/launch_plan.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/layouts.hpp"
 #include "tests/support/tiny_elf.hpp"
 
@@ -34,7 +34,7 @@ protected:
             return it == m_env.end() ? nullptr : it->second.c_str();
         };
         m_ctx.layout = test_support::load_layout(test_support::two_sockets_four_gpus_each(), m_dir);
-        m_ctx.inventory.pool = probes::gpus_from_topology(m_ctx.layout);
+        m_ctx.inventory.pool = base::gpus_from_topology(m_ctx.layout);
         m_ctx.inventory.source = "topology";
         m_ctx.launcher = launcher::backends::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
         m_ctx.lookup.resolve = [](const std::string& host) {
@@ -63,7 +63,7 @@ protected:
     {
         try {
             plan();
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             return e.what();
         }
         return "";

@@ -1,6 +1,6 @@
 #include "launcher/nccl_check.hpp"
-#include "probes/error.hpp"
-#include "probes/nccl/log.hpp"
+#include "base/error.hpp"
+#include "base/nccl/log.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
@@ -68,11 +68,11 @@ void write(const std::filesystem::path& file, const std::string& text)
 // The verdict the analyzer gives for these texts, as gpurun prints it.
 std::string verdict_lines(const std::vector<std::pair<std::string, std::string>>& logs)
 {
-    probes::nccl::Analyzer a;
+    base::nccl::Analyzer a;
     for (const auto& [name, text] : logs) {
         a.read_text(text, name);
     }
-    const std::string verdict = probes::nccl::render_verdict(a.analysis());
+    const std::string verdict = base::nccl::render_verdict(a.analysis());
     std::string out;
     std::size_t start = 0;
     while (start < verdict.size()) {
@@ -177,7 +177,7 @@ TEST(NcclCheck, PrivateDirectoryUnderAMissingTempDirIsAnError)
     try {
         NcclCheck check(NcclCheckMode::end, 2, "", (tmp / "missing").string());
         ADD_FAILURE() << "made " << check.dir();
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_NE(std::string(e.what()).find("cannot make a directory for the NCCL logs under"), std::string::npos)
             << e.what();
     }
@@ -367,7 +367,7 @@ TEST(NcclCheck, KeptDirectoryThatIsAFileIsAnError)
     try {
         NcclCheck check(NcclCheckMode::end, 2, (tmp / "file").string(), "");
         ADD_FAILURE();
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_EQ(std::string(e.what()), "--nccl-log-dir " + (tmp / "file").string() + ": not a directory");
     }
 }
@@ -381,7 +381,7 @@ TEST(NcclCheck, KeptDirectoryThatOthersCanWriteToIsAnError)
     try {
         NcclCheck check(NcclCheckMode::end, 2, shared.string(), "");
         ADD_FAILURE() << "a directory every user can write to was accepted";
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         EXPECT_EQ(std::string(e.what()),
             "--nccl-log-dir " + shared.string() +
                 ": every user can write to it (mode 1777): another user could read or replace what is written there; "

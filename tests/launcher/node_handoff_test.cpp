@@ -1,6 +1,6 @@
 #include "launcher/node_handoff.hpp"
-#include "probes/binding.hpp"
-#include "probes/error.hpp"
+#include "base/binding.hpp"
+#include "base/error.hpp"
 
 #include <gtest/gtest.h>
 #include <string>
@@ -23,22 +23,22 @@ NodePlan two_ranks()
     NodePlan plan;
     RankBinding gpu_rank;
     gpu_rank.local_rank = 0;
-    probes::Gpu gpu;
+    base::Gpu gpu;
     gpu.physical_index = 3;
-    gpu.bus_id = *probes::PciAddress::parse("0000:4e:00.0");
+    gpu.bus_id = *base::PciAddress::parse("0000:4e:00.0");
     gpu.name = "NVIDIA A100-SXM4-80GB";
     gpu.uuid = "GPU-8f3a2c1d-1111-2222-3333-444455556666";
     gpu.selector = "GPU-8f3a2c1d-1111-2222-3333-444455556666";
     gpu.hca = "mlx5_1";
     gpu_rank.gpu = gpu;
     gpu_rank.cuda_index = 3;
-    gpu_rank.cpus = probes::CpuSet::parse("16-31");
+    gpu_rank.cpus = base::CpuSet::parse("16-31");
     gpu_rank.numa = {1};
     gpu_rank.cores = 16;
     gpu_rank.hca = "mlx5_1";
     RankBinding cpu_rank;
     cpu_rank.local_rank = 1;
-    cpu_rank.cpus = probes::CpuSet::parse("32-47,96");
+    cpu_rank.cpus = base::CpuSet::parse("32-47,96");
     cpu_rank.numa = {2, 3};
     cpu_rank.cores = 16;
     cpu_rank.shared = true;
@@ -101,7 +101,7 @@ TEST(NodeHandoff, TextGpurunDidNotWriteIsAnErrorNamingTheVariable)
     auto error = [](const std::string& text) {
         try {
             (void)launcher::read_node_plan(text, key(), 1);
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             return std::string(e.what());
         }
         return std::string("no error");
@@ -141,7 +141,7 @@ TEST(NodeHandoff, ThisNodesKeyIsWhatTheKernelSays)
     const NodeKey k = launcher::this_node_key("0,1");
     EXPECT_FALSE(k.host.empty());
     EXPECT_EQ(k.boot_id.size(), 36U) << k.boot_id;
-    EXPECT_EQ(k.affinity, probes::cpu_binding().to_list());
+    EXPECT_EQ(k.affinity, base::cpu_binding().to_list());
     EXPECT_EQ(k.visible_devices, std::optional<std::string>("0,1"));
     EXPECT_FALSE(launcher::this_node_key(nullptr).visible_devices.has_value());
 }

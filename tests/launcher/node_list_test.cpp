@@ -1,5 +1,5 @@
 #include "launcher/node_list.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/error_of.hpp"
 
 #include <gtest/gtest.h>

@@ -10,7 +10,7 @@ TEST(NodeMonitor, ArgumentsRoundTrip)
 {
     NodeMonitorOptions o;
     o.local_ranks = 8;
-    o.gpus = {*probes::PciAddress::parse("0000:07:00.0"), *probes::PciAddress::parse("0000:0f:00.0")};
+    o.gpus = {*base::PciAddress::parse("0000:07:00.0"), *base::PciAddress::parse("0000:0f:00.0")};
     o.monitor.interval = 0.25;
     o.monitor.enforce = launcher::EnforceMode::kill;
     o.monitor.json_file = "/home/me/run.%h.json";

@@ -17,7 +17,7 @@ JobPlan three_ranks()
         rank.rank = r;
         rank.host = "n01";
         rank.binding.local_rank = r;
-        rank.binding.cpus = probes::CpuSet{2 * r, 2 * r + 1};
+        rank.binding.cpus = base::CpuSet{2 * r, 2 * r + 1};
         rank.binding.numa = {0};
         rank.binding.cores = 2;
         job.ranks.push_back(rank);
@@ -35,7 +35,7 @@ protected:
         m_options.batch.speeds = {1, 2, 2};
     }
 
-    PlanReport report(std::optional<probes::BatchSplit> batch) const
+    PlanReport report(std::optional<base::BatchSplit> batch) const
     {
         return PlanReport{m_job, m_options, "", {}, {"mpirun", "-np", "3", "prog"}, std::move(batch),
             launcher::backends::Launcher{
@@ -51,7 +51,7 @@ protected:
 
 TEST_F(PlanReportTest, TextShowsEachRanksBatchAndLossWeight)
 {
-    const std::string text = launcher::render_text(report(probes::split_batch(96, {1, 2, 2})));
+    const std::string text = launcher::render_text(report(base::split_batch(96, {1, 2, 2})));
     EXPECT_EQ(text,
         "gpurun: 3 ranks on 1 host (CPU only; bind numa, memory preferred, gpu visibility all)\n"
         "RANK  HOST  LOCAL  GPU  BUS ID  NAME  NUMA  CPUS  NIC  BATCH  LOSS WEIGHT\n"
@@ -77,7 +77,7 @@ TEST_F(PlanReportTest, TextWithEqualSpeedsSaysSo)
 {
     m_options.batch.speeds = {};
     m_options.batch.global_batch = 10;
-    const std::string text = launcher::render_text(report(probes::split_batch(10, {1, 1, 1})));
+    const std::string text = launcher::render_text(report(base::split_batch(10, {1, 1, 1})));
     EXPECT_NE(
         text.find("batch: 10 samples per step over 3 ranks, equal speeds (GPURUN_LOCAL_BATCH)"), std::string::npos)
         << text;
@@ -87,7 +87,7 @@ TEST_F(PlanReportTest, TextWithEqualSpeedsSaysSo)
 
 TEST_F(PlanReportTest, JsonCarriesTheBatchPerRankAndTheGlobalBatch)
 {
-    const auto json = launcher::render_json(report(probes::split_batch(96, {1, 2, 2})));
+    const auto json = launcher::render_json(report(base::split_batch(96, {1, 2, 2})));
     EXPECT_EQ(json["global_batch"], 96);
     EXPECT_EQ(json["speeds"], nlohmann::json({1.0, 2.0, 2.0}));
     ASSERT_EQ(json["ranks"].size(), 3U);
@@ -99,7 +99,7 @@ TEST_F(PlanReportTest, JsonCarriesTheBatchPerRankAndTheGlobalBatch)
     EXPECT_DOUBLE_EQ(json["ranks"][2]["loss_weight"].get<double>(), 1.1875);
     // Streamed with its keys in the order a document keeps them: the same text, byte for byte.
     std::string text;
-    launcher::write_json(report(probes::split_batch(96, {1, 2, 2})), text);
+    launcher::write_json(report(base::split_batch(96, {1, 2, 2})), text);
     EXPECT_EQ(text, nlohmann::json::parse(text).dump(2));
 }
 

@@ -34,12 +34,12 @@ protected:
         m_context.local_rank = 1;
         m_context.local_size = 8;
         m_binding.local_rank = 1;
-        m_binding.cpus = probes::CpuSet::parse("8-15");
+        m_binding.cpus = base::CpuSet::parse("8-15");
         m_binding.cores = 8;
         m_binding.numa = {0, 1};
         m_binding.hca = "mlx5_1";
-        probes::Gpu gpu;
-        gpu.bus_id = *probes::PciAddress::parse("0000:0f:00.0");
+        base::Gpu gpu;
+        gpu.bus_id = *base::PciAddress::parse("0000:0f:00.0");
         gpu.uuid = "GPU-1111";
         gpu.selector = "GPU-1111";
         m_binding.gpu = gpu;
@@ -73,7 +73,7 @@ TEST_F(RankEnvironment, IsolatedGpuBatchShareAndNoBinding)
     m_options.plan.visibility = launcher::GpuVisibility::isolate;
     m_options.plan.bind = launcher::BindMode::none;
     m_options.nic_binding = launcher::NicBinding::nccl;
-    probes::BatchSplit batch;
+    base::BatchSplit batch;
     batch.per_gpu.assign(16, 4);
     batch.loss_weight.assign(16, 1.0);
     batch.per_gpu[9] = 6;

@@ -1,7 +1,7 @@
 // slurm_allocation: the hosts and ranks per host of a Slurm allocation, from the variables that
 // salloc, sbatch and srun set. The values are those Slurm 22.05 writes.
 #include "launcher/slurm_allocation.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/host_lists.hpp"
 
 #include <gtest/gtest.h>
@@ -28,7 +28,7 @@ protected:
     {
         try {
             read();
-        } catch (const probes::Error& e) {
+        } catch (const base::Error& e) {
             return e.what();
         }
         return "";
@@ -137,7 +137,7 @@ TEST(SlurmGpuCount, TypesAndSeveralKindsAddUp)
     EXPECT_EQ(slurm_gpu_count("V", "a100:2,v100:1"), 3U);
     EXPECT_EQ(slurm_gpu_count("V", "gpu:a100:2"), 2U);
     for (const char* bad : {"", ":8", "a100:", "8,", "2(x2)", "99999999999"}) {
-        EXPECT_THROW(slurm_gpu_count("V", bad), probes::Error) << bad;
+        EXPECT_THROW(slurm_gpu_count("V", bad), base::Error) << bad;
     }
 }
 

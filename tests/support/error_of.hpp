@@ -1,18 +1,18 @@
 #pragma once
 
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <functional>
 #include <string>
 
 namespace test_support {
 
-/// The message of the probes::Error that `f` throws, or `none` when it throws nothing.
+/// The message of the base::Error that `f` throws, or `none` when it throws nothing.
 inline std::string error_of(const std::function<void()>& f, const std::string& none = "")
 {
     try {
         f();
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         return e.what();
     }
     return none;

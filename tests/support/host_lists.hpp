@@ -4,7 +4,7 @@
 // an allocation. Both give the names in order, or the error.
 #include "launcher/hostfile.hpp"
 #include "launcher/slurm_allocation.hpp"
-#include "probes/error.hpp"
+#include "base/error.hpp"
 
 #include <string>
 #include <vector>
@@ -28,7 +28,7 @@ inline ReadHosts hosts_from_option(const std::string& list)
         for (const auto& h : launcher::parse_host_list(list)) {
             out.names.push_back(h.name);
         }
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         out = ReadHosts{{}, e.what()};
     }
     return out;
@@ -44,7 +44,7 @@ inline ReadHosts hosts_from_variable(const std::string& list)
         for (const auto& h : allocation->hosts) {
             out.names.push_back(h.name);
         }
-    } catch (const probes::Error& e) {
+    } catch (const base::Error& e) {
         out = ReadHosts{{}, e.what()};
     }
     return out;

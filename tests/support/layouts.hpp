@@ -1,7 +1,7 @@
 #pragma once
 
-#include "probes/node_layout.hpp"
-#include "probes/topology.hpp"
+#include "base/node_layout.hpp"
+#include "base/topology.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/topology_xml.hpp"
 
@@ -59,10 +59,10 @@ inline TopologyXml nps4_four_gpus()
     return t;
 }
 
-inline probes::NodeLayout load_layout(const TopologyXml& t, const TempDir& dir, const std::string& name = "topo.xml")
+inline base::NodeLayout load_layout(const TopologyXml& t, const TempDir& dir, const std::string& name = "topo.xml")
 {
     auto path = t.write(dir / name);
-    return probes::Topology::load_xml(path.string()).layout();
+    return base::Topology::load_xml(path.string()).layout();
 }
 
 } // namespace test_support
