@@ -157,7 +157,7 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
 
 /// The same, but the child gets exactly `env` as its environment instead of this process's, and
 /// argv[0] is searched in env's PATH: a collector runs a command in the environment snapshot it
-/// was given (doctor::check::CollectContext::env), not in whatever gpudoctor itself inherited.
+/// was given (doctor::engine::CollectContext::env), not in whatever gpudoctor itself inherited.
 CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
     const std::map<std::string, std::string>& env);
 

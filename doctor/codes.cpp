@@ -1,19 +1,19 @@
 #include "doctor/codes.hpp"
-#include "doctor/checks/checks.hpp"
-#include "doctor/fit/codes.hpp"
-#include "doctor/fleet/codes.hpp"
 #include "base/monitor/summary.hpp"
 #include "base/nccl/log.hpp"
 #include "base/nsys/summary.hpp"
+#include "doctor/fit/codes.hpp"
+#include "doctor/fleet/codes.hpp"
+#include "doctor/probes/checks.hpp"
 
 #include <fmt/format.h>
 
 namespace doctor {
 
-std::vector<check::CodeInfo> all_codes()
+std::vector<engine::CodeInfo> all_codes()
 {
-    std::vector<check::CodeInfo> out;
-    for (const auto& p : checks::probe_table()) {
+    std::vector<engine::CodeInfo> out;
+    for (const auto& p : probes::probe_table()) {
         out.insert(out.end(), p.codes.begin(), p.codes.end());
         out.push_back({p.name + ".error", fmt::format("the {} probe could not run", p.name),
             "Its collector timed out, crashed, or its rule broke. A GPU library call that hangs (a "

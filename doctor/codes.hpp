@@ -1,6 +1,6 @@
 #pragma once
 
-#include "doctor/check/finding.hpp"
+#include "doctor/engine/finding.hpp"
 
 #include <vector>
 
@@ -9,6 +9,6 @@ namespace doctor {
 /// Every finding code gpudoctor can report, for `explain` and `list --codes`: each probe's codes
 /// plus the runner's own (`<probe>.error`, `<probe>.skip`), then nccl-log's, the monitor's and
 /// profile's.
-std::vector<check::CodeInfo> all_codes();
+std::vector<engine::CodeInfo> all_codes();
 
 } // namespace doctor

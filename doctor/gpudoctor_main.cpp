@@ -1,5 +1,5 @@
-#include "doctor/gpudoctor.hpp"
 #include "base/process.hpp"
+#include "doctor/gpudoctor.hpp"
 
 int main(int argc, char** argv)
 {

@@ -1,17 +1,3 @@
-#include "doctor/check/report.hpp"
-#include "doctor/check/runner.hpp"
-#include "doctor/check/snapshot.hpp"
-#include "doctor/check/verdict.hpp"
-#include "doctor/checks/checks.hpp"
-#include "doctor/checks/topo_matrix.hpp"
-#include "doctor/cli/subcommand_args.hpp"
-#include "doctor/codes.hpp"
-#include "doctor/fit/cli.hpp"
-#include "doctor/fleet/launch.hpp"
-#include "doctor/fleet/merge.hpp"
-#include "doctor/gpudoctor.hpp"
-#include "doctor/monitor/cli.hpp"
-#include "doctor/profile/report.hpp"
 #include "base/atomic_file.hpp"
 #include "base/cli_values.hpp"
 #include "base/error.hpp"
@@ -23,6 +9,20 @@
 #include "base/spelling.hpp"
 #include "base/sysroot.hpp"
 #include "base/topology.hpp"
+#include "doctor/cli/subcommand_args.hpp"
+#include "doctor/codes.hpp"
+#include "doctor/engine/report.hpp"
+#include "doctor/engine/runner.hpp"
+#include "doctor/engine/snapshot.hpp"
+#include "doctor/engine/verdict.hpp"
+#include "doctor/fit/cli.hpp"
+#include "doctor/fleet/launch.hpp"
+#include "doctor/fleet/merge.hpp"
+#include "doctor/gpudoctor.hpp"
+#include "doctor/monitor/cli.hpp"
+#include "doctor/probes/checks.hpp"
+#include "doctor/probes/topo_matrix.hpp"
+#include "doctor/profile/report.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -49,9 +49,9 @@ namespace {
 
 using base::Error;
 
-check::CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
+engine::CollectContext make_context(const std::string& sysroot, const std::string& topology, double timeout)
 {
-    check::CollectContext ctx;
+    engine::CollectContext ctx;
     // Absolute: the collectors run from "/".
     ctx.sysroot = std::filesystem::absolute(sysroot).lexically_normal().string();
     ctx.topology_file = topology.empty() ? topology : std::filesystem::absolute(topology).string();
@@ -61,9 +61,9 @@ check::CollectContext make_context(const std::string& sysroot, const std::string
     return ctx;
 }
 
-check::Facts load_snapshot(const std::string& path)
+engine::Facts load_snapshot(const std::string& path)
 {
-    return check::read_snapshot(
+    return engine::read_snapshot(
         path == "-" ? base::read_input_fd(STDIN_FILENO, "-", "snapshot") : base::read_input_file(path, "snapshot"),
         path);
 }
@@ -87,8 +87,8 @@ std::vector<std::string> snapshot_files(const std::vector<std::string>& given)
             }
         }
         if (ec || found.empty()) {
-            throw Error(fmt::format("--from {}: {}", base::quote_input(path),
-                ec ? ec.message() : "no *.json snapshots in this directory"));
+            throw Error(fmt::format(
+                "--from {}: {}", base::quote_input(path), ec ? ec.message() : "no *.json snapshots in this directory"));
         }
         std::sort(found.begin(), found.end());
         files.insert(files.end(), found.begin(), found.end());
@@ -98,8 +98,7 @@ std::vector<std::string> snapshot_files(const std::vector<std::string>& given)
         std::error_code ec;
         const auto canonical = std::filesystem::weakly_canonical(file, ec);
         if (!seen.insert(ec ? file : canonical.string()).second) {
-            throw Error(
-                fmt::format("--from {}: given twice; give each node's snapshot once", base::quote_input(file)));
+            throw Error(fmt::format("--from {}: given twice; give each node's snapshot once", base::quote_input(file)));
         }
     }
     return files;
@@ -119,7 +118,7 @@ struct FleetCommand {
     int pair_port = fleet::PairLaunch::default_pair_port;
     double pair_timeout = 60;
     std::string healthy_file;
-    check::VerdictFiles verdict_files;
+    engine::VerdictFiles verdict_files;
 };
 
 /// This gpudoctor's absolute path, as every node is to find it.
@@ -145,7 +144,7 @@ std::string find_gpurun(const std::string& self)
         return *found;
     }
     throw base::Unavailable("fleet: gpurun, which starts the checks on the nodes, is neither beside gpudoctor nor "
-                              "in PATH; install gpukit's gpurun, or collect snapshots and use --from");
+                            "in PATH; install gpukit's gpurun, or collect snapshots and use --from");
 }
 
 /// gpudoctor fleet: the nodes' snapshots, from files (--from) or from a launch through gpurun on
@@ -153,7 +152,7 @@ std::string find_gpurun(const std::string& self)
 /// merged (fleet::merge names each node). A file that cannot be read is an input error (exit 2);
 /// one that holds no snapshot, or a node that did not answer, is that node's answer.
 int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
-    const std::vector<const check::Probe*>& selected, const check::Policy& policy, bool strict, bool deep, bool json,
+    const std::vector<const engine::Probe*>& selected, const engine::Policy& policy, bool strict, bool deep, bool json,
     bool color)
 {
     const auto hosts = fleet::fleet_hosts(f.hosts, f.hostfile, [](const char* name) { return std::getenv(name); });
@@ -200,7 +199,7 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
             }
         }
     }
-    check::write_verdict_files(f.verdict_files, fleet::verdict(report), nullptr);
+    engine::write_verdict_files(f.verdict_files, fleet::verdict(report), nullptr);
     if (!f.healthy_file.empty()) {
         base::write_file_atomically(f.healthy_file, fleet::healthy_hostfile(report), "--healthy-hostfile");
     }
@@ -212,7 +211,7 @@ struct NcclLogOptions {
     std::vector<std::string> files;
     bool json = false;
     bool no_color = false;
-    check::JudgingOptions judging;
+    engine::JudgingOptions judging;
 };
 
 int run_nccl_log(const NcclLogOptions& options)
@@ -240,14 +239,14 @@ int run_nccl_log(const NcclLogOptions& options)
         analyzer.skip(file);
     }
     const nccl::Analysis analysis = analyzer.analysis();
-    const check::Verdict verdict = check::findings_verdict("nccl-log", analysis.findings, threshold);
-    check::write_verdict_files(options.judging.files, verdict, nullptr);
+    const engine::Verdict verdict = engine::findings_verdict("nccl-log", analysis.findings, threshold);
+    engine::write_verdict_files(options.judging.files, verdict, nullptr);
     if (options.json) {
         std::string text;
         nccl::write_json(analysis, text);
         std::cout << text << '\n';
     } else if (options.judging.quiet) {
-        std::cout << check::render_problems(verdict, use_color(options.no_color));
+        std::cout << engine::render_problems(verdict, use_color(options.no_color));
     } else {
         std::cout << nccl::render_text(analysis, use_color(options.no_color));
     }
@@ -343,7 +342,7 @@ int run(int argc, char** argv)
         ->type_name("LIST");
     check->add_option("--from", c.from, "Judge a snapshot (gpudoctor snapshot > node.json) instead of this node")
         ->type_name("FILE");
-    check::JudgingOptions check_judging; // its --fail-on is spelled --strict
+    engine::JudgingOptions check_judging; // its --fail-on is spelled --strict
     bool fail_summary = false;
     cli::add_judging_options(*check, check_judging, false);
     check->add_flag("--fail-summary", fail_summary,
@@ -498,7 +497,7 @@ int run(int argc, char** argv)
     if (list->parsed()) {
         nlohmann::json out = nlohmann::json::array();
         std::string text;
-        for (const auto& p : checks::probe_table()) {
+        for (const auto& p : probes::probe_table()) {
             out.push_back({{"name", p.name}, {"summary", p.summary}, {"collectors", p.collectors}});
             text += fmt::format("{:<11} {}\n", p.name, p.summary);
         }
@@ -532,27 +531,27 @@ int run(int argc, char** argv)
     if (!(c.deep_timeout > 0 && c.deep_timeout <= 86400)) {
         throw Error(fmt::format("--deep-timeout {}: expected seconds, more than 0 and at most 86400", c.deep_timeout));
     }
-    std::vector<const check::Probe*> probes = checks::select_probes(c.only, c.skip, c.deep);
+    std::vector<const engine::Probe*> probes = probes::select_probes(c.only, c.skip, c.deep);
     if (!c.topology.empty() && c.from.empty()) {
         // An unreadable topology file is an input error, not a broken node.
         base::Topology::load_xml(c.topology);
     }
-    check::Policy policy = check::Policy::defaults();
+    engine::Policy policy = engine::Policy::defaults();
     if (!c.policy_file.empty()) {
         policy.merge_toml(base::read_input_file(c.policy_file, "policy"), c.policy_file);
     }
-    check::CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
+    engine::CollectContext ctx = make_context(c.sysroot, c.topology, c.timeout);
     ctx.deep_timeout = std::chrono::milliseconds(static_cast<long>(c.deep_timeout * 1000));
     ctx.policy = policy;
     ctx.progress = ctx.progress && !check_judging.quiet;
     base::require_sysroot_directory(c.sysroot);
     if (topo->parsed()) {
-        return checks::run_topo(ctx, c.json);
+        return probes::run_topo(ctx, c.json);
     }
 
     auto snapshot_document = [&] {
-        return nlohmann::json{{"gpudoctor_snapshot", check::snapshot_format}, {"version", GPUKIT_VERSION},
-            {"facts", check::collect(checks::collectors_for(probes), ctx)}};
+        return nlohmann::json{{"gpudoctor_snapshot", engine::snapshot_format}, {"version", GPUKIT_VERSION},
+            {"facts", engine::collect(probes::collectors_for(probes), ctx)}};
     };
     if (snapshot->parsed()) {
         std::cout << snapshot_document().dump(2) << '\n';
@@ -605,31 +604,31 @@ int run(int argc, char** argv)
         return run_fleet(f, node_args, probes, policy, c.strict, c.deep, c.json, use_color(c.no_color));
     }
 
-    check::ReportOptions options;
-    const check::Facts facts = c.from.empty()
-        ? check::collect(checks::collectors_for(probes), ctx, &options.collector_seconds)
+    engine::ReportOptions options;
+    const engine::Facts facts = c.from.empty()
+        ? engine::collect(probes::collectors_for(probes), ctx, &options.collector_seconds)
         : load_snapshot(c.from);
-    auto results = check::judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
-    options.scope = check::gpu_scope(facts, c.gpus, c.from.empty() ? &ctx.env : nullptr);
-    check::keep_in_scope(results, options.scope);
+    auto results = engine::judge(probes, facts, policy, c.from == "-" ? "standard input" : c.from);
+    options.scope = engine::gpu_scope(facts, c.gpus, c.from.empty() ? &ctx.env : nullptr);
+    engine::keep_in_scope(results, options.scope);
     options.strict = c.strict;
     options.quiet = check_judging.quiet;
     options.color = use_color(c.no_color);
-    for (const auto& collector : checks::collector_table()) {
+    for (const auto& collector : probes::collector_table()) {
         if (collector.deep) {
             options.measured.push_back(collector.name);
         }
     }
     // The extra files first: one that cannot be written is exit 2, before any report is printed.
-    check::write_verdict_files(check_judging.files, check::check_verdict(results, facts, c.strict), facts);
+    engine::write_verdict_files(check_judging.files, engine::check_verdict(results, facts, c.strict), facts);
     if (fail_summary) {
-        std::cout << check::render_fail_summary(results, options);
+        std::cout << engine::render_fail_summary(results, options);
     } else if (c.json) {
-        std::cout << check::render_json(results, facts, options).dump(2) << '\n';
+        std::cout << engine::render_json(results, facts, options).dump(2) << '\n';
     } else {
-        std::cout << check::render_text(results, facts, options);
+        std::cout << engine::render_text(results, facts, options);
     }
-    return check::exit_code(results, c.strict);
+    return engine::exit_code(results, c.strict);
 }
 
 } // namespace

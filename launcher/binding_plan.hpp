@@ -1,9 +1,9 @@
 #pragma once
 
-#include "launcher/launch_options.hpp"
 #include "base/cpu_set.hpp"
 #include "base/gpu_inventory.hpp"
 #include "base/node_layout.hpp"
+#include "launcher/launch_options.hpp"
 
 #include <functional>
 #include <optional>

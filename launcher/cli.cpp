@@ -1,15 +1,15 @@
 #include "launcher/cli.hpp"
 
+#include "base/batch_split.hpp"
+#include "base/cli_values.hpp"
+#include "base/error.hpp"
+#include "base/spelling.hpp"
 #include "launcher/backends/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/shell_words.hpp"
-#include "base/batch_split.hpp"
-#include "base/cli_values.hpp"
-#include "base/error.hpp"
-#include "base/spelling.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

@@ -3,8 +3,8 @@
 // gpurun --global-batch: each rank's share of the global batch and its loss weight, computed by
 // gpurun (to check and preview) and by each rank's helper (to export) from the same function.
 
-#include "launcher/launch_options.hpp"
 #include "base/batch_split.hpp"
+#include "launcher/launch_options.hpp"
 
 #include <string>
 #include <vector>

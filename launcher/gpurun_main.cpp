@@ -1,5 +1,5 @@
-#include "launcher/gpurun.hpp"
 #include "base/process.hpp"
+#include "launcher/gpurun.hpp"
 
 int main(int argc, char** argv)
 {

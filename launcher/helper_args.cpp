@@ -1,10 +1,10 @@
 #include "launcher/helper_args.hpp"
 
+#include "base/batch_split.hpp"
+#include "base/error.hpp"
 #include "launcher/global_batch.hpp"
 #include "launcher/node_list.hpp"
 #include "launcher/profile.hpp"
-#include "base/batch_split.hpp"
-#include "base/error.hpp"
 
 #include <charconv>
 #include <fmt/format.h>

@@ -1,9 +1,9 @@
 #include "launcher/hostfile.hpp"
 
-#include "launcher/node_list.hpp"
 #include "base/error.hpp"
 #include "base/input_file.hpp"
 #include "base/text.hpp"
+#include "launcher/node_list.hpp"
 
 #include <algorithm>
 #include <cerrno>

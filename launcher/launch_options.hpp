@@ -1,7 +1,7 @@
 #pragma once
 
-#include "launcher/backends/backends.hpp"
 #include "base/topology.hpp"
+#include "launcher/backends/backends.hpp"
 
 #include <optional>
 #include <string>

@@ -1,5 +1,8 @@
 #include "launcher/launch_plan.hpp"
 
+#include "base/error.hpp"
+#include "base/process.hpp"
+#include "base/sysroot.hpp"
 #include "launcher/global_batch.hpp"
 #include "launcher/job_dir.hpp"
 #include "launcher/nccl_check.hpp"
@@ -7,9 +10,6 @@
 #include "launcher/node_monitor.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/slurm_allocation.hpp"
-#include "base/error.hpp"
-#include "base/process.hpp"
-#include "base/sysroot.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -4,14 +4,14 @@
 // rank's binding, what every rank's helper is given, the launcher's argv and the notes. Pure but
 // for what PlanContext hands in, so tests plan any job without a machine of that shape.
 
+#include "base/batch_split.hpp"
+#include "base/gpu_inventory.hpp"
 #include "launcher/backends/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
 #include "launcher/master_address.hpp"
 #include "launcher/pack.hpp"
-#include "base/batch_split.hpp"
-#include "base/gpu_inventory.hpp"
 
 #include <functional>
 #include <map>

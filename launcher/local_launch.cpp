@@ -1,9 +1,9 @@
 #include "launcher/local_launch.hpp"
 
-#include "launcher/binding_plan.hpp"
 #include "base/error.hpp"
 #include "base/process.hpp"
 #include "base/python.hpp"
+#include "launcher/binding_plan.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -117,10 +117,9 @@ int run_local_launch(const std::vector<std::string>& args)
             if (it == live.end()) {
                 continue;
             }
-            const auto rank =
-                static_cast<unsigned>(std::find_if(children.begin(), children.end(), [&](const base::Child& c) {
-                    return c.pid() == done;
-                }) - children.begin());
+            const auto rank = static_cast<unsigned>(
+                std::find_if(children.begin(), children.end(), [&](const base::Child& c) { return c.pid() == done; }) -
+                children.begin());
             live.erase(it);
             const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
             if (code != 0 && received == 0 && first_failure == 0) {

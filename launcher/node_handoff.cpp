@@ -16,8 +16,8 @@ namespace launcher {
 
 namespace {
 
-using nlohmann::json;
 using base::Error;
+using nlohmann::json;
 
 /// The most ranks a handed plan may hold: one per CPU of the largest machines, and more.
 constexpr std::size_t max_handed_ranks = 65536;

@@ -1,11 +1,11 @@
 #include "launcher/node_monitor.hpp"
 
-#include "launcher/gpu_ownership.hpp"
-#include "launcher/job_dir.hpp"
 #include "base/atomic_file.hpp"
 #include "base/error.hpp"
 #include "base/monitor/sampler.hpp"
 #include "base/process.hpp"
+#include "launcher/gpu_ownership.hpp"
+#include "launcher/job_dir.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -200,8 +200,7 @@ private:
             m_nvml = std::make_unique<base::Nvml>(base::Nvml::load());
             const auto all = m_nvml->gpus();
             m_sampler = std::make_unique<base::monitor::GpuSampler>(*m_nvml, base::monitor::gpus_at(all, m_o.gpus));
-            m_everything =
-                std::make_unique<base::monitor::GpuSampler>(*m_nvml, base::monitor::select_gpus(all, {}));
+            m_everything = std::make_unique<base::monitor::GpuSampler>(*m_nvml, base::monitor::select_gpus(all, {}));
         } catch (const std::exception& e) {
             m_sampler.reset();
             say(fmt::format("{}: cannot sample the GPUs: {}; the job runs unmonitored", m_host, e.what()));

@@ -5,10 +5,10 @@
 // checks one rank per GPU against the ranks' records, and prints a summary on its standard error
 // (the rank's, which Open MPI forwards to gpurun's; mpirun waits for it to close).
 
+#include "base/pci_address.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/launch_options.hpp"
 #include "launcher/rank_context.hpp"
-#include "base/pci_address.hpp"
 
 #include <functional>
 #include <string>

@@ -53,7 +53,7 @@ PackChoice pack_hosts(const std::vector<HostCapacity>& hosts, unsigned ranks)
             total += h.free;
         }
         throw base::Error(fmt::format("--pack: {} ranks, but the {} host{} have only {} together; add hosts, free "
-                                        "GPUs, or lower -np",
+                                      "GPUs, or lower -np",
             ranks, hosts.size(), hosts.size() == 1 ? "" : "s", gpus(total)));
     }
     const auto order = by_free_gpus(hosts);

@@ -1,9 +1,9 @@
 #include "launcher/plan_report.hpp"
 
+#include "base/json_writer.hpp"
 #include "launcher/global_batch.hpp"
 #include "launcher/profile.hpp"
 #include "launcher/rank_environment.hpp"
-#include "base/json_writer.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

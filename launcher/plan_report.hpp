@@ -1,11 +1,11 @@
 #pragma once
 
+#include "base/batch_split.hpp"
 #include "launcher/backends/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
 #include "launcher/pack.hpp"
-#include "base/batch_split.hpp"
 
 #include <nlohmann/json.hpp>
 #include <optional>

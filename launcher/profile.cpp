@@ -1,9 +1,9 @@
 #include "launcher/profile.hpp"
 
-#include "launcher/plan_report.hpp"
 #include "base/atomic_file.hpp"
 #include "base/error.hpp"
 #include "base/process.hpp"
+#include "launcher/plan_report.hpp"
 
 #include <algorithm>
 #include <charconv>

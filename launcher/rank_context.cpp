@@ -1,7 +1,7 @@
 #include "launcher/rank_context.hpp"
 
-#include "launcher/node_list.hpp"
 #include "base/error.hpp"
+#include "launcher/node_list.hpp"
 
 #include <array>
 #include <charconv>

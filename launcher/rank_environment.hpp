@@ -4,10 +4,10 @@
 // `gpurun --dry-run --json` shows for every rank. One pure function serves both, so the preview is
 // the run.
 
+#include "base/batch_split.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/rank_context.hpp"
-#include "base/batch_split.hpp"
 
 #include <optional>
 #include <string>

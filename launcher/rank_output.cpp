@@ -227,8 +227,7 @@ double failed_at(double last_write, double ended)
 std::string failure_report(const RankFailure& f, std::string_view verb, bool with_tail, bool with_at)
 {
     std::string out = fmt::format("gpurun: rank {} ({}, local rank {}) {}: {} after {:.1f} s", f.rank,
-        base::escape_controls(f.host, false), f.local_rank, verb, base::escape_controls(f.ending, false),
-        f.seconds);
+        base::escape_controls(f.host, false), f.local_rank, verb, base::escape_controls(f.ending, false), f.seconds);
     if (with_at && f.at > 0) {
         out += fmt::format(", at {:.3f}", f.at);
     }

@@ -1,11 +1,11 @@
 #include "launcher/rank_supervisor.hpp"
 
-#include "launcher/rank_output.hpp"
 #include "base/atomic_file.hpp"
 #include "base/error.hpp"
 #include "base/process.hpp"
 #include "base/sysroot.hpp"
 #include "base/unique_fd.hpp"
+#include "launcher/rank_output.hpp"
 
 #include <algorithm>
 #include <array>

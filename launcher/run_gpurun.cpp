@@ -1,3 +1,9 @@
+#include "base/atomic_file.hpp"
+#include "base/error.hpp"
+#include "base/library_versions.hpp"
+#include "base/process.hpp"
+#include "base/sysroot.hpp"
+#include "base/topology.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/gpurun.hpp"
 #include "launcher/job_dir.hpp"
@@ -7,12 +13,6 @@
 #include "launcher/node_handoff.hpp"
 #include "launcher/plan_report.hpp"
 #include "launcher/profile.hpp"
-#include "base/atomic_file.hpp"
-#include "base/error.hpp"
-#include "base/library_versions.hpp"
-#include "base/process.hpp"
-#include "base/sysroot.hpp"
-#include "base/topology.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>

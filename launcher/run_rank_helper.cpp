@@ -1,3 +1,5 @@
+#include "base/binding.hpp"
+#include "base/error.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/global_batch.hpp"
 #include "launcher/gpurun.hpp"
@@ -11,8 +13,6 @@
 #include "launcher/rank_context.hpp"
 #include "launcher/rank_environment.hpp"
 #include "launcher/rank_supervisor.hpp"
-#include "base/binding.hpp"
-#include "base/error.hpp"
 
 #include <cerrno>
 #include <csignal>

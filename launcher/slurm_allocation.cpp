@@ -1,8 +1,8 @@
 #include "launcher/slurm_allocation.hpp"
 
+#include "base/error.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/node_list.hpp"
-#include "base/error.hpp"
 
 #include <algorithm>
 #include <cstdint>

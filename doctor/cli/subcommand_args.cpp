@@ -53,7 +53,7 @@ bool use_color(bool no_color_flag)
     return !no_color_flag && (no_color == nullptr || *no_color == '\0') && isatty(STDOUT_FILENO) != 0;
 }
 
-void add_verdict_files(CLI::App& sub, check::VerdictFiles& files)
+void add_verdict_files(CLI::App& sub, engine::VerdictFiles& files)
 {
     sub.add_option("--prometheus", files.prometheus,
            "Also write the result as node_exporter textfile metrics to FILE (atomically)")
@@ -62,7 +62,7 @@ void add_verdict_files(CLI::App& sub, check::VerdictFiles& files)
         ->type_name("FILE");
 }
 
-void add_judging_options(CLI::App& sub, check::JudgingOptions& options, bool fail_on)
+void add_judging_options(CLI::App& sub, engine::JudgingOptions& options, bool fail_on)
 {
     sub.add_flag("--quiet", options.quiet, "Print only problems and the summary");
     add_verdict_files(sub, options.files);

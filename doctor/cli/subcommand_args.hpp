@@ -4,7 +4,7 @@
 // errors, and the command lines of subcommands that take a command of the user's after "--"
 // (fit --search, monitor), parsed by the subcommand itself before gpudoctor's main parser.
 
-#include "doctor/check/verdict.hpp"
+#include "doctor/engine/verdict.hpp"
 
 #include <string>
 #include <vector>
@@ -23,10 +23,10 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see);
 bool use_color(bool no_color_flag);
 
 /// Adds --prometheus FILE and --junit FILE to `sub` (fleet has only these).
-void add_verdict_files(CLI::App& sub, check::VerdictFiles& files);
+void add_verdict_files(CLI::App& sub, engine::VerdictFiles& files);
 
 /// Adds --quiet, --prometheus FILE and --junit FILE to `sub`, and --fail-on LEVEL with `fail_on`.
-void add_judging_options(CLI::App& sub, check::JudgingOptions& options, bool fail_on);
+void add_judging_options(CLI::App& sub, engine::JudgingOptions& options, bool fail_on);
 
 /// A subcommand's argv, split at its first "--".
 struct CommandLine {

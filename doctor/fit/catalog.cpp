@@ -1,10 +1,10 @@
 #include "doctor/fit/catalog.hpp"
 
-#include "doctor/fit/hf_config.hpp"
 #include "base/byte_size.hpp"
 #include "base/error.hpp"
 #include "base/input_file.hpp"
 #include "base/spelling.hpp"
+#include "doctor/fit/hf_config.hpp"
 
 #include <algorithm>
 #include <cctype>

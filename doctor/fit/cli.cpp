@@ -1,14 +1,6 @@
 #include "doctor/fit/cli.hpp"
 #include "doctor/cli/subcommand_args.hpp"
 
-#include "doctor/fit/catalog.hpp"
-#include "doctor/fit/codes.hpp"
-#include "doctor/fit/cuda_context.hpp"
-#include "doctor/fit/gpu_memory.hpp"
-#include "doctor/fit/hf_config.hpp"
-#include "doctor/fit/model.hpp"
-#include "doctor/fit/report.hpp"
-#include "doctor/fit/search.hpp"
 #include "base/batch_split.hpp"
 #include "base/byte_size.hpp"
 #include "base/cli_values.hpp"
@@ -20,6 +12,14 @@
 #include "base/process.hpp"
 #include "base/python.hpp"
 #include "base/spelling.hpp"
+#include "doctor/fit/catalog.hpp"
+#include "doctor/fit/codes.hpp"
+#include "doctor/fit/cuda_context.hpp"
+#include "doctor/fit/gpu_memory.hpp"
+#include "doctor/fit/hf_config.hpp"
+#include "doctor/fit/model.hpp"
+#include "doctor/fit/report.hpp"
+#include "doctor/fit/search.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -236,8 +236,8 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
             const GpuSpec& spec = table.find(name);
             gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed,
                 std::nullopt, spec.traits});
-            const bool said = std::any_of(
-                notes.begin(), notes.end(), [&](const base::Finding& f) { return f.message == spec.note; });
+            const bool said =
+                std::any_of(notes.begin(), notes.end(), [&](const base::Finding& f) { return f.message == spec.note; });
             if (!spec.note.empty() && !said) {
                 notes.push_back(fit_finding("fit.gpu_table_note", spec.name, spec.note));
             }
@@ -581,8 +581,7 @@ int run_fit(int argc, char** argv)
     base::add_number(app, "--heads", o.heads, "Attention heads", "A");
     base::add_number(app, "--seq", o.seq, "Tokens per sample", "S");
     base::add_number(app, "--vocab", o.vocab, "Vocabulary size (counts the output layer and loss)", "V");
-    base::add_number(
-        app, "--kv-heads", o.kv_heads, "Key/value heads (grouped-query attention; default: --heads)", "N");
+    base::add_number(app, "--kv-heads", o.kv_heads, "Key/value heads (grouped-query attention; default: --heads)", "N");
     base::add_number(app, "--intermediate", o.intermediate, "The MLP's inner size (default 4 × hidden)", "N");
     base::add_number(app, "--decoder-layers", o.decoder_layers,
         "Encoder-decoder (T5, BART): the decoder's layers, with cross-attention; --layers counts the encoder's", "N");
@@ -606,8 +605,7 @@ int run_fit(int argc, char** argv)
     base::add_number(app, "--pp", o.pp, "Pipeline stages (default 1)", "P");
     app.add_option("--offload", o.offload, "ZeRO-Offload: none (default), optimizer (ZeRO 1-3) or all (ZeRO-3)")
         ->type_name("WHAT");
-    base::add_number(
-        app, "--lora-rank", o.lora_rank, "LoRA: the adapters' rank; the model's weights are frozen", "R");
+    base::add_number(app, "--lora-rank", o.lora_rank, "LoRA: the adapters' rank; the model's weights are frozen", "R");
     app.add_option("--lora-targets", o.lora_targets,
            "LoRA: the projections with adapters: q,k,v,o,gate,up,down or all (default q,v)")
         ->type_name("LIST");
@@ -661,14 +659,13 @@ int run_fit(int argc, char** argv)
     app.add_flag("--json", o.json, "Print the answer as JSON");
     bool no_color = false;
     app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
-    check::JudgingOptions judging;
+    engine::JudgingOptions judging;
     cli::add_judging_options(app, judging, true);
     app.add_flag("--list", o.list, "List the model presets and the GPU table");
     app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
     base::add_number(app, "--min", o.min, "Search: first batch tried (default 1)", "N");
     base::add_number(app, "--max", o.max, "Search: largest batch tried (default 4096)", "N");
-    base::add_number(
-        app, "--trial-timeout", o.trial_timeout, "Search: seconds each trial may run (default 600)", "S");
+    base::add_number(app, "--trial-timeout", o.trial_timeout, "Search: seconds each trial may run (default 600)", "S");
     base::add_number(app, "--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)", "F");
     app.add_flag("--exact", o.exact,
         "Search: bisect to the last batch that fits, beyond the ceil(log2(max/min)) + 2 trial budget");
@@ -870,13 +867,13 @@ int run_fit(int argc, char** argv)
         return run_search(o, command, report);
     }
     // The extra files first: one that cannot be written is exit 2, before the report is printed.
-    const check::Verdict verdict = check::findings_verdict("fit", report->findings, fail_on);
-    check::write_verdict_files(judging.files, verdict, nullptr);
+    const engine::Verdict verdict = engine::findings_verdict("fit", report->findings, fail_on);
+    engine::write_verdict_files(judging.files, verdict, nullptr);
     const bool color = cli::use_color(no_color);
     if (o.json) {
         std::cout << render_fit_json(*report).dump(2) << '\n';
     } else if (judging.quiet) {
-        std::cout << check::render_problems(verdict, color);
+        std::cout << engine::render_problems(verdict, color);
     } else {
         std::cout << render_fit_text(*report, color);
     }

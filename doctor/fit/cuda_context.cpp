@@ -1,12 +1,12 @@
 #include "doctor/fit/cuda_context.hpp"
 
-#include "doctor/fit/gpu_memory.hpp"
-#include "doctor/fit/search.hpp"
 #include "base/byte_size.hpp"
 #include "base/error.hpp"
 #include "base/nvml.hpp"
 #include "base/process.hpp"
 #include "base/python.hpp"
+#include "doctor/fit/gpu_memory.hpp"
+#include "doctor/fit/search.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -63,7 +63,7 @@ ContextMeasurement measure_one(
     }
     if (ran.exit_code != 0 || !reserved) {
         throw base::Unavailable(fmt::format("{}: {} -c <script> {} stopped before holding a context: {}{} (last: "
-                                              "{}); {}",
+                                            "{}); {}",
             what, python, to_string(framework), exit_text(ran.exit_code),
             ran.exit_code == 0 ? " without its GPUKIT_RESERVED_BYTES line" : "", last_words(ran.output), instead()));
     }
@@ -78,8 +78,8 @@ ContextMeasurement measure_one(
     m.reserved = *reserved;
     if (m.peak <= m.before || m.peak - m.before <= m.reserved) {
         throw base::Unavailable(fmt::format("{}: NVML saw the GPU's used memory go from {} to at most {} while {} "
-                                              "held {} of its own: no context on this GPU (is it the one "
-                                              "CUDA_VISIBLE_DEVICES names?); {}",
+                                            "held {} of its own: no context on this GPU (is it the one "
+                                            "CUDA_VISIBLE_DEVICES names?); {}",
             what, base::format_bytes(m.before), base::format_bytes(m.peak), to_string(framework),
             base::format_bytes(m.reserved), instead()));
     }
@@ -97,8 +97,7 @@ std::vector<ContextMeasurement> measure_cuda_contexts(Framework framework, const
         const base::CallDeadline deadline = nvml_deadline();
         found = base::Nvml::load().gpus();
     } catch (const base::Error& e) {
-        throw base::Unavailable(
-            fmt::format("--cuda-context measure: cannot read NVML ({}); {}", e.what(), instead()));
+        throw base::Unavailable(fmt::format("--cuda-context measure: cannot read NVML ({}); {}", e.what(), instead()));
     }
     // One GPU of each model: the context follows the model (its SMs' local memory) and the
     // software, which is the same for all of them here. Not one split into MIG instances, whose
@@ -117,8 +116,8 @@ std::vector<ContextMeasurement> measure_cuda_contexts(Framework framework, const
             [&](const base::NvmlGpu& g) { return fitted(g) && g.name == gpu.name && g.mig_uuids.empty(); });
         if (whole == found.end()) {
             throw base::Unavailable(fmt::format("--cuda-context measure: GPU {} ({}) is split into MIG instances, "
-                                                  "whose use NVML does not give as one GPU's, and no {} here is "
-                                                  "whole; {}",
+                                                "whose use NVML does not give as one GPU's, and no {} here is "
+                                                "whole; {}",
                 gpu.index, gpu.name, gpu.name, instead()));
         }
         out.push_back(measure_one(framework, *whole, python, timeout));

@@ -1,9 +1,9 @@
 #include "doctor/fit/model.hpp"
 
-#include "doctor/fit/codes.hpp"
 #include "base/byte_size.hpp"
 #include "base/error.hpp"
 #include "base/spelling.hpp"
+#include "doctor/fit/codes.hpp"
 
 #include <algorithm>
 #include <array>

@@ -7,8 +7,8 @@
 //   per GPU:  memory = model states + CUDA context + workspaces + margin + batch × activations
 //   max batch = floor((memory − context − workspaces − margin − states) / activations per sample)
 
-#include "doctor/fit/workspace.hpp"
 #include "base/finding.hpp"
+#include "doctor/fit/workspace.hpp"
 
 #include <cstdint>
 #include <optional>

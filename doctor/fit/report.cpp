@@ -1,8 +1,8 @@
 #include "doctor/fit/report.hpp"
 
-#include "doctor/fit/codes.hpp"
 #include "base/byte_size.hpp"
 #include "base/error.hpp"
+#include "doctor/fit/codes.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -320,7 +320,7 @@ FitReport analyse_fit(const FitRequest& request)
         r.global_batch_from = "--global-batch";
         if (r.global_batch % accum != 0) {
             throw base::Error(fmt::format("--global-batch {} is not a multiple of --grad-accum {}: each of the {} "
-                                            "micro-batches of a step carries the same share",
+                                          "micro-batches of a step carries the same share",
                 r.global_batch, accum, accum));
         }
         r.micro_batch = r.global_batch / accum;

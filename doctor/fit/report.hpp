@@ -3,9 +3,9 @@
 // gpudoctor fit's answer: the model's fit on each GPU, the global batch and its split over the
 // GPUs, the learning rate, and what would fit when nothing does. One data model, two renderers.
 
+#include "base/batch_split.hpp"
 #include "doctor/fit/cuda_context.hpp"
 #include "doctor/fit/model.hpp"
-#include "base/batch_split.hpp"
 
 #include <nlohmann/json.hpp>
 #include <optional>

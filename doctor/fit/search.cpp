@@ -251,7 +251,7 @@ template <typename Seen> void each_value(std::string_view output, const MemoryKe
         if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || (mk.above_zero && n == 0) ||
             unit) {
             throw base::Error(fmt::format("'{}' is not a number of bytes; print {}<n> with n a whole number "
-                                            "of bytes{} and no unit, e.g. {}",
+                                          "of bytes{} and no unit, e.g. {}",
                 clip(line_at(output, pos)), key, mk.above_zero ? " above 0" : "", mk.example));
         }
         seen(n);
@@ -585,7 +585,7 @@ std::vector<std::string> expand_batch(const std::vector<std::string>& argv, unsi
     }
     if (!placed) {
         throw base::Error("gpudoctor fit --search: no argument of the command holds {batch}; put it where the "
-                            "command takes its batch size, e.g. -- python train.py --batch-size {batch}");
+                          "command takes its batch size, e.g. -- python train.py --batch-size {batch}");
     }
     return args;
 }

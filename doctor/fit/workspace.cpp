@@ -1,7 +1,7 @@
 #include "doctor/fit/workspace.hpp"
 
-#include "doctor/fit/model.hpp"
 #include "base/byte_size.hpp"
+#include "doctor/fit/model.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,14 +1,14 @@
 #include "doctor/fleet/launch.hpp"
 
-#include "launcher/backends/backends.hpp"
-#include "launcher/hostfile.hpp"
-#include "launcher/node_list.hpp"
-#include "launcher/rank_output.hpp"
 #include "base/cuda.hpp"
 #include "base/error.hpp"
 #include "base/process.hpp"
 #include "base/rendezvous.hpp"
 #include "base/text.hpp"
+#include "launcher/backends/backends.hpp"
+#include "launcher/hostfile.hpp"
+#include "launcher/node_list.hpp"
+#include "launcher/rank_output.hpp"
 
 #include <algorithm>
 #include <array>
@@ -103,8 +103,7 @@ std::string resolve_launcher(const std::string& word, const std::function<const 
         kind = word == row.word ? row.kind : kind;
     }
     if (kind == b::LauncherKind::automatic && !word.empty() && word != "auto") {
-        throw Error(
-            fmt::format("--launcher {}: expected one of {}", base::quote_input(word), fmt::join(words, ", ")));
+        throw Error(fmt::format("--launcher {}: expected one of {}", base::quote_input(word), fmt::join(words, ", ")));
     }
     return b::row(b::find_launcher(kind, getenv).kind).word;
 }

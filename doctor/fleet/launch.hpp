@@ -5,9 +5,9 @@
 // each node's answer comes back framed (answers.hpp) through the launcher's output, and the merge
 // judges them here. No launcher of its own, no ssh, no shared file system.
 
+#include "base/nccl_allreduce.hpp"
 #include "doctor/fleet/answers.hpp"
 #include "doctor/fleet/pairs.hpp"
-#include "base/nccl_allreduce.hpp"
 
 #include <chrono>
 #include <functional>

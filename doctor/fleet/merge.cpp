@@ -1,9 +1,9 @@
 #include "doctor/fleet/merge.hpp"
 
-#include "doctor/check/snapshot.hpp"
-#include "doctor/fleet/codes.hpp"
 #include "base/error.hpp"
 #include "base/gpu_bandwidth.hpp"
+#include "doctor/engine/snapshot.hpp"
+#include "doctor/fleet/codes.hpp"
 
 #include <algorithm>
 #include <array>
@@ -207,9 +207,9 @@ constexpr Measured measured[] = {
 constexpr const char* none = "(none)";
 
 /// Findings worth a line in the fleet's report: warnings, failures, errors.
-std::vector<check::Finding> problems(const std::vector<check::ProbeResult>& results)
+std::vector<engine::Finding> problems(const std::vector<engine::ProbeResult>& results)
 {
-    std::vector<check::Finding> out;
+    std::vector<engine::Finding> out;
     for (const auto& r : results) {
         for (const auto& f : r.findings) {
             if (base::badness(f.severity) > 0) {
@@ -221,7 +221,7 @@ std::vector<check::Finding> problems(const std::vector<check::ProbeResult>& resu
 }
 
 NodeResult judge_node(
-    const NodeOutput& output, const std::vector<const check::Probe*>& probes, const check::Policy& policy)
+    const NodeOutput& output, const std::vector<const engine::Probe*>& probes, const engine::Policy& policy)
 {
     NodeResult node;
     node.host = output.origin;
@@ -231,8 +231,8 @@ NodeResult judge_node(
         return node;
     }
     try {
-        node.facts = check::read_snapshot(output.text, output.origin);
-        node.findings = problems(check::judge(probes, node.facts, policy, output.origin));
+        node.facts = engine::read_snapshot(output.text, output.origin);
+        node.findings = problems(engine::judge(probes, node.facts, policy, output.origin));
     } catch (const base::Error& e) {
         // What the node said instead (an error message, a shell's complaint) is often the reason.
         const std::string_view text(output.text);
@@ -250,15 +250,15 @@ std::string hostname_of(const json& facts)
     return host != nullptr && host->is_string() ? host->get<std::string>() : "";
 }
 
-check::Severity fail_on(const FleetReport& report)
+engine::Severity fail_on(const FleetReport& report)
 {
-    return report.strict ? check::Severity::warn : check::Severity::fail;
+    return report.strict ? engine::Severity::warn : engine::Severity::fail;
 }
 
 /// A node's findings as the fleet judges them: check's, fleet.no_answer, fleet.outlier.
-std::vector<check::Finding> node_findings(const FleetReport& report, const NodeResult& node)
+std::vector<engine::Finding> node_findings(const FleetReport& report, const NodeResult& node)
 {
-    std::vector<check::Finding> out = node.findings;
+    std::vector<engine::Finding> out = node.findings;
     if (node.answer != Answer::snapshot) {
         out.push_back(base::finding_from(
             fleet_codes(), "fleet.no_answer", node.host, fmt::format("{}: {}", to_string(node.answer), node.why)));
@@ -289,9 +289,9 @@ std::string pair_name(const FleetReport& report, const NodePair& pair)
 }
 
 /// The pairs group of the verdict: slow links, nodes not told apart.
-std::vector<check::Finding> pair_findings(const FleetReport& report)
+std::vector<engine::Finding> pair_findings(const FleetReport& report)
 {
-    std::vector<check::Finding> out;
+    std::vector<engine::Finding> out;
     for (const auto& link : report.pairs->bad_links) {
         out.push_back(base::finding_from(fleet_codes(), "fleet.slow_link", pair_name(report, link),
             fmt::format("their all-reduce is below {:.1f} GB/s (bus bandwidth), while each is fast beside another "
@@ -353,7 +353,7 @@ const char* to_string(Answer answer)
     return answer_words.at(static_cast<std::size_t>(answer));
 }
 
-std::vector<std::pair<std::string, std::string>> comparable_facts(const check::Facts& facts)
+std::vector<std::pair<std::string, std::string>> comparable_facts(const engine::Facts& facts)
 {
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& c : comparables) {
@@ -369,7 +369,7 @@ std::vector<std::pair<std::string, std::string>> comparable_facts(const check::F
     return out;
 }
 
-std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const check::Facts*>>& nodes)
+std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const engine::Facts*>>& nodes)
 {
     // Each fact's value per node, facts in the order first seen.
     std::vector<std::string> order;
@@ -412,7 +412,7 @@ std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const che
 }
 
 std::vector<Outlier> find_outliers(
-    const std::vector<std::pair<std::string, const check::Facts*>>& nodes, double fraction)
+    const std::vector<std::pair<std::string, const engine::Facts*>>& nodes, double fraction)
 {
     std::vector<Outlier> out;
     for (const auto& m : measured) {
@@ -437,8 +437,8 @@ std::vector<Outlier> find_outliers(
     return out;
 }
 
-FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
-    const check::Policy& policy, bool strict)
+FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const engine::Probe*>& probes,
+    const engine::Policy& policy, bool strict)
 {
     FleetReport report;
     report.strict = strict;
@@ -458,7 +458,7 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
         report.nodes.push_back(std::move(node));
     }
     report.groups = group_findings(report.nodes);
-    std::vector<std::pair<std::string, const check::Facts*>> answered;
+    std::vector<std::pair<std::string, const engine::Facts*>> answered;
     for (const auto& node : report.nodes) {
         if (node.answer == Answer::snapshot) {
             answered.emplace_back(node.host, &node.facts);
@@ -477,18 +477,18 @@ bool is_fit(const FleetReport& report, const NodeResult& node)
     });
 }
 
-check::Verdict verdict(const FleetReport& report)
+engine::Verdict verdict(const FleetReport& report)
 {
-    check::Verdict v{"fleet", "", {}, fail_on(report)};
+    engine::Verdict v{"fleet", "", {}, fail_on(report)};
     for (const auto& node : report.nodes) {
-        check::Verdict::Group group{node.host, node_findings(report, node)};
+        engine::Verdict::Group group{node.host, node_findings(report, node)};
         if (is_fit(report, node)) {
             group.findings.insert(
                 group.findings.begin(), base::finding_from(fleet_codes(), "fleet.node_fit", node.host, "fit"));
         }
         v.groups.push_back(std::move(group));
     }
-    check::Verdict::Group drift{"drift", {}};
+    engine::Verdict::Group drift{"drift", {}};
     for (const auto& d : report.drift) {
         for (const auto& o : d.odd) {
             drift.findings.push_back(base::finding_from(fleet_codes(), "fleet.drift", o.host,
@@ -534,8 +534,8 @@ nlohmann::json render_json(const FleetReport& report)
     }
     json groups = json::array();
     for (const auto& g : report.groups) {
-        groups.push_back(
-            {{"code", g.code}, {"severity", check::to_string(g.severity)}, {"message", g.message}, {"hosts", g.hosts}});
+        groups.push_back({{"code", g.code}, {"severity", engine::to_string(g.severity)}, {"message", g.message},
+            {"hosts", g.hosts}});
     }
     json drift = json::array();
     for (const auto& d : report.drift) {
@@ -615,7 +615,7 @@ std::string render_text(const FleetReport& report, bool color)
             report.outlier_fraction * 100);
         for (const auto& o : report.outliers) {
             out += fmt::format("  {} {} on {}: {:.1f} GB/s, median {:.1f} GB/s\n",
-                base::severity_label(check::Severity::warn, color), o.metric, o.host, o.gbps, o.median_gbps);
+                base::severity_label(engine::Severity::warn, color), o.metric, o.host, o.gbps, o.median_gbps);
         }
     }
     if (report.pairs) {
@@ -629,12 +629,12 @@ std::string render_text(const FleetReport& report, bool color)
             p.threshold_gbps, p.rounds.size(), p.rounds.size() == 1 ? "" : "s", pairs_measured,
             pairs_measured == 1 ? "" : "s");
         for (const auto& f : pair_findings(report)) {
-            out += fmt::format(
-                "  {} {} {}: {}\n", base::severity_label(f.severity, color), f.code, f.subject, f.message);
+            out +=
+                fmt::format("  {} {} {}: {}\n", base::severity_label(f.severity, color), f.code, f.subject, f.message);
         }
         for (std::size_t n : p.bad_nodes) {
             out += fmt::format("  {} fleet.slow_node {}: slow beside good nodes\n",
-                base::severity_label(check::Severity::warn, color), report.pair_hosts[n]);
+                base::severity_label(engine::Severity::warn, color), report.pair_hosts[n]);
         }
         if (p.bad_nodes.empty() && p.bad_links.empty() && p.unresolved.empty()) {
             out += "  no slow node or link\n";

@@ -6,11 +6,11 @@
 // its majority value and the odd nodes), and the nodes fit to run on. Pure: the nodes' answers
 // come in as text; nothing is run here.
 
-#include "doctor/check/facts.hpp"
-#include "doctor/check/policy.hpp"
-#include "doctor/check/probe.hpp"
-#include "doctor/check/runner.hpp"
-#include "doctor/check/verdict.hpp"
+#include "doctor/engine/facts.hpp"
+#include "doctor/engine/policy.hpp"
+#include "doctor/engine/probe.hpp"
+#include "doctor/engine/runner.hpp"
+#include "doctor/engine/verdict.hpp"
 #include "doctor/fleet/pairs.hpp"
 
 #include <nlohmann/json.hpp>
@@ -46,14 +46,14 @@ struct NodeResult {
     std::string host;
     Answer answer = Answer::snapshot;
     std::string why; ///< not answered: what was seen
-    check::Facts facts; ///< null when not answered
-    std::vector<check::Finding> findings; ///< the warnings, failures and errors of check's probes
+    engine::Facts facts; ///< null when not answered
+    std::vector<engine::Finding> findings; ///< the warnings, failures and errors of check's probes
 };
 
 /// One finding (code and severity) and the nodes that have it.
 struct FindingGroup {
     std::string code;
-    check::Severity severity = check::Severity::warn;
+    engine::Severity severity = engine::Severity::warn;
     std::string message; ///< as the first of those nodes has it
     std::vector<std::string> hosts;
 };
@@ -95,24 +95,24 @@ struct FleetReport {
 /// The outliers among `nodes` (host and facts): for each measurement that at least two nodes
 /// have, those below `fraction` × the median.
 std::vector<Outlier> find_outliers(
-    const std::vector<std::pair<std::string, const check::Facts*>>& nodes, double fraction);
+    const std::vector<std::pair<std::string, const engine::Facts*>>& nodes, double fraction);
 
 /// The value of each fact that should be equal across the nodes of a job, as text ("" for a fact
 /// this node's snapshot does not have): versions (driver, CUDA, cuDNN, NCCL, cuBLAS, Python, the
 /// frameworks, MPI, kernel), the GPUs (count, model, PCIe link), the InfiniBand ports, the limits,
 /// and every NCCL_* variable set (by its name).
-std::vector<std::pair<std::string, std::string>> comparable_facts(const check::Facts& facts);
+std::vector<std::pair<std::string, std::string>> comparable_facts(const engine::Facts& facts);
 
 /// The facts that differ between `nodes` (host and facts), in the order of comparable_facts; a
 /// fact missing on a node counts as the value "(none)".
-std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const check::Facts*>>& nodes);
+std::vector<Drift> find_drift(const std::vector<std::pair<std::string, const engine::Facts*>>& nodes);
 
 /// Reads and judges every node's snapshot (check's probes and policy; `strict`: warnings fail
 /// too), names each node, groups the findings, finds the drift and the outliers
 /// (policy.outlier_fraction). A snapshot that cannot be read makes its node `garbage`, with the
 /// reason; it does not stop the merge. An origin given twice is base::Error.
-FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const check::Probe*>& probes,
-    const check::Policy& policy, bool strict);
+FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<const engine::Probe*>& probes,
+    const engine::Policy& policy, bool strict);
 
 /// The fleet's verdict, for the exit status, --junit and --prometheus: one group per node (its
 /// findings, fleet.no_answer when it gave no snapshot, fleet.outlier for each slow measurement,
@@ -120,7 +120,7 @@ FleetReport merge(const std::vector<NodeOutput>& outputs, const std::vector<cons
 /// (fleet.drift, info, per odd value) and, when the pairs were measured, a group "pairs"
 /// (fleet.slow_link per slow link, fleet.pairs_unresolved per node not told apart); warnings
 /// fail with strict.
-check::Verdict verdict(const FleetReport& report);
+engine::Verdict verdict(const FleetReport& report);
 
 /// 0 every node answered and is fit, 1 otherwise (the verdict's).
 int exit_status(const FleetReport& report);

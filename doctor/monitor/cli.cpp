@@ -1,12 +1,12 @@
 #include "doctor/monitor/cli.hpp"
 
-#include "doctor/cli/subcommand_args.hpp"
 #include "base/atomic_file.hpp"
 #include "base/cli_values.hpp"
 #include "base/error.hpp"
 #include "base/monitor/sampler.hpp"
 #include "base/process.hpp"
 #include "base/spelling.hpp"
+#include "doctor/cli/subcommand_args.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

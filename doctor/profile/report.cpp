@@ -278,12 +278,12 @@ int run_profile(const ProfileCommand& command)
     options.top = command.top;
     options.min_busy = command.min_busy_percent / 100;
     const nsys::Summary summary = nsys::summarize(traces, options);
-    const check::Verdict verdict = check::findings_verdict("profile", summary.findings, threshold);
-    check::write_verdict_files(command.judging.files, verdict, nullptr);
+    const engine::Verdict verdict = engine::findings_verdict("profile", summary.findings, threshold);
+    engine::write_verdict_files(command.judging.files, verdict, nullptr);
     if (command.json) {
         std::cout << render_profile_json(summary).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     } else if (command.judging.quiet) {
-        std::cout << check::render_problems(verdict, command.color);
+        std::cout << engine::render_problems(verdict, command.color);
     } else {
         std::cout << render_profile_text(summary, command.color);
     }

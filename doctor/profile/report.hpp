@@ -3,8 +3,8 @@
 // gpudoctor profile: the text and JSON reports of base::nsys::summarize over Nsight Systems
 // SQLite exports.
 
-#include "doctor/check/verdict.hpp"
 #include "base/nsys/summary.hpp"
+#include "doctor/engine/verdict.hpp"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,7 +28,7 @@ struct ProfileCommand {
     double gap_seconds = 0.5;
     unsigned top = 10;
     double min_busy_percent = 50;
-    check::JudgingOptions judging; ///< --fail-on, --quiet, --junit, --prometheus
+    engine::JudgingOptions judging; ///< --fail-on, --quiet, --junit, --prometheus
 };
 
 /// Reads, summarises and prints; returns the exit status: 0 read (findings or not), 1 a finding at

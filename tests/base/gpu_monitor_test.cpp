@@ -209,8 +209,7 @@ TEST(GpuMonitor, SeveralGpusInOrderOfFirstSample)
 
 TEST(GpuMonitor, SummaryTextForPeople)
 {
-    std::vector<base::monitor::MonitoredGpu> gpus = {
-        {0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"}};
+    std::vector<base::monitor::MonitoredGpu> gpus = {{0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"}};
     auto text =
         base::monitor::render_summary_text(gpus, base::monitor::summarise(series(0, {95, 95, 10, 95, 95}), 1.0));
     EXPECT_EQ(text,
@@ -261,8 +260,7 @@ TEST(GpuMonitor, SampleRowsAndJson)
     s.temperature_c = 67;
     s.sm_clock_mhz = 1980;
     s.processes = 2;
-    EXPECT_EQ(
-        base::monitor::render_sample_header(), "    TIME GPU ACTIVE  MEMORY MEM% TEMP SMCLK POWER PROC EVENTS\n");
+    EXPECT_EQ(base::monitor::render_sample_header(), "    TIME GPU ACTIVE  MEMORY MEM% TEMP SMCLK POWER PROC EVENTS\n");
     EXPECT_EQ(
         base::monitor::render_sample_row(s), "    1.5s   1    93%    3.0G  19%  67C  1980  212W    2 pcap,0x1000\n");
     EXPECT_EQ(base::monitor::to_json(s).dump(),

@@ -81,8 +81,7 @@ TEST(GpuSampler, GpusAreChosenByIndexBusIdOrUuid)
     }),
         "--gpus 0000:0f:00.0: GPU 1 is named twice");
     EXPECT_EQ(base::monitor::gpus_at(all, {*base::PciAddress::parse("0000:0f:00.0")}).at(0).index, 1U);
-    EXPECT_EQ(
-        test_support::error_of([&] { base::monitor::gpus_at(all, {*base::PciAddress::parse("0000:99:00.0")}); }),
+    EXPECT_EQ(test_support::error_of([&] { base::monitor::gpus_at(all, {*base::PciAddress::parse("0000:99:00.0")}); }),
         "NVML does not list the GPU at 0000:99:00.0; it lists 0 (0000:07:00.0), 1 (0000:0f:00.0)");
 }
 

@@ -149,8 +149,8 @@ nlohmann::json normalized(nlohmann::json j)
 /// Compares the JSON report with tests/base/golden/nccl/<name>.txt.
 void expect_json_golden(const std::string& name, const Analysis& a)
 {
-    test_support::expect_golden(std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/base/golden/nccl", name,
-        nccl::render_json(a).dump(2) + "\n");
+    test_support::expect_golden(
+        std::filesystem::path(GPUKIT_SOURCE_DIR) / "tests/base/golden/nccl", name, nccl::render_json(a).dump(2) + "\n");
 }
 
 std::string read_binary(const std::filesystem::path& path)

@@ -118,8 +118,8 @@ TEST(Nvml, ProcessListAtEveryStructSize)
         EXPECT_STREQ(nvml.api().running_processes_symbol, d.symbol);
         EXPECT_EQ(nvml.api().process_info_size, d.size);
         const auto processes = nvml.compute_processes(nvml.handle(0));
-        EXPECT_EQ(processes,
-            (std::vector<base::NvmlProcess>{{1111, 1ULL << 30}, {2222, 2ULL << 30}, {3333, 256ULL << 20}}));
+        EXPECT_EQ(
+            processes, (std::vector<base::NvmlProcess>{{1111, 1ULL << 30}, {2222, 2ULL << 30}, {3333, 256ULL << 20}}));
         EXPECT_EQ(nvml.process_info_size(), d.size);
         unsigned int count = 0;
         EXPECT_EQ(

@@ -43,8 +43,7 @@ TEST(Rendezvous, TheBytesGoBothWaysWhoeverComesFirst)
             leader = std::async(std::launch::async, [&] { return base::meet_as_leader(port, id + "8", 2, 5s); });
         };
         auto start_peer = [&] {
-            peer =
-                std::async(std::launch::async, [&] { return base::meet_leader("localhost", port, "16", 129, 5s); });
+            peer = std::async(std::launch::async, [&] { return base::meet_leader("localhost", port, "16", 129, 5s); });
         };
         if (leader_first) {
             start_leader();

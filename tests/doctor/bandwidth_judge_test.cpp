@@ -1,16 +1,16 @@
 // The deep tier's rules, judged from hand-written facts: floors per model and from the PCIe link,
 // outliers, failed measurements, peer copies, the all-reduce floor and NCCL's own findings.
-#include "doctor/check/runner.hpp"
-#include "doctor/checks/checks.hpp"
 #include "base/error.hpp"
+#include "doctor/engine/runner.hpp"
+#include "doctor/probes/checks.hpp"
 #include "tests/support/doctor_support.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <string>
 
-using doctor::check::Policy;
-using doctor::check::Severity;
+using doctor::engine::Policy;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::judge_one;
@@ -107,8 +107,8 @@ TEST(BandwidthJudge, HostCopiesBelowTheModelFloorFailOnThatGpu)
     const auto* ok = find_code(findings, "bandwidth.gpu_ok");
     ASSERT_NE(ok, nullptr);
     EXPECT_EQ(ok->message.rfind("3 GPUs: ", 0), 0U) << ok->message;
-    EXPECT_EQ(doctor::check::exit_code(
-                  doctor::check::judge({&test_support::probe_named("bandwidth")}, facts, Policy::defaults()), false),
+    EXPECT_EQ(doctor::engine::exit_code(
+                  doctor::engine::judge({&test_support::probe_named("bandwidth")}, facts, Policy::defaults()), false),
         1);
 }
 
@@ -236,7 +236,7 @@ TEST(DeepPolicy, AUserFloorReplacesTheBuiltInOneForTheSameModel)
 {
     Policy policy = Policy::defaults();
     policy.merge_toml("[[deep.floor]]\nmodel = \"h100\"\nh2d_gbps = 50\n", "site.toml");
-    const doctor::check::DeepFloor* floor = policy.floor_for("NVIDIA H100 80GB HBM3");
+    const doctor::engine::DeepFloor* floor = policy.floor_for("NVIDIA H100 80GB HBM3");
     ASSERT_NE(floor, nullptr);
     EXPECT_EQ(floor->h2d_gbps, 50.0);
     EXPECT_FALSE(floor->p2p_gbps.has_value()); // replaced whole, not merged
@@ -411,19 +411,19 @@ TEST(AllReduceJudge, OneGpuIsASkipNamedSo)
 
 TEST(DeepSelection, DeepProbesRunOnlyWithDeepOrWhenNamed)
 {
-    auto names = [](const std::vector<const doctor::check::Probe*>& probes) {
+    auto names = [](const std::vector<const doctor::engine::Probe*>& probes) {
         std::vector<std::string> out;
         for (const auto* p : probes) {
             out.push_back(p->name);
         }
         return out;
     };
-    const auto quick = names(doctor::checks::select_probes("", ""));
+    const auto quick = names(doctor::probes::select_probes("", ""));
     EXPECT_EQ(std::count(quick.begin(), quick.end(), "bandwidth"), 0);
     EXPECT_EQ(std::count(quick.begin(), quick.end(), "allreduce"), 0);
-    const auto deep = names(doctor::checks::select_probes("", "", true));
+    const auto deep = names(doctor::probes::select_probes("", "", true));
     EXPECT_EQ(std::count(deep.begin(), deep.end(), "bandwidth"), 1);
     EXPECT_EQ(std::count(deep.begin(), deep.end(), "allreduce"), 1);
-    EXPECT_EQ(names(doctor::checks::select_probes("bandwidth", "")), std::vector<std::string>{"bandwidth"});
-    EXPECT_EQ(names(doctor::checks::select_probes("", "allreduce", true)).size(), deep.size() - 1);
+    EXPECT_EQ(names(doctor::probes::select_probes("bandwidth", "")), std::vector<std::string>{"bandwidth"});
+    EXPECT_EQ(names(doctor::probes::select_probes("", "allreduce", true)).size(), deep.size() - 1);
 }

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 
 namespace {
 
@@ -24,7 +24,7 @@ const nlohmann::json nvml = {{"driver_file", "NVRM"}, {"nvml_loaded", true},
         {{{"index", 0}, {"bus_id", "0000:1a:00.0"}, {"uuid", "GPU-aaaa-1111"}},
             {{"index", 1}, {"bus_id", "0000:88:00.0"}, {"uuid", "GPU-bbbb-2222"}}}}};
 
-std::vector<doctor::check::Finding> judge(const std::string& cpus, const nlohmann::json& env)
+std::vector<doctor::engine::Finding> judge(const std::string& cpus, const nlohmann::json& env)
 {
     nlohmann::json facts = {
         {"affinity", {{"cpus", cpus}, {"env", env}}}, {"topology", two_socket_topology()}, {"nvml", nvml}};
@@ -99,7 +99,7 @@ TEST(BindingProbe, SkipsWhenTheTopologyHasNoGpu)
 
 TEST(BindingCollector, RecordsThisProcesssAffinityAndTheLaunchersVariables)
 {
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.env = {{"LOCAL_RANK", "3"}, {"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"UNRELATED", "x"}};
     auto facts = test_support::collector_named("affinity").collect(ctx);
     cpu_set_t mask;

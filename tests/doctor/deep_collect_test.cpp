@@ -1,7 +1,7 @@
 // The deep collectors run for real, through the runner (a child process each, with a deadline),
 // against the fake libcuda and libnccl: the bandwidth arithmetic end to end, PCIe links from a
 // sysfs tree, failing allocations, pairs without peer access, hangs and crashes, and NCCL's log.
-#include "doctor/check/runner.hpp"
+#include "doctor/engine/runner.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::find_code;
 using test_support::TempDir;
 
@@ -37,7 +37,7 @@ protected:
         m_ctx.sysroot = m_sysroot.path().string();
         m_ctx.env["TMPDIR"] = m_tmp.path().string();
         m_ctx.deep_timeout = std::chrono::seconds(20);
-        m_ctx.policy = doctor::check::Policy::defaults();
+        m_ctx.policy = doctor::engine::Policy::defaults();
         m_ctx.policy.merge_toml("[deep]\ncopy_mib = 64\ncopies = 4\nsamples = 3\nallreduce_mib = 128\n"
                                 "allreduce_iterations = 10\n",
             "test policy");
@@ -70,14 +70,14 @@ protected:
         std::ofstream(dir / "current_link_width") << width << "\n";
     }
 
-    doctor::check::Facts collect(const std::string& collector)
+    doctor::engine::Facts collect(const std::string& collector)
     {
-        return doctor::check::collect({&test_support::collector_named(collector)}, m_ctx);
+        return doctor::engine::collect({&test_support::collector_named(collector)}, m_ctx);
     }
 
     TempDir m_sysroot;
     TempDir m_tmp;
-    doctor::check::CollectContext m_ctx;
+    doctor::engine::CollectContext m_ctx;
 };
 
 /// The rate the fake driver gives copies of `bytes` at `gbps`, each starting 2 µs late.
@@ -98,7 +98,7 @@ TEST_F(DeepCollect, BandwidthOfTwoGpusEndToEnd)
     set("FAKE_CUDA_P2P_GBPS", "40");
     link("0000:07:00.0", "16.0 GT/s PCIe", 16, "16.0 GT/s PCIe", 16);
     link("0000:0f:00.0", "16.0 GT/s PCIe", 16, "2.5 GT/s PCIe", 16);
-    const doctor::check::Facts facts = collect("bandwidth");
+    const doctor::engine::Facts facts = collect("bandwidth");
     const auto& bw = facts["bandwidth"];
     ASSERT_FALSE(bw.contains("error")) << bw.dump(2);
     ASSERT_EQ(bw["gpus"].size(), 2U);
@@ -139,7 +139,7 @@ TEST_F(DeepCollect, AFailingAllocationOnOneGpuKeepsTheOther)
 {
     set("FAKE_CUDA_DEVICE_COUNT", "2");
     set("FAKE_CUDA_ALLOC_FAIL", "1");
-    const doctor::check::Facts facts = collect("bandwidth");
+    const doctor::engine::Facts facts = collect("bandwidth");
     const auto& bw = facts["bandwidth"];
     ASSERT_FALSE(bw.contains("error")) << bw.dump(2);
     EXPECT_EQ(bw["gpus"][0]["error"], "");
@@ -162,7 +162,7 @@ TEST_F(DeepCollect, PairsWithoutPeerAccessAreNotCopied)
     set("FAKE_CUDA_DEVICE_COUNT", "3");
     set("FAKE_CUDA_NAMES", "NVIDIA RTX A6000");
     set("FAKE_CUDA_NO_PEER", "0-2");
-    const doctor::check::Facts facts = collect("bandwidth");
+    const doctor::engine::Facts facts = collect("bandwidth");
     const auto& peers = facts["bandwidth"]["peers"];
     ASSERT_EQ(peers.size(), 6U);
     unsigned without = 0;
@@ -183,11 +183,11 @@ TEST_F(DeepCollect, AHungCopyTimesOutAndTheQuickCollectorsStillReport)
     set("FAKE_CUDA_HANG_IN", "cuMemcpyHtoDAsync_v2");
     m_ctx.deep_timeout = std::chrono::seconds(1);
     const auto start = std::chrono::steady_clock::now();
-    const doctor::check::Facts facts = doctor::check::collect(
+    const doctor::engine::Facts facts = doctor::engine::collect(
         {&test_support::collector_named("host"), &test_support::collector_named("bandwidth")}, m_ctx);
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
-    EXPECT_EQ(doctor::check::collector_error(facts, "bandwidth"), "timed out after 1 s");
-    EXPECT_EQ(doctor::check::collector_error(facts, "host"), "");
+    EXPECT_EQ(doctor::engine::collector_error(facts, "bandwidth"), "timed out after 1 s");
+    EXPECT_EQ(doctor::engine::collector_error(facts, "host"), "");
     const auto findings = test_support::judge_one("bandwidth", facts);
     ASSERT_EQ(findings.size(), 1U);
     EXPECT_EQ(findings[0].code, "bandwidth.error");
@@ -197,25 +197,25 @@ TEST_F(DeepCollect, AHungCopyTimesOutAndTheQuickCollectorsStillReport)
 TEST_F(DeepCollect, ACrashInTheDriverIsAnError)
 {
     set("FAKE_CUDA_CRASH_IN", "cuEventElapsedTime");
-    const doctor::check::Facts facts = collect("bandwidth");
-    EXPECT_EQ(doctor::check::collector_error(facts, "bandwidth"), "crashed (Segmentation fault)");
+    const doctor::engine::Facts facts = collect("bandwidth");
+    EXPECT_EQ(doctor::engine::collector_error(facts, "bandwidth"), "crashed (Segmentation fault)");
 }
 
 TEST_F(DeepCollect, NoDriverLibraryIsNothingToMeasure)
 {
     use_cuda("/nonexistent/libcuda.so.1");
-    const doctor::check::Facts facts = collect("bandwidth");
+    const doctor::engine::Facts facts = collect("bandwidth");
     const std::string skipped = facts["bandwidth"].value("skipped", std::string());
     EXPECT_EQ(skipped.rfind("no CUDA driver library: ", 0), 0U) << facts.dump();
-    const doctor::check::Facts ar = collect("allreduce");
+    const doctor::engine::Facts ar = collect("allreduce");
     EXPECT_EQ(ar["allreduce"].value("skipped", std::string()).rfind("no CUDA driver library: ", 0), 0U) << ar.dump();
 }
 
 TEST_F(DeepCollect, ADriverLibraryWithoutCopiesIsAnErrorNamingTheSymbol)
 {
     use_cuda(FAKE_CUDA_NO_COPIES_PATH);
-    const doctor::check::Facts facts = collect("bandwidth");
-    const std::string error = doctor::check::collector_error(facts, "bandwidth");
+    const doctor::engine::Facts facts = collect("bandwidth");
+    const std::string error = doctor::engine::collector_error(facts, "bandwidth");
     EXPECT_NE(error.find("lacks cuMemcpyPeerAsync"), std::string::npos) << error;
 }
 
@@ -225,7 +225,7 @@ TEST_F(DeepCollect, AllReduceOverTwoGpusWithNcclsTransports)
     set("FAKE_CUDA_NAMES", "NVIDIA H100 80GB HBM3");
     set("FAKE_NCCL_ALGBW_GBPS", "150");
     m_ctx.env["NCCL_P2P_LEVEL"] = "NVL";
-    const doctor::check::Facts facts = collect("allreduce");
+    const doctor::engine::Facts facts = collect("allreduce");
     const auto& ar = facts["allreduce"];
     ASSERT_FALSE(ar.contains("error")) << ar.dump(2);
     ASSERT_FALSE(ar.contains("skipped")) << ar.dump(2);
@@ -254,7 +254,7 @@ TEST_F(DeepCollect, AllReduceOverEightGpusIsJudgedAgainstTheModelFloor)
     set("FAKE_CUDA_NAMES", "NVIDIA H100 80GB HBM3");
     // One slow GPU sets the pace: busbw = 200 × 2·7/8 = 350 GB/s, below H100's 460.
     set("FAKE_NCCL_ALGBW_GBPS", "300,300,300,200,300,300,300,300");
-    const doctor::check::Facts facts = collect("allreduce");
+    const doctor::engine::Facts facts = collect("allreduce");
     ASSERT_FALSE(facts["allreduce"].contains("error")) << facts.dump(2);
     EXPECT_NEAR(facts["allreduce"]["busbw_gbps"].get<double>(), 350, 0.5);
     const auto findings = test_support::judge_one("allreduce", facts);
@@ -267,8 +267,8 @@ TEST_F(DeepCollect, AnNcclInitFailureIsAnErrorWithNcclsText)
 {
     set("FAKE_CUDA_DEVICE_COUNT", "2");
     set("FAKE_NCCL_INIT_ERROR", "2");
-    const doctor::check::Facts facts = collect("allreduce");
-    const std::string error = doctor::check::collector_error(facts, "allreduce");
+    const doctor::engine::Facts facts = collect("allreduce");
+    const std::string error = doctor::engine::collector_error(facts, "allreduce");
     EXPECT_NE(error.find("ncclCommInitAll over GPUs 0,1 failed: unhandled system error"), std::string::npos) << error;
     EXPECT_TRUE(std::filesystem::is_empty(m_tmp.path()));
 }
@@ -276,7 +276,7 @@ TEST_F(DeepCollect, AnNcclInitFailureIsAnErrorWithNcclsText)
 TEST_F(DeepCollect, AllReduceNeedsTwoGpusAndAnNcclLibrary)
 {
     set("FAKE_CUDA_DEVICE_COUNT", "1");
-    doctor::check::Facts facts = collect("allreduce");
+    doctor::engine::Facts facts = collect("allreduce");
     EXPECT_EQ(facts["allreduce"].value("skipped", std::string()), "1 GPU: an all-reduce needs two");
     EXPECT_TRUE(facts["allreduce"].value("single_gpu", false));
     set("FAKE_CUDA_DEVICE_COUNT", "2");
@@ -293,18 +293,18 @@ TEST_F(DeepCollect, AHungAllReduceTimesOut)
     set("FAKE_CUDA_DEVICE_COUNT", "2");
     set("FAKE_NCCL_HANG_IN", "ncclAllReduce");
     m_ctx.deep_timeout = std::chrono::seconds(1);
-    const doctor::check::Facts facts = collect("allreduce");
-    EXPECT_EQ(doctor::check::collector_error(facts, "allreduce"), "timed out after 1 s");
+    const doctor::engine::Facts facts = collect("allreduce");
+    EXPECT_EQ(doctor::engine::collector_error(facts, "allreduce"), "timed out after 1 s");
 }
 
 TEST(DeepRunner, DeepCollectorsRunAfterTheQuickOnesAndOneAtATime)
 {
     // Each collector reports when it started and ended (steady clock, in ms).
     auto timed = [](const std::string& name, bool deep) {
-        doctor::check::Collector c;
+        doctor::engine::Collector c;
         c.name = name;
         c.deep = deep;
-        c.collect = [](const doctor::check::CollectContext&) {
+        c.collect = [](const doctor::engine::CollectContext&) {
             auto now = [] {
                 return std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::steady_clock::now().time_since_epoch())
@@ -316,12 +316,12 @@ TEST(DeepRunner, DeepCollectorsRunAfterTheQuickOnesAndOneAtATime)
         };
         return c;
     };
-    const doctor::check::Collector quick1 = timed("quick1", false);
-    const doctor::check::Collector quick2 = timed("quick2", false);
-    const doctor::check::Collector deep1 = timed("deep1", true);
-    const doctor::check::Collector deep2 = timed("deep2", true);
-    doctor::check::CollectContext ctx;
-    const doctor::check::Facts facts = doctor::check::collect({&deep1, &quick1, &deep2, &quick2}, ctx);
+    const doctor::engine::Collector quick1 = timed("quick1", false);
+    const doctor::engine::Collector quick2 = timed("quick2", false);
+    const doctor::engine::Collector deep1 = timed("deep1", true);
+    const doctor::engine::Collector deep2 = timed("deep2", true);
+    doctor::engine::CollectContext ctx;
+    const doctor::engine::Facts facts = doctor::engine::collect({&deep1, &quick1, &deep2, &quick2}, ctx);
     auto start = [&](const char* n) { return facts[n]["start"].get<long long>(); };
     auto end = [&](const char* n) { return facts[n]["end"].get<long long>(); };
     // The quick ones overlap each other; each deep one starts after everything before it ended.
@@ -335,7 +335,7 @@ TEST_F(DeepCollect, ProgressLinesGoToStderrOnlyWhenAsked)
     set("FAKE_CUDA_NAMES", "NVIDIA H200");
     m_ctx.progress = true;
     testing::internal::CaptureStderr();
-    doctor::check::collect({&test_support::collector_named("bandwidth")}, m_ctx);
+    doctor::engine::collect({&test_support::collector_named("bandwidth")}, m_ctx);
     const std::string shown = testing::internal::GetCapturedStderr();
     EXPECT_NE(shown.find("\r\033[Kgpudoctor: bandwidth: starting"), std::string::npos) << shown;
     EXPECT_NE(shown.find("\r\033[Kgpudoctor: bandwidth: GPU 1/1 (NVIDIA H200): host→device"), std::string::npos)
@@ -344,7 +344,7 @@ TEST_F(DeepCollect, ProgressLinesGoToStderrOnlyWhenAsked)
     EXPECT_EQ(shown.substr(shown.size() - 4), "\r\033[K") << "the last line is cleared";
     m_ctx.progress = false;
     testing::internal::CaptureStderr();
-    doctor::check::collect({&test_support::collector_named("bandwidth")}, m_ctx);
+    doctor::engine::collect({&test_support::collector_named("bandwidth")}, m_ctx);
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 

@@ -1,10 +1,10 @@
 // fit --cuda-context measure: the fake NVML's used memory read from a file that a stand-in
 // interpreter (/bin/sh, written here) raises while it "holds its context", as the real script
 // makes PyTorch or TensorFlow do.
+#include "base/error.hpp"
 #include "doctor/fit/cuda_context.hpp"
 #include "doctor/fit/gpu_memory.hpp"
 #include "doctor/fit/search.hpp"
-#include "base/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/scoped_env.hpp"

@@ -1,5 +1,5 @@
-#include "doctor/fit/search.hpp"
 #include "base/error.hpp"
+#include "doctor/fit/search.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"

@@ -1,10 +1,10 @@
 // gpudoctor fit's workspaces per GPU: cuBLAS by compute capability, NCCL by interconnect and
 // parallel groups, TensorFlow's reserve; and the GPUs' traits from the table and from NVML.
+#include "base/error.hpp"
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/model.hpp"
 #include "doctor/fit/report.hpp"
 #include "doctor/fit/workspace.hpp"
-#include "base/error.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"

@@ -1,7 +1,7 @@
-#include "doctor/check/policy.hpp"
-#include "doctor/checks/checks.hpp"
-#include "doctor/fleet/merge.hpp"
 #include "base/error.hpp"
+#include "doctor/engine/policy.hpp"
+#include "doctor/fleet/merge.hpp"
+#include "doctor/probes/checks.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -46,8 +46,8 @@ NodeOutput snapshot_of(const std::string& host, const json& facts)
 
 doctor::fleet::FleetReport merge(const std::vector<NodeOutput>& outputs, bool strict = false)
 {
-    static const auto probes = doctor::checks::select_probes("limits", "", false);
-    return doctor::fleet::merge(outputs, probes, doctor::check::Policy::defaults(), strict);
+    static const auto probes = doctor::probes::select_probes("limits", "", false);
+    return doctor::fleet::merge(outputs, probes, doctor::engine::Policy::defaults(), strict);
 }
 
 } // namespace

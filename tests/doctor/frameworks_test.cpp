@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <map>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::judge_one;
@@ -142,7 +142,7 @@ protected:
 
     test_support::TempDir m_dir;
     std::string m_python;
-    doctor::check::CollectContext m_ctx;
+    doctor::engine::CollectContext m_ctx;
 };
 
 // NVML facts of a node: `gpus` GPUs, a driver supporting `cuda` (12040 = 12.4).
@@ -580,7 +580,7 @@ TEST(FrameworksRule, HorovodBindingsThatDoNotLoadAreABrokenInstall)
 
 TEST(FrameworksRule, CpuNodeByPolicyPasses)
 {
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.expect_gpus = 0;
     auto findings = judge_one("frameworks", facts_with(only("torch", torch_cpu), no_driver), policy);
     ASSERT_NE(find_code(findings, "frameworks.ok"), nullptr);

@@ -1,5 +1,5 @@
-#include "doctor/check/runner.hpp"
-#include "doctor/checks/gpu_facts.hpp"
+#include "doctor/engine/runner.hpp"
+#include "doctor/probes/gpu_facts.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/fake_gpu_node.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::TempDir;
@@ -19,19 +19,19 @@ namespace {
 /// Collects the nvml facts from the fake NVML with `fixture`, as the real collector does.
 class GpusProbe : public ::testing::Test {
 protected:
-    doctor::check::Facts collect(const nlohmann::json& fixture, const std::string& sysroot = "/")
+    doctor::engine::Facts collect(const nlohmann::json& fixture, const std::string& sysroot = "/")
     {
         test_support::FakeNvmlFixture fake(m_dir, fixture.dump());
-        doctor::check::CollectContext ctx;
+        doctor::engine::CollectContext ctx;
         ctx.sysroot = sysroot;
         ctx.env["GPUKIT_NVML_LIBRARY"] = FAKE_NVML_PATH;
-        doctor::check::Facts facts;
+        doctor::engine::Facts facts;
         facts["nvml"] = test_support::collector_named("nvml").collect(ctx);
         facts["topology"] = {{"gpus", nlohmann::json::array()}};
         return facts;
     }
-    std::vector<doctor::check::Finding> gpus(
-        const nlohmann::json& fixture, doctor::check::Policy policy = doctor::check::Policy::defaults())
+    std::vector<doctor::engine::Finding> gpus(
+        const nlohmann::json& fixture, doctor::engine::Policy policy = doctor::engine::Policy::defaults())
     {
         return test_support::judge_one("gpus", collect(fixture), policy);
     }
@@ -42,7 +42,7 @@ protected:
 
 TEST_F(GpusProbe, HealthyEightGpuNodePasses)
 {
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.expect_gpus = 8;
     auto findings = gpus(test_support::healthy_gpu_node(), policy);
     EXPECT_TRUE(codes_with(findings, Severity::fail).empty());
@@ -59,7 +59,7 @@ TEST_F(GpusProbe, MissingGpuIsNamedFromThePciBus)
     fixture["gpus"].erase(2);
     auto facts = collect(fixture);
     facts["topology"] = {{"source", "live"}, {"gpus", {{{"bus_id", "0000:07:00.0"}}, {{"bus_id", "0000:47:00.0"}}}}};
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.expect_gpus = 8;
     auto findings = test_support::judge_one("gpus", facts, policy);
     const auto* count = find_code(findings, "gpus.count");
@@ -100,7 +100,7 @@ TEST_F(GpusProbe, LifetimeEccErrorsThatNoResetClearsOnlyWarn)
     EXPECT_TRUE(codes_with(findings, Severity::fail).empty());
     EXPECT_EQ(codes_with(findings, Severity::warn),
         (std::vector<std::string>{"gpus.ecc_uncorrected_history", "gpus.ecc_uncorrected_history"}));
-    std::vector<const doctor::check::Finding*> history;
+    std::vector<const doctor::engine::Finding*> history;
     for (const auto& f : findings) {
         if (f.code == "gpus.ecc_uncorrected_history") {
             history.push_back(&f);
@@ -150,14 +150,14 @@ TEST_F(GpusProbe, OtherProcessesModesAndPersistence)
     EXPECT_EQ(find_code(findings, "gpus.busy")->message, "2 compute processes already on this GPU");
     EXPECT_EQ(find_code(findings, "gpus.compute_prohibited")->severity, Severity::fail);
     EXPECT_EQ(find_code(findings, "gpus.persistence_off")->severity, Severity::warn);
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.max_other_processes = 2;
     EXPECT_EQ(find_code(gpus(fixture, policy), "gpus.busy"), nullptr);
 }
 
 TEST_F(GpusProbe, NoDriverFailsUnlessACpuNodeIsExpected)
 {
-    doctor::check::Facts facts;
+    doctor::engine::Facts facts;
     facts["nvml"] = {{"driver_file", nullptr}, {"nvml_loaded", false}, {"nvml_error", "cannot load libnvidia-ml.so.1"}};
     facts["topology"] = {{"gpus", nlohmann::json::array()}};
     auto findings = test_support::judge_one("gpus", facts);
@@ -166,7 +166,7 @@ TEST_F(GpusProbe, NoDriverFailsUnlessACpuNodeIsExpected)
     EXPECT_NE(findings[0].message.find("no NVIDIA driver"), std::string::npos);
     auto driver = test_support::judge_one("driver", facts);
     EXPECT_EQ(driver[0].code, "driver.missing");
-    auto cpu = doctor::check::Policy::defaults();
+    auto cpu = doctor::engine::Policy::defaults();
     cpu.expect_gpus = 0;
     EXPECT_EQ(test_support::judge_one("gpus", facts, cpu)[0].code, "gpus.none_expected");
     EXPECT_EQ(test_support::judge_one("driver", facts, cpu)[0].severity, Severity::pass);
@@ -187,7 +187,7 @@ TEST_F(GpusProbe, DriverVersionPolicyAndModuleMismatch)
 
     auto old = test_support::healthy_gpu_node(1);
     old["driver"] = "470.82.01";
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     auto old_findings = test_support::judge_one("driver", collect(old), policy);
     EXPECT_EQ(old_findings[0].code, "driver.too_old");
     EXPECT_EQ(old_findings[0].message, "driver 470.82.01 is older than 535.0 (policy driver.min_version)");
@@ -302,7 +302,7 @@ TEST_F(GpusProbe, ASnapshotOfTheWrongShapeOrFormatIsBadInputNotABrokenNode)
 TEST_F(GpusProbe, NvmlWithNoGpuOnACpuNodePasses)
 {
     auto facts = collect(test_support::healthy_gpu_node(0));
-    auto cpu = doctor::check::Policy::defaults();
+    auto cpu = doctor::engine::Policy::defaults();
     cpu.expect_gpus = 0;
     auto findings = test_support::judge_one("gpus", facts, cpu);
     ASSERT_EQ(findings.size(), 1U);

@@ -1,4 +1,4 @@
-#include "doctor/check/junit_report.hpp"
+#include "doctor/engine/junit_report.hpp"
 #include "tests/support/doctor_support.hpp"
 
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 
 namespace {
 
-using doctor::check::ProbeResult;
-using doctor::check::Severity;
+using doctor::engine::ProbeResult;
+using doctor::engine::Severity;
 using test_support::make_finding;
 using test_support::probe_named;
 
@@ -54,15 +54,15 @@ bool well_formed(const std::string& xml)
 
 TEST(XmlEscape, EntitiesAndControlCharacters)
 {
-    EXPECT_EQ(doctor::check::xml_escape("a & b <c> \"d\" 'e'"), "a &amp; b &lt;c&gt; &quot;d&quot; &apos;e&apos;");
-    EXPECT_EQ(doctor::check::xml_escape("line\nnext\ttab\x01"), "line&#10;next&#9;tab?");
-    EXPECT_EQ(doctor::check::xml_escape("gpu 0 ↔ gpu 7"), "gpu 0 ↔ gpu 7");
+    EXPECT_EQ(doctor::engine::xml_escape("a & b <c> \"d\" 'e'"), "a &amp; b &lt;c&gt; &quot;d&quot; &apos;e&apos;");
+    EXPECT_EQ(doctor::engine::xml_escape("line\nnext\ttab\x01"), "line&#10;next&#9;tab?");
+    EXPECT_EQ(doctor::engine::xml_escape("gpu 0 ↔ gpu 7"), "gpu 0 ↔ gpu 7");
 }
 
 TEST(JunitReport, OneTestcasePerFindingWithFailuresAndSkips)
 {
-    const std::string xml = doctor::check::render_junit(
-        doctor::check::check_verdict(results(), {{"host", {{"hostname", "gpu-a01"}}}}, false), 0, "0.1.0");
+    const std::string xml = doctor::engine::render_junit(
+        doctor::engine::check_verdict(results(), {{"host", {{"hostname", "gpu-a01"}}}}, false), 0, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("<testsuites name=\"gpudoctor\" tests=\"5\" failures=\"2\" errors=\"0\" skipped=\"1\">"),
         std::string::npos)
@@ -91,7 +91,7 @@ TEST(JunitReport, OneTestcasePerFindingWithFailuresAndSkips)
 TEST(JunitReport, StrictWarningsFail)
 {
     const std::string xml =
-        doctor::check::render_junit(doctor::check::check_verdict(results(), {}, true), 1732950000, "0.1.0");
+        doctor::engine::render_junit(doctor::engine::check_verdict(results(), {}, true), 1732950000, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("failures=\"3\""), std::string::npos);
     EXPECT_NE(xml.find("<failure type=\"warn\" message=\"persistence mode is off\">"), std::string::npos);
@@ -105,30 +105,30 @@ TEST(JunitReport, HostileTextStaysWellFormed)
     std::vector<ProbeResult> odd = {{&probe_named("nccl-env"),
         {make_finding("nccl-env.socket_ifname_missing", Severity::fail, "NCCL_SOCKET_IFNAME=\"<eth>&'\"",
             "]]> </failure> \x02\n<x>", "a & b")}}};
-    const std::string xml = doctor::check::render_junit(
-        doctor::check::check_verdict(odd, {{"host", {{"hostname", "n<1>"}}}}, false), 0, "0.1.0");
+    const std::string xml = doctor::engine::render_junit(
+        doctor::engine::check_verdict(odd, {{"host", {{"hostname", "n<1>"}}}}, false), 0, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("hostname=\"n&lt;1&gt;\""), std::string::npos);
 }
 
 TEST(JunitReport, NcclLogAndProfileFindingsAreOneSuiteNamedAfterTheSubcommand)
 {
-    const auto verdict = doctor::check::findings_verdict("nccl-log",
+    const auto verdict = doctor::engine::findings_verdict("nccl-log",
         {make_finding("nccl.watchdog_timeout", Severity::fail, "job", "timed out"),
             make_finding("nccl.no_connections", Severity::warn, "log", "no lines"),
             make_finding("nccl.transports", Severity::info, "job", "P2P")},
         Severity::fail);
-    const std::string xml = doctor::check::render_junit(verdict, 0, "0.1.0");
+    const std::string xml = doctor::engine::render_junit(verdict, 0, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("<testsuite name=\"gpudoctor nccl-log\" tests=\"3\" failures=\"1\""), std::string::npos) << xml;
     EXPECT_NE(xml.find("classname=\"gpudoctor.nccl-log\""), std::string::npos);
     EXPECT_NE(xml.find("<property name=\"gpudoctor.subcommand\" value=\"nccl-log\"/>"), std::string::npos);
     // --fail-on warn: the warning fails too.
-    const auto warn = doctor::check::findings_verdict("profile", verdict.groups[0].findings, Severity::warn);
-    EXPECT_NE(doctor::check::render_junit(warn, 0, "v").find("failures=\"2\""), std::string::npos);
+    const auto warn = doctor::engine::findings_verdict("profile", verdict.groups[0].findings, Severity::warn);
+    EXPECT_NE(doctor::engine::render_junit(warn, 0, "v").find("failures=\"2\""), std::string::npos);
     EXPECT_EQ(warn.exit_code(), 1);
     EXPECT_EQ(
-        doctor::check::findings_verdict("profile", {verdict.groups[0].findings[2]}, Severity::warn).exit_code(), 0)
+        doctor::engine::findings_verdict("profile", {verdict.groups[0].findings[2]}, Severity::warn).exit_code(), 0)
         << "info never fails";
 }
 

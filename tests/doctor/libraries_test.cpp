@@ -1,4 +1,4 @@
-#include "doctor/check/runner.hpp"
+#include "doctor/engine/runner.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::TempDir;
@@ -39,15 +39,15 @@ protected:
     }
     static void set(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
 
-    doctor::check::Facts collect()
+    doctor::engine::Facts collect()
     {
-        doctor::check::CollectContext ctx;
+        doctor::engine::CollectContext ctx;
         ctx.env = m_env;
-        doctor::check::Facts facts;
+        doctor::engine::Facts facts;
         facts["libraries"] = test_support::collector_named("libraries").collect(ctx);
         return facts;
     }
-    std::vector<doctor::check::Finding> judge(const doctor::check::Facts& facts)
+    std::vector<doctor::engine::Finding> judge(const doctor::engine::Facts& facts)
     {
         return test_support::judge_one("libraries", facts);
     }
@@ -150,7 +150,7 @@ TEST_F(LibrariesProbe, OldNcclAndCudnnWarnAgainstThePolicy)
         std::string("NCCL 2.8.4 (") + FAKE_NCCL_PATH + ") is older than 2.18.0 (policy libraries.min_nccl)");
     EXPECT_FALSE(nccl->remedy.empty());
 
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.min_nccl = "2.8.0";
     policy.min_cudnn = "8.6.0";
     auto relaxed = test_support::judge_one("libraries", collect(), policy);

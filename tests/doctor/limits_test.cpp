@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::judge_one;
@@ -23,7 +23,7 @@ protected:
     }
     nlohmann::json collect()
     {
-        doctor::check::CollectContext ctx;
+        doctor::engine::CollectContext ctx;
         ctx.sysroot = m_root.path().string();
         return test_support::collector_named("limits").collect(ctx);
     }
@@ -142,7 +142,7 @@ TEST(LimitsRule, DockerDefaultShmWarnsWithTheSize)
 
 TEST(LimitsRule, ShmThresholdComesFromThePolicy)
 {
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.min_shm_gib = 64;
     auto findings = judge_one("limits", facts_with(big_shm), policy);
     EXPECT_NE(find_code(findings, "limits.shm_small"), nullptr);
@@ -178,7 +178,7 @@ TEST(LimitsRule, LimitedMemlockWarnsAndTheRemedyDependsOnTheHardLimit)
 
 TEST(LimitsRule, MemlockNeedNotBeUnlimitedWhenThePolicySaysSo)
 {
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.memlock_unlimited = false;
     auto findings = judge_one("limits", facts_with(big_shm, {{"soft", 65536}, {"hard", 65536}}), policy);
     EXPECT_NE(find_code(findings, "limits.memlock_ok"), nullptr);

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::judge_one;
@@ -61,12 +61,12 @@ protected:
     }
     nlohmann::json collect(std::chrono::milliseconds timeout = std::chrono::seconds(10))
     {
-        doctor::check::CollectContext ctx;
+        doctor::engine::CollectContext ctx;
         ctx.env = {{"PATH", (m_dir / "bin").string()}, {"HOME", "/nonexistent"}};
         ctx.timeout = timeout;
         return test_support::collector_named("mpi").collect(ctx);
     }
-    std::vector<doctor::check::Finding> judge(const nlohmann::json& facts)
+    std::vector<doctor::engine::Finding> judge(const nlohmann::json& facts)
     {
         return judge_one("mpi", {{"mpi", facts}});
     }
@@ -144,7 +144,7 @@ TEST_F(MpiCollector, OmpiInfoNextToMpirunComesFirst)
     std::ofstream(ompi_info) << "#!/bin/sh\necho 'mca:mpi:base:param:mpi_built_with_cuda_support:value:true'\n";
     std::filesystem::permissions(ompi_info, std::filesystem::perms::owner_all);
     command("ompi_info", ompi_info_output("false", false)); // a different installation in PATH
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.env = {{"PATH", (m_dir / "bin").string() + ":" + (other / "prefix/bin").string()}};
     auto facts = test_support::collector_named("mpi").collect(ctx);
     EXPECT_EQ(facts["ompi_info"]["path"], ompi_info.string());
@@ -180,7 +180,7 @@ TEST_F(MpiCollector, ComponentFilesAnswerWithoutRunningOmpiInfo)
         const auto mpirun = install / "prefix/bin/mpirun";
         std::ofstream(mpirun) << "#!/bin/sh\necho 'mpirun (Open MPI) 4.1.4'\n";
         std::filesystem::permissions(mpirun, std::filesystem::perms::owner_all);
-        doctor::check::CollectContext ctx;
+        doctor::engine::CollectContext ctx;
         ctx.env = {{"PATH", (install / "prefix/bin").string() + ":" + (m_dir / "bin").string()}};
         auto facts = test_support::collector_named("mpi").collect(ctx);
         const auto& info = facts["ompi_info"];
@@ -200,7 +200,7 @@ TEST_F(MpiCollector, ComponentFilesAnswerWithoutRunningOmpiInfo)
     std::ofstream(plain / "prefix/lib64/openmpi/mca_pml_ob1.so") << "";
     std::ofstream(plain / "prefix/bin/mpirun") << "#!/bin/sh\necho 'mpirun (Open MPI) 5.0.3'\n";
     std::filesystem::permissions(plain / "prefix/bin/mpirun", std::filesystem::perms::owner_all);
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.env = {{"PATH", (plain / "prefix/bin").string()}};
     auto facts = test_support::collector_named("mpi").collect(ctx);
     EXPECT_EQ(facts["ompi_info"]["cuda_support"], false);

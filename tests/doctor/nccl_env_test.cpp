@@ -5,7 +5,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::judge_one;
@@ -31,13 +31,13 @@ nlohmann::json env_facts(const std::map<std::string, std::string>& variables,
         {"network", {{"infiniband", ib}, {"peermem", {{"files", nlohmann::json::array()}}}}}};
 }
 
-std::vector<doctor::check::Finding> judge(const std::map<std::string, std::string>& variables,
+std::vector<doctor::engine::Finding> judge(const std::map<std::string, std::string>& variables,
     nlohmann::json interfaces = {"eth0", "ib0", "lo"}, bool with_ib = false)
 {
     return judge_one("nccl-env", env_facts(variables, std::move(interfaces), with_ib));
 }
 
-std::vector<std::string> warnings(const std::vector<doctor::check::Finding>& findings)
+std::vector<std::string> warnings(const std::vector<doctor::engine::Finding>& findings)
 {
     auto out = codes_with(findings, Severity::warn);
     auto fails = codes_with(findings, Severity::fail);
@@ -53,7 +53,7 @@ TEST(NcclEnvCollector, KeepsOnlyTheRelevantVariablesAndListsInterfaces)
     for (const char* i : {"lo", "eth0", "ib0", "docker0"}) {
         std::filesystem::create_directories(root / ("sys/class/net/" + std::string(i)));
     }
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.sysroot = root.path().string();
     ctx.env = {{"NCCL_DEBUG", "INFO"}, {"HOME", "/root"}, {"PATH", "/usr/bin"}, {"CUDA_VISIBLE_DEVICES", ""},
         {"UCX_TLS", "rc,cuda_copy"}, {"OMPI_MCA_pml", "ucx"}, {"AWS_SECRET", "x"}};
@@ -68,7 +68,7 @@ TEST(NcclEnvCollector, KeepsOnlyTheRelevantVariablesAndListsInterfaces)
 TEST(NcclEnvCollector, NoSysClassNetMeansInterfacesUnknown)
 {
     test_support::TempDir root;
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.sysroot = root.path().string();
     ctx.env = {{"NCCL_SOCKET_IFNAME", "eth0"}};
     auto facts = test_support::collector_named("env").collect(ctx);

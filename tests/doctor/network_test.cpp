@@ -6,7 +6,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 using test_support::codes_with;
 using test_support::find_code;
 using test_support::judge_one;
@@ -32,7 +32,7 @@ protected:
     }
     nlohmann::json collect()
     {
-        doctor::check::CollectContext ctx;
+        doctor::engine::CollectContext ctx;
         ctx.sysroot = m_root.path().string();
         return test_support::collector_named("network").collect(ctx);
     }
@@ -81,7 +81,7 @@ nlohmann::json facts(const std::vector<nlohmann::json>& devices, nlohmann::json 
     return {{"network", {{"infiniband", devices}, {"peermem", peermem}}}, {"topology", topology}};
 }
 
-std::vector<std::string> problems(const std::vector<doctor::check::Finding>& findings)
+std::vector<std::string> problems(const std::vector<doctor::engine::Finding>& findings)
 {
     auto out = codes_with(findings, Severity::warn);
     auto fails = codes_with(findings, Severity::fail);
@@ -153,7 +153,7 @@ TEST_F(NetworkCollector, NearestNicFromTheTopologyCollector)
     t.gpu(T::at_numa(0), "0000:17:00.0");
     t.hca(T::at_numa(0), "0000:18:00.0", "mlx5_0");
     t.gpu(T::at_numa(1), "0000:b1:00.0");
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.sysroot = m_root.path().string();
     ctx.topology_file = t.write(m_root / "topo.xml").string();
     port("mlx5_0", 1, "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)");
@@ -221,7 +221,7 @@ TEST(NetworkRule, SlowPortWarnsAgainstThePolicy)
     EXPECT_EQ(f->severity, Severity::warn);
     EXPECT_NE(f->message.find("56 Gb/s (InfiniBand), below 100 Gb/s"), std::string::npos) << f->message;
 
-    auto policy = doctor::check::Policy::defaults();
+    auto policy = doctor::engine::Policy::defaults();
     policy.ib_min_rate_gbps = 40;
     findings = judge_one("network", facts({device("mlx5_0", {up(1, "56 Gb/sec (4X FDR)")})}), policy);
     EXPECT_TRUE(problems(findings).empty());

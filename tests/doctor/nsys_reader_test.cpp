@@ -213,8 +213,8 @@ TEST(NsysExport, WhatIsNotAnExportIsAnInputErrorNamingTheFile)
             "report (nsys profile --export sqlite, or nsys export --type sqlite REPORT)");
 
     const std::string missing = (dir / "missing.sqlite").string();
-    EXPECT_EQ(error_of([&] { base::nsys::read_export(missing); }),
-        "cannot read " + missing + ": No such file or directory");
+    EXPECT_EQ(
+        error_of([&] { base::nsys::read_export(missing); }), "cannot read " + missing + ": No such file or directory");
 
     const std::string rep = (dir / "rank0.nsys-rep").string();
     std::ofstream(rep) << "x";

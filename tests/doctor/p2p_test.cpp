@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-using doctor::check::Severity;
+using doctor::engine::Severity;
 namespace fs = std::filesystem;
 
 namespace {
@@ -78,7 +78,7 @@ struct SysrootFixture {
     }
     nlohmann::json collect() const
     {
-        doctor::check::CollectContext ctx;
+        doctor::engine::CollectContext ctx;
         ctx.sysroot = dir.path().string();
         return test_support::collector_named("pci").collect(ctx);
     }
@@ -243,7 +243,7 @@ TEST(P2pProbe, NoPeerAccessAcrossSocketsOfAPcieOnlyNodeIsAWarning)
 TEST(P2pProbe, SkipsWithoutGpus)
 {
     test_support::TempDir dir;
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.sysroot = dir.path().string();
     nlohmann::json facts = {{"nvml", no_nvml}, {"pci", test_support::collector_named("pci").collect(ctx)}};
     auto findings = test_support::judge_one("p2p", facts);

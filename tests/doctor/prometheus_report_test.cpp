@@ -1,4 +1,4 @@
-#include "doctor/check/prometheus_report.hpp"
+#include "doctor/engine/prometheus_report.hpp"
 #include "tests/support/doctor_support.hpp"
 
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 
 namespace {
 
-using doctor::check::ProbeResult;
-using doctor::check::Severity;
+using doctor::engine::ProbeResult;
+using doctor::engine::Severity;
 using test_support::make_finding;
 using test_support::probe_named;
 
@@ -94,7 +94,7 @@ std::vector<ProbeResult> results()
     };
 }
 
-doctor::check::Facts facts()
+doctor::engine::Facts facts()
 {
     return {{"nvml",
                 {{"gpus",
@@ -112,16 +112,17 @@ doctor::check::Facts facts()
 
 // check's metrics, as run_gpudoctor writes them.
 std::string check_metrics(
-    const std::vector<ProbeResult>& results, const doctor::check::Facts& facts, double now, bool strict = false)
+    const std::vector<ProbeResult>& results, const doctor::engine::Facts& facts, double now, bool strict = false)
 {
-    return doctor::check::render_prometheus(doctor::check::check_verdict(results, facts, strict), facts, now, "0.1.0");
+    return doctor::engine::render_prometheus(
+        doctor::engine::check_verdict(results, facts, strict), facts, now, "0.1.0");
 }
 
 TEST(PrometheusLabelValue, EscapesBackslashQuoteAndNewline)
 {
     EXPECT_EQ(
-        doctor::check::prometheus_label_value("plain gpu 1 (0000:0f:00.0) ↔ x"), "plain gpu 1 (0000:0f:00.0) ↔ x");
-    EXPECT_EQ(doctor::check::prometheus_label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        doctor::engine::prometheus_label_value("plain gpu 1 (0000:0f:00.0) ↔ x"), "plain gpu 1 (0000:0f:00.0) ↔ x");
+    EXPECT_EQ(doctor::engine::prometheus_label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
 }
 
 TEST(PrometheusReport, IsValidExpositionFormat)

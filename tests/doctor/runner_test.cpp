@@ -1,5 +1,5 @@
-#include "doctor/check/runner.hpp"
 #include "base/error.hpp"
+#include "doctor/engine/runner.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -11,34 +11,34 @@
 #include <thread>
 #include <unistd.h>
 
-using doctor::check::Collector;
-using doctor::check::Severity;
+using doctor::engine::Collector;
+using doctor::engine::Severity;
 
 TEST(Runner, CollectorsRunInParallelAndAHangBecomesAnError)
 {
-    Collector fine{"fine", [](const doctor::check::CollectContext&) { return nlohmann::json{{"x", 1}}; }};
-    Collector hang{"hang", [](const doctor::check::CollectContext&) {
+    Collector fine{"fine", [](const doctor::engine::CollectContext&) { return nlohmann::json{{"x", 1}}; }};
+    Collector hang{"hang", [](const doctor::engine::CollectContext&) {
                        while (true) {
                            pause();
                        }
                        return nlohmann::json();
                    }};
-    Collector slow{"slow", [](const doctor::check::CollectContext&) {
+    Collector slow{"slow", [](const doctor::engine::CollectContext&) {
                        std::this_thread::sleep_for(std::chrono::milliseconds(300));
                        return nlohmann::json{{"y", 2}};
                    }};
-    Collector crash{"crash", [](const doctor::check::CollectContext&) {
+    Collector crash{"crash", [](const doctor::engine::CollectContext&) {
                         std::raise(SIGSEGV);
                         return nlohmann::json();
                     }};
-    Collector throws{"throws", [](const doctor::check::CollectContext&) -> nlohmann::json {
+    Collector throws{"throws", [](const doctor::engine::CollectContext&) -> nlohmann::json {
                          throw base::Error("cannot read /sys/foo: Permission denied");
                      }};
-    doctor::check::CollectContext ctx;
+    doctor::engine::CollectContext ctx;
     ctx.timeout = std::chrono::milliseconds(1000);
     const auto start = std::chrono::steady_clock::now();
     std::map<std::string, double> seconds;
-    auto facts = doctor::check::collect({&fine, &hang, &slow, &crash, &throws}, ctx, &seconds);
+    auto facts = doctor::engine::collect({&fine, &hang, &slow, &crash, &throws}, ctx, &seconds);
     const auto took = std::chrono::steady_clock::now() - start;
     // Each collector's time: the slow one's 0.3 s, the hang's the deadline, the quick one's little.
     ASSERT_EQ(seconds.size(), 5U);
@@ -50,23 +50,23 @@ TEST(Runner, CollectorsRunInParallelAndAHangBecomesAnError)
     EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the deadline holds for all collectors at once";
     EXPECT_EQ(facts["fine"]["x"], 1);
     EXPECT_EQ(facts["slow"]["y"], 2);
-    EXPECT_EQ(doctor::check::collector_error(facts, "hang"), "timed out after 1 s");
-    EXPECT_NE(doctor::check::collector_error(facts, "crash").find("crashed (Segmentation fault)"), std::string::npos);
-    EXPECT_EQ(doctor::check::collector_error(facts, "throws"), "cannot read /sys/foo: Permission denied");
+    EXPECT_EQ(doctor::engine::collector_error(facts, "hang"), "timed out after 1 s");
+    EXPECT_NE(doctor::engine::collector_error(facts, "crash").find("crashed (Segmentation fault)"), std::string::npos);
+    EXPECT_EQ(doctor::engine::collector_error(facts, "throws"), "cannot read /sys/foo: Permission denied");
 }
 
 TEST(Runner, CollectorsRunFromTheRootDirectory)
 {
     // Nothing of the directory gpudoctor was started from is read by a probe: an empty
     // LD_LIBRARY_PATH entry or a pyenv shim would otherwise find files there.
-    Collector where{"where", [](const doctor::check::CollectContext&) {
+    Collector where{"where", [](const doctor::engine::CollectContext&) {
                         char buffer[4096];
                         return nlohmann::json{{"cwd", getcwd(buffer, sizeof buffer) != nullptr ? buffer : "?"}};
                     }};
     test_support::TempDir dir;
     const auto before = std::filesystem::current_path();
     std::filesystem::current_path(dir.path());
-    const auto facts = doctor::check::collect({&where}, doctor::check::CollectContext{});
+    const auto facts = doctor::engine::collect({&where}, doctor::engine::CollectContext{});
     std::filesystem::current_path(before);
     EXPECT_EQ(facts["where"]["cwd"], "/") << facts.dump();
 }
@@ -85,31 +85,31 @@ TEST(Runner, MissingOrBrokenFactsNeverPass)
 
 TEST(Runner, ExitCodes)
 {
-    doctor::check::Probe p;
+    doctor::engine::Probe p;
     p.name = "x";
     auto finding = [](const char* code, Severity s) {
-        return doctor::check::Finding{code, s, "host", "m", "", nullptr};
+        return doctor::engine::Finding{code, s, "host", "m", "", nullptr};
     };
-    std::vector<doctor::check::ProbeResult> results{
+    std::vector<doctor::engine::ProbeResult> results{
         {&p, {finding("x.a", Severity::pass), finding("x.b", Severity::warn)}}};
-    EXPECT_EQ(doctor::check::exit_code(results, false), 0);
-    EXPECT_EQ(doctor::check::exit_code(results, true), 1);
+    EXPECT_EQ(doctor::engine::exit_code(results, false), 0);
+    EXPECT_EQ(doctor::engine::exit_code(results, true), 1);
     results[0].findings.push_back(finding("x.c", Severity::skip));
-    EXPECT_EQ(doctor::check::exit_code(results, false), 0);
+    EXPECT_EQ(doctor::engine::exit_code(results, false), 0);
     results[0].findings.push_back(finding("x.d", Severity::error));
-    EXPECT_EQ(doctor::check::exit_code(results, false), 1);
+    EXPECT_EQ(doctor::engine::exit_code(results, false), 1);
 }
 
 TEST(Runner, SelectionByNameAndPrefixWithDidYouMean)
 {
-    auto only = doctor::checks::select_probes("gpu", "");
+    auto only = doctor::probes::select_probes("gpu", "");
     ASSERT_EQ(only.size(), 1U);
     EXPECT_EQ(only[0]->name, "gpus");
-    auto skip = doctor::checks::select_probes("", "driver");
+    auto skip = doctor::probes::select_probes("", "driver");
     EXPECT_TRUE(
-        std::none_of(skip.begin(), skip.end(), [](const doctor::check::Probe* p) { return p->name == "driver"; }));
+        std::none_of(skip.begin(), skip.end(), [](const doctor::engine::Probe* p) { return p->name == "driver"; }));
     try {
-        doctor::checks::select_probes("drivr", "");
+        doctor::probes::select_probes("drivr", "");
         ADD_FAILURE();
     } catch (const base::Error& e) {
         EXPECT_EQ(std::string(e.what()),
@@ -123,7 +123,7 @@ TEST(Runner, ASelectionOfNoProbeIsAnError)
     // Otherwise the check runs nothing and says "fit to train".
     auto error_of = [](const std::string& only, const std::string& skip) {
         try {
-            doctor::checks::select_probes(only, skip);
+            doctor::probes::select_probes(only, skip);
         } catch (const base::Error& e) {
             return std::string(e.what());
         }
@@ -132,7 +132,7 @@ TEST(Runner, ASelectionOfNoProbeIsAnError)
     EXPECT_EQ(error_of("driver", "driver"),
         "--skip driver leaves no probe to run of --only driver; 'gpudoctor list' shows them");
     std::string all;
-    for (const auto& p : doctor::checks::probe_table()) {
+    for (const auto& p : doctor::probes::probe_table()) {
         all += (all.empty() ? "" : ",") + p.name;
     }
     EXPECT_EQ(error_of("", all), "--skip " + all + " leaves no probe to run; 'gpudoctor list' shows them");
@@ -141,7 +141,7 @@ TEST(Runner, ASelectionOfNoProbeIsAnError)
 
 TEST(Runner, EveryProbeDocumentsItsCodes)
 {
-    for (const auto& p : doctor::checks::probe_table()) {
+    for (const auto& p : doctor::probes::probe_table()) {
         EXPECT_FALSE(p.codes.empty()) << p.name;
         for (const auto& c : p.codes) {
             EXPECT_EQ(c.code.rfind(p.name + ".", 0), 0U) << c.code << " belongs to " << p.name;

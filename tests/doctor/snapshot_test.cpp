@@ -1,6 +1,6 @@
-#include "doctor/check/gpu_scope.hpp"
-#include "doctor/check/snapshot.hpp"
 #include "base/error.hpp"
+#include "doctor/engine/gpu_scope.hpp"
+#include "doctor/engine/snapshot.hpp"
 #include "tests/support/doctor_support.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -11,8 +11,8 @@
 #include <future>
 #include <gtest/gtest.h>
 
-using doctor::check::read_snapshot;
-using doctor::check::SnapshotCeilings;
+using doctor::engine::read_snapshot;
+using doctor::engine::SnapshotCeilings;
 using test_support::TempDir;
 
 namespace {
@@ -36,7 +36,7 @@ nlohmann::json nvml_with_gpus(std::size_t n)
 
 nlohmann::json snapshot_of(const nlohmann::json& nvml)
 {
-    return {{"gpudoctor_snapshot", doctor::check::snapshot_format}, {"version", "test"}, {"facts", {{"nvml", nvml}}}};
+    return {{"gpudoctor_snapshot", doctor::engine::snapshot_format}, {"version", "test"}, {"facts", {{"nvml", nvml}}}};
 }
 
 /// The error of reading `doc` as node.json, or "no error".
@@ -174,7 +174,7 @@ TEST(Snapshot, AFactARuleReadsThatIsMissingIsExitTwoNotAReadPastTheFacts)
     // Found by the snapshot fuzz target: nvml facts without "driver_file" (its key misspelt) made
     // the driver rule read past the end of the object.
     TempDir dir;
-    const nlohmann::json doc = {{"gpudoctor_snapshot", doctor::check::snapshot_format},
+    const nlohmann::json doc = {{"gpudoctor_snapshot", doctor::engine::snapshot_format},
         {"facts",
             {{"host", {{"hostname", "cpu01"}}},
                 {"nvml",
@@ -222,7 +222,7 @@ TEST(Snapshot, AGpuWithNullFactsIsScopedNotAnInternalError)
     nvml["gpus"][0]["uuid"] = nullptr;
     nvml["gpus"][0]["name"] = nullptr;
     const auto facts = read_snapshot(snapshot_of(nvml).dump(), "node.json");
-    EXPECT_TRUE(doctor::check::gpu_scope(facts, "", nullptr).all());
-    EXPECT_EQ(doctor::check::gpu_scope(facts, "GPU-1", nullptr).gpus, std::vector<unsigned>{1});
-    EXPECT_EQ(doctor::check::gpu_scope(facts, "0", nullptr).gpus, std::vector<unsigned>{0});
+    EXPECT_TRUE(doctor::engine::gpu_scope(facts, "", nullptr).all());
+    EXPECT_EQ(doctor::engine::gpu_scope(facts, "GPU-1", nullptr).gpus, std::vector<unsigned>{1});
+    EXPECT_EQ(doctor::engine::gpu_scope(facts, "0", nullptr).gpus, std::vector<unsigned>{0});
 }

@@ -1,4 +1,4 @@
-#include "doctor/checks/topo_matrix.hpp"
+#include "doctor/probes/topo_matrix.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/topology_xml.hpp"
@@ -102,20 +102,20 @@ TEST(TopoReport, ABadTopologyFileIsAnInputError)
 
 TEST(TopoReport, NvmlAncestorLevelsMapToTheLegend)
 {
-    EXPECT_EQ(doctor::checks::link_from_ancestor(0), "PIX");
-    EXPECT_EQ(doctor::checks::link_from_ancestor(10), "PIX");
-    EXPECT_EQ(doctor::checks::link_from_ancestor(20), "PXB");
-    EXPECT_EQ(doctor::checks::link_from_ancestor(30), "PHB");
-    EXPECT_EQ(doctor::checks::link_from_ancestor(40), "NODE");
-    EXPECT_EQ(doctor::checks::link_from_ancestor(50), "SYS");
-    EXPECT_EQ(doctor::checks::link_from_ancestor(7), "?");
+    EXPECT_EQ(doctor::probes::link_from_ancestor(0), "PIX");
+    EXPECT_EQ(doctor::probes::link_from_ancestor(10), "PIX");
+    EXPECT_EQ(doctor::probes::link_from_ancestor(20), "PXB");
+    EXPECT_EQ(doctor::probes::link_from_ancestor(30), "PHB");
+    EXPECT_EQ(doctor::probes::link_from_ancestor(40), "NODE");
+    EXPECT_EQ(doctor::probes::link_from_ancestor(50), "SYS");
+    EXPECT_EQ(doctor::probes::link_from_ancestor(7), "?");
 }
 
 TEST(TopoReport, NoGpuSaysWhy)
 {
-    doctor::checks::TopoMatrix m;
+    doctor::probes::TopoMatrix m;
     m.notes.push_back("no NVIDIA driver");
-    EXPECT_EQ(doctor::checks::render_topo_text(m), "No NVIDIA GPU found.\n  no NVIDIA driver\n");
+    EXPECT_EQ(doctor::probes::render_topo_text(m), "No NVIDIA GPU found.\n  no NVIDIA driver\n");
 }
 
 TEST(TopoReport, NoGpuOnThisMachineWithoutNvmlCouldNotRun)

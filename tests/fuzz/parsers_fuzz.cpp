@@ -2,16 +2,25 @@
 // (clang): this file is compiled once, and each program fuzz_NAME runs the target NAME of the
 // table at its end. A parser may reject input with base::Error, never crash, hang or leak; what
 // it accepts must survive a round trip.
-#include "doctor/check/gpu_scope.hpp"
-#include "doctor/check/policy.hpp"
-#include "doctor/check/report.hpp"
-#include "doctor/check/runner.hpp"
-#include "doctor/check/snapshot.hpp"
-#include "doctor/checks/checks.hpp"
+#include "base/atomic_file.hpp"
+#include "base/byte_size.hpp"
+#include "base/cpu_set.hpp"
+#include "base/error.hpp"
+#include "base/gpu_inventory.hpp"
+#include "base/nccl/line_scan.hpp"
+#include "base/nccl/log.hpp"
+#include "base/nsys/reader.hpp"
+#include "base/pci_address.hpp"
+#include "doctor/engine/gpu_scope.hpp"
+#include "doctor/engine/policy.hpp"
+#include "doctor/engine/report.hpp"
+#include "doctor/engine/runner.hpp"
+#include "doctor/engine/snapshot.hpp"
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/hf_config.hpp"
 #include "doctor/fit/search.hpp"
 #include "doctor/fleet/answers.hpp"
+#include "doctor/probes/checks.hpp"
 #include "doctor/profile/report.hpp"
 #include "launcher/backends/backends.hpp"
 #include "launcher/helper_args.hpp"
@@ -22,15 +31,6 @@
 #include "launcher/profile.hpp"
 #include "launcher/rank_output.hpp"
 #include "launcher/shell_words.hpp"
-#include "base/atomic_file.hpp"
-#include "base/byte_size.hpp"
-#include "base/cpu_set.hpp"
-#include "base/error.hpp"
-#include "base/gpu_inventory.hpp"
-#include "base/nccl/line_scan.hpp"
-#include "base/nccl/log.hpp"
-#include "base/nsys/reader.hpp"
-#include "base/pci_address.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -299,8 +299,8 @@ void fuzz_policy_toml(const std::string& text)
 {
     // --policy FILE over the built-in policy: accepted or a base::Error, and what is accepted is
     // in range (a floor lookup on any name works). The built-in policy is read once and copied.
-    static const doctor::check::Policy defaults = doctor::check::Policy::defaults();
-    doctor::check::Policy policy = defaults;
+    static const doctor::engine::Policy defaults = doctor::engine::Policy::defaults();
+    doctor::engine::Policy policy = defaults;
     policy.merge_toml(text, "fuzz.toml");
     if (policy.pcie_fraction < 0 || policy.pcie_fraction > 1 || policy.copy_bytes == 0 || policy.copies == 0) {
         std::abort();
@@ -496,18 +496,18 @@ void fuzz_snapshot(const std::string& text)
 {
     // gpudoctor check --from: a snapshot read, judged by every probe (the deep ones too) and
     // reported, as check --from does. Facts the reader lets through must not break a rule.
-    static const auto probes = doctor::checks::select_probes("", "", true);
-    static const auto policy = doctor::check::Policy::defaults();
-    const doctor::check::Facts facts = doctor::check::read_snapshot(text, "fuzz.json");
-    auto results = doctor::check::judge(probes, facts, policy, "fuzz.json");
-    doctor::check::ReportOptions options;
-    options.scope = doctor::check::gpu_scope(facts, "", nullptr);
-    doctor::check::keep_in_scope(results, options.scope);
-    const std::string text_report = doctor::check::render_text(results, facts, options);
+    static const auto probes = doctor::probes::select_probes("", "", true);
+    static const auto policy = doctor::engine::Policy::defaults();
+    const doctor::engine::Facts facts = doctor::engine::read_snapshot(text, "fuzz.json");
+    auto results = doctor::engine::judge(probes, facts, policy, "fuzz.json");
+    doctor::engine::ReportOptions options;
+    options.scope = doctor::engine::gpu_scope(facts, "", nullptr);
+    doctor::engine::keep_in_scope(results, options.scope);
+    const std::string text_report = doctor::engine::render_text(results, facts, options);
     if (text_report.find('\x1b') != std::string::npos) {
         std::abort(); // a terminal escape from the snapshot reached the report
     }
-    (void)doctor::check::render_json(results, facts, options)
+    (void)doctor::engine::render_json(results, facts, options)
         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -1,8 +1,8 @@
 // gpurun with the real Open MPI mpirun: real ranks, real binding on this machine, checked from
 // inside each rank.
-#include "launcher/node_handoff.hpp"
 #include "base/cpu_set.hpp"
 #include "base/topology.hpp"
+#include "launcher/node_handoff.hpp"
 #include "tests/support/fake_nvml_fixture.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/rank_files.hpp"

@@ -5,8 +5,8 @@
 //   - three or more bracket groups in one name give the same names in another order;
 //   - a node listed twice is an error; Slurm lists it twice;
 //   - an empty entry (",,", a comma at an end) is an error; Slurm skips it.
-#include "launcher/node_list.hpp"
 #include "base/process.hpp"
+#include "launcher/node_list.hpp"
 #include "tests/support/host_lists.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"

@@ -1,6 +1,6 @@
-#include "launcher/backends/backends.hpp"
 #include "base/error.hpp"
 #include "base/mpi_flavour.hpp"
+#include "launcher/backends/backends.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_elf.hpp"

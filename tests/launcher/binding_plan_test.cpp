@@ -1,12 +1,12 @@
-#include "launcher/binding_plan.hpp"
 #include "base/error.hpp"
+#include "launcher/binding_plan.hpp"
 #include "tests/support/layouts.hpp"
 
 #include <gtest/gtest.h>
 
+using base::CpuSet;
 using launcher::BindMode;
 using launcher::PlanOptions;
-using base::CpuSet;
 using test_support::T;
 using test_support::TempDir;
 

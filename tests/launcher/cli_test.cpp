@@ -1,6 +1,6 @@
-#include "launcher/cli.hpp"
 #include "base/error.hpp"
 #include "base/spelling.hpp"
+#include "launcher/cli.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

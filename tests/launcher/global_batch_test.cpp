@@ -1,5 +1,5 @@
-#include "launcher/global_batch.hpp"
 #include "base/error.hpp"
+#include "launcher/global_batch.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-#include "launcher/helper_args.hpp"
 #include "base/error.hpp"
+#include "launcher/helper_args.hpp"
 
 #include <gtest/gtest.h>
 
@@ -44,8 +44,7 @@ TEST(HelperArgs, NicBindingAndProfilerMpiTravelToTheHelper)
             "--profile-ranks", "0", "--profile-mpi", "mpich", "--", "prog"}));
     EXPECT_EQ(launcher::parse_helper_arguments(args), o);
     EXPECT_THROW(launcher::parse_helper_arguments({"--nic-binding", "rdma", "--", "x"}), base::Error);
-    EXPECT_THROW(launcher::parse_helper_arguments({"--profile-mpi", "mpich", "--", "x"}), base::Error)
-        << "no profiler";
+    EXPECT_THROW(launcher::parse_helper_arguments({"--profile-mpi", "mpich", "--", "x"}), base::Error) << "no profiler";
 }
 
 TEST(HelperArgs, DefaultsAreLeftOut)

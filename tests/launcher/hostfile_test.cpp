@@ -1,5 +1,5 @@
-#include "launcher/hostfile.hpp"
 #include "base/error.hpp"
+#include "launcher/hostfile.hpp"
 #include "tests/support/error_of.hpp"
 
 #include <functional>

@@ -1,5 +1,5 @@
-#include "launcher/job_dir.hpp"
 #include "base/atomic_file.hpp"
+#include "launcher/job_dir.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 

@@ -1,7 +1,7 @@
 // plan_launch: gpurun's options and a made-up machine (environment, topology, launcher) to the
 // exact launch, without running anything.
-#include "launcher/launch_plan.hpp"
 #include "base/error.hpp"
+#include "launcher/launch_plan.hpp"
 #include "tests/support/layouts.hpp"
 #include "tests/support/tiny_elf.hpp"
 

@@ -1,6 +1,6 @@
-#include "launcher/nccl_check.hpp"
 #include "base/error.hpp"
 #include "base/nccl/log.hpp"
+#include "launcher/nccl_check.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-#include "launcher/node_handoff.hpp"
 #include "base/binding.hpp"
 #include "base/error.hpp"
+#include "launcher/node_handoff.hpp"
 
 #include <gtest/gtest.h>
 #include <string>

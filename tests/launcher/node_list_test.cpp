@@ -1,5 +1,5 @@
-#include "launcher/node_list.hpp"
 #include "base/error.hpp"
+#include "launcher/node_list.hpp"
 #include "tests/support/error_of.hpp"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-#include "launcher/shell_words.hpp"
 #include "base/error.hpp"
+#include "launcher/shell_words.hpp"
 #include "tests/support/error_of.hpp"
 
 #include <gtest/gtest.h>

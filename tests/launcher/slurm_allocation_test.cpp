@@ -1,7 +1,7 @@
 // slurm_allocation: the hosts and ranks per host of a Slurm allocation, from the variables that
 // salloc, sbatch and srun set. The values are those Slurm 22.05 writes.
-#include "launcher/slurm_allocation.hpp"
 #include "base/error.hpp"
+#include "launcher/slurm_allocation.hpp"
 #include "tests/support/host_lists.hpp"
 
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
 #pragma once
 
-#include "doctor/check/probe.hpp"
-#include "doctor/check/runner.hpp"
-#include "doctor/checks/checks.hpp"
+#include "doctor/engine/probe.hpp"
+#include "doctor/engine/runner.hpp"
+#include "doctor/probes/checks.hpp"
 
 #include <algorithm>
 #include <string>
@@ -11,9 +11,9 @@
 namespace test_support {
 
 /// The probe called `name` from the table.
-inline const doctor::check::Probe& probe_named(const std::string& name)
+inline const doctor::engine::Probe& probe_named(const std::string& name)
 {
-    for (const auto& p : doctor::checks::probe_table()) {
+    for (const auto& p : doctor::probes::probe_table()) {
         if (p.name == name) {
             return p;
         }
@@ -22,9 +22,9 @@ inline const doctor::check::Probe& probe_named(const std::string& name)
 }
 
 /// The collector called `name` from the table.
-inline const doctor::check::Collector& collector_named(const std::string& name)
+inline const doctor::engine::Collector& collector_named(const std::string& name)
 {
-    for (const auto& c : doctor::checks::collector_table()) {
+    for (const auto& c : doctor::probes::collector_table()) {
         if (c.name == name) {
             return c;
         }
@@ -34,18 +34,18 @@ inline const doctor::check::Collector& collector_named(const std::string& name)
 
 /// The findings of one probe judged on `facts` (with the runner's handling of missing and
 /// broken collectors).
-inline std::vector<doctor::check::Finding> judge_one(const std::string& probe, const doctor::check::Facts& facts,
-    const doctor::check::Policy& policy = doctor::check::Policy::defaults())
+inline std::vector<doctor::engine::Finding> judge_one(const std::string& probe, const doctor::engine::Facts& facts,
+    const doctor::engine::Policy& policy = doctor::engine::Policy::defaults())
 {
-    auto results = doctor::check::judge({&probe_named(probe)}, facts, policy);
+    auto results = doctor::engine::judge({&probe_named(probe)}, facts, policy);
     return results.front().findings;
 }
 
 /// A finding made up for a renderer's test.
-inline doctor::check::Finding make_finding(const std::string& code, doctor::check::Severity severity,
+inline doctor::engine::Finding make_finding(const std::string& code, doctor::engine::Severity severity,
     const std::string& subject, const std::string& message = "m", const std::string& remedy = "")
 {
-    doctor::check::Finding f;
+    doctor::engine::Finding f;
     f.code = code;
     f.severity = severity;
     f.subject = subject;
@@ -55,17 +55,17 @@ inline doctor::check::Finding make_finding(const std::string& code, doctor::chec
 }
 
 /// The first finding with this code, or nullptr.
-inline const doctor::check::Finding* find_code(
-    const std::vector<doctor::check::Finding>& findings, const std::string& code)
+inline const doctor::engine::Finding* find_code(
+    const std::vector<doctor::engine::Finding>& findings, const std::string& code)
 {
-    auto it =
-        std::find_if(findings.begin(), findings.end(), [&](const doctor::check::Finding& f) { return f.code == code; });
+    auto it = std::find_if(
+        findings.begin(), findings.end(), [&](const doctor::engine::Finding& f) { return f.code == code; });
     return it == findings.end() ? nullptr : &*it;
 }
 
 /// Codes of the findings with this severity, in order.
 inline std::vector<std::string> codes_with(
-    const std::vector<doctor::check::Finding>& findings, doctor::check::Severity s)
+    const std::vector<doctor::engine::Finding>& findings, doctor::engine::Severity s)
 {
     std::vector<std::string> out;
     for (const auto& f : findings) {

@@ -2,9 +2,9 @@
 
 // A host list read the two ways gpurun reads one: as `-H LIST` and as SLURM_JOB_NODELIST inside
 // an allocation. Both give the names in order, or the error.
+#include "base/error.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/slurm_allocation.hpp"
-#include "base/error.hpp"
 
 #include <string>
 #include <vector>

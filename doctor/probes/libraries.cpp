@@ -1,0 +1,359 @@
+#include "base/cuda.hpp"
+#include "base/dynamic_library.hpp"
+#include "base/error.hpp"
+#include "base/nccl_allreduce.hpp"
+#include "doctor/probes/checks.hpp"
+
+#include <cstddef>
+#include <fmt/format.h>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace doctor::probes {
+
+namespace {
+
+/// A user-space CUDA library the probe looks for: the files tried in order (an env override
+/// replaces them), and how its version is read once one of them loaded.
+struct LibrarySpec {
+    const char* key; ///< facts key and finding subject: "cudnn"
+    const char* title; ///< "cuDNN"
+    const char* override_env; ///< "GPUKIT_CUDNN_LIBRARY"
+    std::vector<std::string> files;
+    const char* symbol;
+    /// Reads the version through `symbol`; returns {"version", "raw"} or throws base::Error.
+    std::function<nlohmann::json(void*)> read;
+};
+
+std::string join(const std::vector<std::string>& parts, const char* separator)
+{
+    std::string out;
+    for (const auto& p : parts) {
+        out += (out.empty() ? "" : separator) + p;
+    }
+    return out;
+}
+
+/// cuDNN's cudnnGetVersion(): major*1000+minor*100+patch before 9, major*10000+minor*100+patch
+/// from 9 on (9.1.0 = 90100; 8.9.2 = 8902).
+std::string cudnn_version_text(std::size_t v)
+{
+    if (v >= 90000) {
+        return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+    }
+    return fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
+}
+
+std::vector<LibrarySpec> library_specs()
+{
+    std::vector<LibrarySpec> specs;
+    specs.push_back({"cudart", "CUDA runtime", "GPUKIT_CUDART_LIBRARY",
+        {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}, "cudaRuntimeGetVersion",
+        [](void* symbol) {
+            auto fn = reinterpret_cast<int (*)(int*)>(symbol);
+            int v = 0;
+            if (int rc = fn(&v); rc != 0) {
+                throw base::Error(fmt::format("cudaRuntimeGetVersion failed: cudaError {}", rc));
+            }
+            return nlohmann::json{{"version", base::Cuda::version_text(v)}, {"raw", v}};
+        }});
+    specs.push_back({"cudnn", "cuDNN", "GPUKIT_CUDNN_LIBRARY", {"libcudnn.so", "libcudnn.so.9", "libcudnn.so.8"},
+        "cudnnGetVersion", [](void* symbol) {
+            auto fn = reinterpret_cast<std::size_t (*)()>(symbol);
+            std::size_t v = fn();
+            return nlohmann::json{{"version", cudnn_version_text(v)}, {"raw", v}};
+        }});
+    specs.push_back({"cublas", "cuBLAS", "GPUKIT_CUBLAS_LIBRARY",
+        {"libcublas.so", "libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}, "cublasGetProperty",
+        [](void* symbol) {
+            // libraryPropertyType: MAJOR_VERSION 0, MINOR_VERSION 1, PATCH_LEVEL 2
+            auto fn = reinterpret_cast<int (*)(int, int*)>(symbol);
+            int part[3] = {0, 0, 0};
+            for (int type = 0; type < 3; ++type) {
+                if (int rc = fn(type, &part[type]); rc != 0) {
+                    throw base::Error(fmt::format("cublasGetProperty({}) failed: cublasStatus {}", type, rc));
+                }
+            }
+            return nlohmann::json{{"version", fmt::format("{}.{}.{}", part[0], part[1], part[2])},
+                {"raw", part[0] * 10000 + part[1] * 100 + part[2]}};
+        }});
+    specs.push_back({"nccl", "NCCL", "GPUKIT_NCCL_LIBRARY", {"libnccl.so.2"}, "ncclGetVersion", [](void* symbol) {
+                         auto fn = reinterpret_cast<int (*)(int*)>(symbol);
+                         int v = 0;
+                         if (int rc = fn(&v); rc != 0) {
+                             throw base::Error(fmt::format("ncclGetVersion failed: ncclResult {}", rc));
+                         }
+                         return nlohmann::json{{"version", base::nccl_version_text(v)}, {"raw", v}};
+                     }});
+    return specs;
+}
+
+/// The first file of `spec` that loads and answers its version call: {"file", "version", "raw"};
+/// {"file", "error"} when a file loaded but could not say its version; {"missing": dlerror
+/// texts} when none loaded. Always with "tried".
+nlohmann::json find_library(const LibrarySpec& spec, const CollectContext& ctx)
+{
+    std::vector<std::string> files = spec.files;
+    if (const char* forced = ctx.getenv(spec.override_env); forced != nullptr && *forced != '\0') {
+        files = {forced};
+    }
+    std::vector<std::string> not_loaded;
+    nlohmann::json unusable;
+    for (const auto& file : files) {
+        try {
+            base::DynamicLibrary library(file);
+            void* symbol = library.find(spec.symbol);
+            if (symbol == nullptr) {
+                if (unusable.is_null()) {
+                    unusable = {{"file", file}, {"error", fmt::format("{} lacks {}", file, spec.symbol)}};
+                }
+                continue;
+            }
+            nlohmann::json out = spec.read(symbol);
+            out["file"] = file;
+            out["tried"] = files;
+            return out;
+        } catch (const base::Error& e) {
+            not_loaded.push_back(e.what());
+        }
+    }
+    if (!unusable.is_null()) {
+        unusable["tried"] = files;
+        return unusable;
+    }
+    return {{"missing", join(not_loaded, "; ")}, {"tried", files}};
+}
+
+nlohmann::json cuda_driver_facts(const CollectContext& ctx)
+{
+    std::string file = base::Cuda::default_file();
+    if (const char* forced = ctx.getenv("GPUKIT_CUDA_LIBRARY"); forced != nullptr && *forced != '\0') {
+        file = forced;
+    }
+    nlohmann::json out = {{"file", file}};
+    std::optional<base::Cuda> cuda;
+    try {
+        cuda.emplace(base::Cuda::load(file));
+    } catch (const base::Error& e) {
+        out["missing"] = e.what();
+        return out;
+    }
+    try {
+        const int v = cuda->driver_version();
+        out["raw"] = v;
+        out["version"] = base::Cuda::version_text(v);
+    } catch (const base::Error& e) {
+        out["version_error"] = e.what();
+    }
+    try {
+        cuda->init();
+        out["device_count"] = cuda->device_count();
+    } catch (const base::Error& e) {
+        out["init_error"] = e.what();
+    }
+    return out;
+}
+
+/// "CUDA runtime 12.4 (libcudart.so.12)" for a found library.
+std::string found_text(const LibrarySpec& spec, const nlohmann::json& lib)
+{
+    return fmt::format("{} {} ({})", spec.title, lib.value("version", "?"), lib.value("file", "?"));
+}
+
+std::string summary_of_found(const nlohmann::json& facts)
+{
+    std::vector<std::string> found;
+    for (const auto& spec : library_specs()) {
+        const auto it = facts.find(spec.key);
+        if (it != facts.end() && it->contains("version")) {
+            found.push_back(found_text(spec, *it));
+        }
+    }
+    return found.empty() ? "" : fmt::format("; found {}", join(found, ", "));
+}
+
+void judge_library(const LibrarySpec& spec, const nlohmann::json& lib, const nlohmann::json& driver,
+    const Policy& policy, std::vector<Finding>& out)
+{
+    const std::string subject = spec.key;
+    if (lib.contains("missing")) {
+        out.push_back({"libraries.not_found", Severity::skip, subject,
+            fmt::format("{} not found ({}): not checked; frameworks such as PyTorch and TensorFlow often "
+                        "bundle their own copy, so this matters only for programs that use the system's",
+                spec.title, lib["missing"].get<std::string>()),
+            "", lib});
+        return;
+    }
+    if (!lib.contains("version")) {
+        out.push_back({"libraries.unusable", Severity::warn, subject,
+            fmt::format("{} could not say its version: {}", spec.title, lib.value("error", "?")),
+            fmt::format("check that {} is a real {} library (not a stub or a broken link), or point {} at "
+                        "the right file",
+                lib.value("file", "?"), spec.title, spec.override_env),
+            lib});
+        return;
+    }
+    const std::string key = spec.key;
+    const std::string version = lib["version"].get<std::string>();
+    if (key == "cudart" && driver.contains("raw")) {
+        const int runtime = lib.value("raw", 0);
+        const int supported = driver["raw"].get<int>();
+        const std::string driver_version = base::Cuda::version_text(supported);
+        if (runtime > supported) {
+            // Across major versions nothing built with the runtime starts; within one major version
+            // CUDA's minor version compatibility keeps most programs working (PTX JIT and newer APIs
+            // fail), so that is a warning.
+            const bool same_major = runtime / 1000 == supported / 1000;
+            out.push_back({same_major ? "libraries.runtime_newer_minor" : "libraries.runtime_newer_than_driver",
+                same_major ? Severity::warn : Severity::fail, subject,
+                fmt::format("CUDA runtime {} ({}) is newer than this driver supports (CUDA {}){}", version,
+                    lib.value("file", "?"), driver_version,
+                    same_major ? ": minor version compatibility runs most programs, but PTX JIT and newer APIs fail"
+                               : ": programs built with it fail with 'CUDA driver version is insufficient'"),
+                fmt::format("upgrade the NVIDIA driver, or use a CUDA runtime of {} or older (or the "
+                            "cuda-compat package of the runtime's version, on data-centre GPUs)",
+                    driver_version),
+                {{"cudart", lib}, {"cuda_driver", driver}}});
+            return;
+        }
+        out.push_back({"libraries.cudart", Severity::pass, subject,
+            fmt::format("{}; the driver supports CUDA {}", found_text(spec, lib), driver_version), "", lib});
+        return;
+    }
+    if (key == "cudnn" && compare_versions(version, policy.min_cudnn) < 0) {
+        out.push_back({"libraries.cudnn_too_old", Severity::warn, subject,
+            fmt::format("{} is older than {} (policy libraries.min_cudnn)", found_text(spec, lib), policy.min_cudnn),
+            fmt::format("install cuDNN {} or newer, or lower libraries.min_cudnn in the policy", policy.min_cudnn),
+            {{"cudnn", lib}, {"min", policy.min_cudnn}}});
+        return;
+    }
+    if (key == "nccl" && compare_versions(version, policy.min_nccl) < 0) {
+        out.push_back({"libraries.nccl_too_old", Severity::warn, subject,
+            fmt::format("{} is older than {} (policy libraries.min_nccl)", found_text(spec, lib), policy.min_nccl),
+            fmt::format(
+                "install NCCL {} or newer (libnccl2), or lower libraries.min_nccl in the policy", policy.min_nccl),
+            {{"nccl", lib}, {"min", policy.min_nccl}}});
+        return;
+    }
+    out.push_back({"libraries." + key, Severity::pass, subject, found_text(spec, lib), "", lib});
+}
+
+} // namespace
+
+// Which CUDA driver API version libcuda.so.1 offers, and which CUDA runtime, cuDNN, cuBLAS and
+// NCCL the dynamic loader finds (env overrides first, then the usual sonames), with their versions.
+Collector libraries_collector()
+{
+    return {"libraries", [](const CollectContext& ctx) {
+                nlohmann::json out;
+                const char* path = ctx.getenv("LD_LIBRARY_PATH");
+                out["ld_library_path"] = path != nullptr ? nlohmann::json(path) : nlohmann::json(nullptr);
+                out["cuda_driver"] = cuda_driver_facts(ctx);
+                for (const auto& spec : library_specs()) {
+                    out[spec.key] = find_library(spec, ctx);
+                }
+                return out;
+            }};
+}
+
+Probe libraries_probe()
+{
+    Probe p;
+    p.name = "libraries";
+    p.summary = "CUDA driver API, CUDA runtime, cuDNN, cuBLAS and NCCL versions; runtime not newer than the driver";
+    p.collectors = {"libraries"};
+    p.codes = {
+        {"libraries.cuda_driver", "the CUDA driver library answers",
+            "libcuda.so.1 (or GPUKIT_CUDA_LIBRARY) loaded, cuInit succeeded and cuDriverGetVersion says which CUDA "
+            "version the driver supports.",
+            ""},
+        {"libraries.no_cuda_driver", "no CUDA driver library: the libraries were not checked",
+            "libcuda.so.1 comes with the NVIDIA driver; without it no CUDA program can run and the runtime cannot be "
+            "compared with a driver. The libraries probe is skipped (the driver probe says why there is no driver).",
+            "install the NVIDIA driver, or start the container with the NVIDIA runtime so libcuda.so.1 is mounted"},
+        {"libraries.cuda_init_failed", "the CUDA driver library does not initialise",
+            "cuInit(0) (or cuDriverGetVersion) failed, so CUDA programs cannot use the GPUs. CUDA_ERROR_NO_DEVICE "
+            "with working NVML usually means CUDA_VISIBLE_DEVICES hides every GPU or /dev/nvidia* cannot be opened; "
+            "CUDA_ERROR_STUB_LIBRARY means the toolkit's stub libcuda.so is found before the driver's; a version "
+            "mismatch means the user-space driver does not match the kernel module.",
+            "check CUDA_VISIBLE_DEVICES, permissions on /dev/nvidia*, that libcuda.so.1 is the driver's (not the "
+            "toolkit's stubs directory), and reboot after a driver upgrade"},
+        {"libraries.cudart", "the CUDA runtime is found and the driver supports it",
+            "libcudart was found on the library path and its version is not newer than the CUDA version the driver "
+            "supports.",
+            ""},
+        {"libraries.runtime_newer_than_driver", "the CUDA runtime is a newer major version than the driver supports",
+            "cudaRuntimeGetVersion is a newer major version than cuDriverGetVersion: programs built with this "
+            "runtime fail with 'CUDA driver version is insufficient for CUDA runtime version'.",
+            "upgrade the NVIDIA driver, or use a CUDA runtime no newer than the driver supports (or the cuda-compat "
+            "package, on data-centre GPUs)"},
+        {"libraries.runtime_newer_minor", "the CUDA runtime is a newer minor version than the driver supports",
+            "cudaRuntimeGetVersion is greater than cuDriverGetVersion within one major version. CUDA's minor version "
+            "compatibility runs most programs, but JIT compilation of newer PTX and APIs newer than the driver "
+            "fail.",
+            "upgrade the NVIDIA driver, or use a CUDA runtime no newer than the driver supports (or the cuda-compat "
+            "package, on data-centre GPUs)"},
+        {"libraries.cudnn", "cuDNN is found and recent enough",
+            "libcudnn was found and cudnnGetVersion is at least the policy's libraries.min_cudnn.", ""},
+        {"libraries.cudnn_too_old", "cuDNN is older than the policy allows",
+            "Older cuDNN releases lack kernels and fixes that current frameworks expect.",
+            "install a newer cuDNN, or lower libraries.min_cudnn in the policy"},
+        {"libraries.cublas", "cuBLAS is found", "libcublas was found and cublasGetProperty says its version.", ""},
+        {"libraries.nccl", "NCCL is found and recent enough",
+            "libnccl.so.2 (or GPUKIT_NCCL_LIBRARY) was found and ncclGetVersion is at least the policy's "
+            "libraries.min_nccl.",
+            ""},
+        {"libraries.nccl_too_old", "NCCL is older than the policy allows",
+            "Older NCCL releases lack transports (NVLS, CUMEM) and fixes for hangs and performance.",
+            "install a newer NCCL (libnccl2), or lower libraries.min_nccl in the policy"},
+        {"libraries.not_found", "a CUDA library was not found: not checked",
+            "The dynamic loader found no file of this library (its env override, the library path, ld.so.cache). "
+            "That is not a fault in itself: frameworks such as PyTorch and TensorFlow often bundle their own copies. "
+            "It matters for programs that use the system's.",
+            "install the library or add its directory to LD_LIBRARY_PATH, if your programs use the system's copy"},
+        {"libraries.unusable", "a CUDA library loaded but could not say its version",
+            "A file with the library's name loaded but lacks the version function or its call failed: a stub, a "
+            "broken install or another library under that name.",
+            "check the file the finding names, or point the library's GPUKIT_*_LIBRARY override at the right one"},
+    };
+    p.judge = [](const Facts& facts, const Policy& policy) {
+        std::vector<Finding> out;
+        const auto& f = *collector_facts(facts, "libraries");
+        const nlohmann::json driver = f.value("cuda_driver", nlohmann::json::object());
+        if (driver.contains("missing") || driver.empty()) {
+            out.push_back({"libraries.no_cuda_driver", Severity::skip, "libcuda",
+                fmt::format("no CUDA driver library ({}): libraries not checked{}",
+                    driver.value("missing", std::string("no facts")), summary_of_found(f)),
+                "", f});
+            return out;
+        }
+        if (driver.contains("version_error") || driver.contains("init_error")) {
+            const std::string why = driver.value("version_error", driver.value("init_error", std::string()));
+            // On a node that is meant to have no GPU, cuInit's CUDA_ERROR_NO_DEVICE is the expected answer.
+            const bool cpu_node = policy.expect_gpus && *policy.expect_gpus == 0;
+            out.push_back({"libraries.cuda_init_failed", cpu_node ? Severity::skip : Severity::fail, "libcuda",
+                fmt::format("{}{}", why,
+                    driver.contains("version")
+                        ? fmt::format(" (the driver supports CUDA {})", driver["version"].get<std::string>())
+                        : ""),
+                "check CUDA_VISIBLE_DEVICES, permissions on /dev/nvidia*, that libcuda.so.1 is the "
+                "driver's and not the toolkit's stub, and reboot after a driver upgrade",
+                driver});
+        } else {
+            out.push_back({"libraries.cuda_driver", Severity::pass, "libcuda",
+                fmt::format("CUDA driver API {} ({}), {} device{}", driver.value("version", "?"),
+                    driver.value("file", "?"), driver.value("device_count", 0),
+                    driver.value("device_count", 0) == 1 ? "" : "s"),
+                "", driver});
+        }
+        for (const auto& spec : library_specs()) {
+            judge_library(spec, f.value(spec.key, nlohmann::json{{"missing", "no facts"}}), driver, policy, out);
+        }
+        return out;
+    };
+    return p;
+}
+
+} // namespace doctor::probes

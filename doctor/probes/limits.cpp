@@ -1,0 +1,354 @@
+#include "base/sysroot.hpp"
+#include "doctor/probes/checks.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fmt/format.h>
+#include <sstream>
+#include <sys/resource.h>
+#include <sys/statfs.h>
+
+namespace doctor::probes {
+
+namespace {
+
+constexpr double gib_bytes = 1024.0 * 1024.0 * 1024.0;
+
+// The byte count of a tmpfs `size=` option ("65536k", "16g", "1073741824"), or nullopt for a
+// percentage or anything unreadable. The kernel prints it as "<n>k" in /proc/mounts.
+std::optional<unsigned long long> tmpfs_size(const std::string& text)
+{
+    unsigned long long n = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, n);
+    if (ec != std::errc() || ptr == text.data()) {
+        return std::nullopt;
+    }
+    std::string suffix(ptr, end);
+    if (suffix.empty()) {
+        return n;
+    }
+    if (suffix.size() != 1) {
+        return std::nullopt;
+    }
+    int shift = 0;
+    switch (suffix[0]) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return std::nullopt; // '%' of RAM, or garbage
+    }
+    return n << shift;
+}
+
+// /dev/shm: from the mount options when the size is there, else from statfs.
+nlohmann::json shm_facts(const base::Sysroot& root)
+{
+    nlohmann::json shm;
+    shm["exists"] = root.exists("/dev/shm");
+    shm["mounted"] = false;
+    shm["bytes"] = nullptr;
+    if (auto mounts = root.read("/proc/mounts")) {
+        std::istringstream in(*mounts);
+        std::string line;
+        while (std::getline(in, line)) {
+            std::istringstream fields(line);
+            std::string device, mount_point, fstype, options;
+            if (!(fields >> device >> mount_point >> fstype >> options) || mount_point != "/dev/shm") {
+                continue;
+            }
+            // The last mount on /dev/shm is the one in effect.
+            shm["mounted"] = true;
+            shm["fstype"] = fstype;
+            shm["options"] = options;
+        }
+    } else {
+        shm["mounts_unreadable"] = true;
+    }
+    if (shm.contains("options")) {
+        std::istringstream opts(shm["options"].get<std::string>());
+        std::string opt;
+        while (std::getline(opts, opt, ',')) {
+            if (opt.rfind("size=", 0) != 0) {
+                continue;
+            }
+            if (auto bytes = tmpfs_size(opt.substr(5))) {
+                if (*bytes == 0) {
+                    shm["unlimited"] = true; // tmpfs size=0: no limit
+                } else {
+                    shm["bytes"] = *bytes;
+                }
+                shm["source"] = "mount options";
+            }
+        }
+    }
+    if (shm["bytes"].is_null() && !shm.contains("unlimited") && shm["exists"].get<bool>()) {
+        struct statfs st { };
+        const std::string path = root.path("/dev/shm").string();
+        if (statfs(path.c_str(), &st) == 0) {
+            shm["bytes"] = static_cast<unsigned long long>(st.f_blocks) * static_cast<unsigned long long>(st.f_frsize);
+            shm["source"] = "statfs";
+        } else {
+            shm["error"] = fmt::format("statfs {}: {}", path, std::strerror(errno));
+        }
+    }
+    return shm;
+}
+
+nlohmann::json rlimit_value(rlim_t v)
+{
+    return v == RLIM_INFINITY ? nlohmann::json("unlimited") : nlohmann::json(static_cast<unsigned long long>(v));
+}
+
+nlohmann::json rlimit_facts(int resource)
+{
+    rlimit rl{};
+    if (getrlimit(resource, &rl) != 0) {
+        return {{"error", fmt::format("getrlimit: {}", std::strerror(errno))}};
+    }
+    return {{"soft", rlimit_value(rl.rlim_cur)}, {"hard", rlimit_value(rl.rlim_max)}};
+}
+
+std::string size_text(double bytes)
+{
+    if (bytes >= gib_bytes) {
+        return fmt::format("{:.1f} GiB", bytes / gib_bytes);
+    }
+    if (bytes >= 1024.0 * 1024.0) {
+        return fmt::format("{:.0f} MiB", bytes / (1024.0 * 1024.0));
+    }
+    return fmt::format("{:.0f} KiB", bytes / 1024.0);
+}
+
+// A limit value from the facts: nullopt = unlimited; throws on garbage (the rule becomes an error).
+struct Limit {
+    bool known = false;
+    bool unlimited = false;
+    unsigned long long value = 0;
+};
+
+Limit read_limit(const nlohmann::json& v)
+{
+    Limit l;
+    if (v.is_string() && v.get<std::string>() == "unlimited") {
+        l.known = true;
+        l.unlimited = true;
+    } else if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0)) {
+        l.known = true;
+        l.value = v.get<unsigned long long>();
+    }
+    return l;
+}
+
+std::string limit_text(const Limit& l, bool bytes)
+{
+    if (!l.known) {
+        return "unknown";
+    }
+    if (l.unlimited) {
+        return "unlimited";
+    }
+    return bytes ? size_text(static_cast<double>(l.value)) : std::to_string(l.value);
+}
+
+void judge_shm(const nlohmann::json& limits, const Policy& policy, std::vector<Finding>& out)
+{
+    const std::string subject = "/dev/shm";
+    if (!limits.contains("shm") || !limits["shm"].is_object()) {
+        out.push_back({"limits.shm_unknown", Severity::skip, subject, "/dev/shm not checked: the facts have no 'shm'",
+            "", nullptr});
+        return;
+    }
+    const auto& shm = limits["shm"];
+    if (!shm.value("exists", true)) {
+        out.push_back({"limits.shm_missing", Severity::fail, subject,
+            "does not exist: NCCL's shared-memory transport and PyTorch DataLoader workers "
+            "need it",
+            "mount a tmpfs on /dev/shm (docker: --shm-size=16g or --ipc=host; Kubernetes: an emptyDir "
+            "with medium: Memory mounted at /dev/shm)",
+            shm});
+        return;
+    }
+    if (shm.value("unlimited", false)) {
+        out.push_back({"limits.shm_ok", Severity::pass, subject, "no size limit (tmpfs size=0)", "", shm});
+        return;
+    }
+    if (!shm.contains("bytes") || !shm["bytes"].is_number()) {
+        out.push_back({"limits.shm_unknown", Severity::skip, subject,
+            fmt::format("size not checked: {}", shm.value("error", std::string("size unknown"))), "", shm});
+        return;
+    }
+    const double bytes = shm["bytes"].get<double>();
+    const double min = policy.min_shm_gib * gib_bytes;
+    if (bytes < min) {
+        out.push_back({"limits.shm_small", Severity::warn, subject,
+            fmt::format("{}, below {} (policy limits.min_shm_gib): NCCL's shared-memory "
+                        "transport and DataLoader workers run out of room ('Bus error', 'unhandled "
+                        "system error')",
+                size_text(bytes), size_text(min)),
+            "give the container a bigger /dev/shm (docker: --shm-size=16g or --ipc=host; Kubernetes: "
+            "an emptyDir with medium: Memory at /dev/shm); on a host: mount -o remount,size=16G /dev/shm",
+            shm});
+        return;
+    }
+    out.push_back({"limits.shm_ok", Severity::pass, subject,
+        fmt::format("{}, at least {}", size_text(bytes), size_text(min)), "", shm});
+}
+
+void judge_memlock(const nlohmann::json& limits, const Policy& policy, std::vector<Finding>& out)
+{
+    const std::string subject = "locked memory (ulimit -l)";
+    if (!limits.contains("memlock") || !limits["memlock"].is_object() || limits["memlock"].contains("error")) {
+        const nlohmann::json f = limits.value("memlock", nlohmann::json());
+        out.push_back({"limits.memlock_unknown", Severity::skip, subject,
+            fmt::format("memlock not checked: {}",
+                f.is_object() ? f.value("error", std::string("no facts")) : std::string("no facts")),
+            "", f});
+        return;
+    }
+    const auto& f = limits["memlock"];
+    const Limit soft = read_limit(f.value("soft", nlohmann::json()));
+    const Limit hard = read_limit(f.value("hard", nlohmann::json()));
+    if (!soft.known) {
+        out.push_back({"limits.memlock_unknown", Severity::skip, subject,
+            fmt::format("memlock not checked: unreadable soft limit {}", f.value("soft", nlohmann::json()).dump()), "",
+            f});
+        return;
+    }
+    if (policy.memlock_unlimited && !soft.unlimited) {
+        const std::string remedy = hard.unlimited
+            ? "raise it where the job starts: ulimit -l unlimited (the hard limit allows it)"
+            : "set '* - memlock unlimited' in /etc/security/limits.conf, LimitMEMLOCK=infinity for slurmd or "
+              "the service that starts jobs, or docker run --ulimit memlock=-1";
+        out.push_back({"limits.memlock_limited", Severity::warn, subject,
+            fmt::format("limited to {} (hard {}): InfiniBand/RoCE memory registration "
+                        "fails or NCCL falls back ('NET/IB : Unable to register memory')",
+                limit_text(soft, true), limit_text(hard, true)),
+            remedy, f});
+        return;
+    }
+    out.push_back({"limits.memlock_ok", Severity::pass, subject,
+        fmt::format("{}{}", limit_text(soft, true),
+            policy.memlock_unlimited ? "" : " (policy limits.memlock_unlimited is off)"),
+        "", f});
+}
+
+void judge_nofile(const nlohmann::json& limits, const Policy& policy, std::vector<Finding>& out)
+{
+    const std::string subject = "open files (ulimit -n)";
+    if (!limits.contains("nofile") || !limits["nofile"].is_object() || limits["nofile"].contains("error")) {
+        const nlohmann::json f = limits.value("nofile", nlohmann::json());
+        out.push_back({"limits.nofile_unknown", Severity::skip, subject,
+            fmt::format("open files limit not checked: {}",
+                f.is_object() ? f.value("error", std::string("no facts")) : std::string("no facts")),
+            "", f});
+        return;
+    }
+    const auto& f = limits["nofile"];
+    const Limit soft = read_limit(f.value("soft", nlohmann::json()));
+    const Limit hard = read_limit(f.value("hard", nlohmann::json()));
+    if (!soft.known) {
+        out.push_back({"limits.nofile_unknown", Severity::skip, subject,
+            fmt::format(
+                "open files limit not checked: unreadable soft limit {}", f.value("soft", nlohmann::json()).dump()),
+            "", f});
+        return;
+    }
+    if (!soft.unlimited && soft.value < policy.min_nofile) {
+        const bool hard_enough = hard.known && (hard.unlimited || hard.value >= policy.min_nofile);
+        const std::string remedy = hard_enough
+            ? fmt::format("raise it where the job starts: ulimit -n {}", limit_text(hard, false))
+            : fmt::format("raise the hard limit: '* - nofile {}' in /etc/security/limits.conf, "
+                          "LimitNOFILE= for slurmd, or docker run --ulimit nofile={}:{}",
+                  policy.min_nofile, policy.min_nofile, policy.min_nofile);
+        out.push_back({"limits.nofile_low", Severity::warn, subject,
+            fmt::format("{} (hard {}), below {} (policy limits.min_nofile): many "
+                        "ranks, DataLoader workers and NCCL sockets fail with 'Too many open files'",
+                limit_text(soft, false), limit_text(hard, false), policy.min_nofile),
+            remedy, f});
+        return;
+    }
+    out.push_back({"limits.nofile_ok", Severity::pass, subject,
+        fmt::format("{}, at least {}", limit_text(soft, false), policy.min_nofile), "", f});
+}
+
+} // namespace
+
+// /dev/shm size and this process's resource limits. The limits are those of gpudoctor itself,
+// so it should run the way the job runs (in the container, under srun).
+Collector limits_collector()
+{
+    return {"limits", [](const CollectContext& ctx) {
+                base::Sysroot root(ctx.sysroot);
+                nlohmann::json out;
+                out["shm"] = shm_facts(root);
+                out["memlock"] = rlimit_facts(RLIMIT_MEMLOCK);
+                out["nofile"] = rlimit_facts(RLIMIT_NOFILE);
+                return out;
+            }};
+}
+
+Probe limits_probe()
+{
+    Probe p;
+    p.name = "limits";
+    p.summary = "/dev/shm size, locked-memory and open-files limits against the policy";
+    p.collectors = {"limits"};
+    p.codes = {
+        {"limits.shm_ok", "/dev/shm is big enough", "/dev/shm is at least the policy's limits.min_shm_gib.", ""},
+        {"limits.shm_small", "/dev/shm is smaller than the policy allows",
+            "NCCL's shared-memory transport puts its buffers in /dev/shm, and PyTorch DataLoader workers pass "
+            "batches through it. Docker's default of 64 MB is far too small: jobs die with 'Bus error' or NCCL "
+            "'unhandled system error ... failed to extend /dev/shm'.",
+            "docker run --shm-size=16g (or --ipc=host); in Kubernetes mount an emptyDir with medium: Memory at "
+            "/dev/shm; on a host, mount -o remount,size=16G /dev/shm"},
+        {"limits.shm_missing", "/dev/shm does not exist",
+            "Without /dev/shm NCCL cannot set up its shared-memory transport and Python multiprocessing fails.",
+            "mount a tmpfs on /dev/shm (docker: --shm-size or --ipc=host)"},
+        {"limits.shm_unknown", "/dev/shm size not checked",
+            "Neither the mount options nor statfs gave the size of /dev/shm.", ""},
+        {"limits.memlock_ok", "locked-memory limit is fine",
+            "The locked-memory limit is unlimited (or the policy does not require it).", ""},
+        {"limits.memlock_limited", "locked memory is limited",
+            "InfiniBand and RoCE (and GPUDirect RDMA) pin the buffers they register; with a locked-memory limit "
+            "registration fails and NCCL reports 'NET/IB : Unable to register memory' or falls back to sockets. "
+            "These are the limits of the gpudoctor process: run it the way the job runs (in the container, under "
+            "srun) to see the job's.",
+            "ulimit -l unlimited where the job starts; raise the hard limit in /etc/security/limits.conf, with "
+            "LimitMEMLOCK=infinity for slurmd, or docker run --ulimit memlock=-1"},
+        {"limits.memlock_unknown", "locked-memory limit not checked", "getrlimit(RLIMIT_MEMLOCK) gave no answer.", ""},
+        {"limits.nofile_ok", "open-files limit is fine", "The open-files limit is at least limits.min_nofile.", ""},
+        {"limits.nofile_low", "open-files limit is low",
+            "Many ranks per node, DataLoader workers and NCCL's sockets each hold file descriptors; a low limit "
+            "fails with 'Too many open files'.",
+            "ulimit -n <hard limit> where the job starts; raise the hard limit in /etc/security/limits.conf, "
+            "LimitNOFILE= for slurmd, or docker run --ulimit nofile=1048576:1048576"},
+        {"limits.nofile_unknown", "open-files limit not checked", "getrlimit(RLIMIT_NOFILE) gave no answer.", ""},
+    };
+    p.judge = [](const Facts& facts, const Policy& policy) {
+        std::vector<Finding> out;
+        const auto& limits = *collector_facts(facts, "limits");
+        judge_shm(limits, policy, out);
+        judge_memlock(limits, policy, out);
+        judge_nofile(limits, policy, out);
+        return out;
+    };
+    return p;
+}
+
+} // namespace doctor::probes

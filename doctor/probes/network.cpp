@@ -1,0 +1,395 @@
+#include "base/sysroot.hpp"
+#include "doctor/probes/checks.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <sstream>
+
+namespace doctor::probes {
+
+namespace {
+
+// NCCL's own GPUDirect RDMA test (src/transport/net_ib/gdr.cc): any of these files.
+constexpr const char* peermem_files[] = {
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+    "/sys/module/nvidia_peermem/version",
+};
+
+std::vector<std::string> entries(const std::filesystem::path& dir)
+{
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+nlohmann::json line_or_null(const base::Sysroot& root, const std::string& path)
+{
+    auto line = root.read_line(path);
+    return line ? nlohmann::json(*line) : nlohmann::json(nullptr);
+}
+
+nlohmann::json infiniband_facts(const base::Sysroot& root)
+{
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& dev : entries(root.path("/sys/class/infiniband"))) {
+        const std::string base = "/sys/class/infiniband/" + dev;
+        std::vector<std::string> port_names = entries(root.path(base + "/ports"));
+        std::sort(port_names.begin(), port_names.end(), [](const std::string& a, const std::string& b) {
+            return std::strtol(a.c_str(), nullptr, 10) < std::strtol(b.c_str(), nullptr, 10);
+        });
+        nlohmann::json ports = nlohmann::json::array();
+        for (const auto& port : port_names) {
+            if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos) {
+                continue;
+            }
+            const std::string p = fmt::format("{}/ports/{}", base, port);
+            ports.push_back({{"port", std::strtol(port.c_str(), nullptr, 10)},
+                {"state", line_or_null(root, p + "/state")}, {"phys_state", line_or_null(root, p + "/phys_state")},
+                {"rate", line_or_null(root, p + "/rate")}, {"link_layer", line_or_null(root, p + "/link_layer")}});
+        }
+        devices.push_back({{"name", dev}, {"ports", ports}, {"netdevs", entries(root.path(base + "/device/net"))}});
+    }
+    return devices;
+}
+
+nlohmann::json peermem_facts(const base::Sysroot& root)
+{
+    nlohmann::json out;
+    nlohmann::json found = nlohmann::json::array();
+    for (const char* file : peermem_files) {
+        if (root.exists(file)) {
+            found.push_back({{"file", file}, {"version", line_or_null(root, file)}});
+        }
+    }
+    out["files"] = found;
+    if (auto modules = root.read("/proc/modules")) {
+        nlohmann::json loaded = nlohmann::json::array();
+        std::istringstream in(*modules);
+        std::string line;
+        while (std::getline(in, line)) {
+            const std::string name = line.substr(0, line.find(' '));
+            if (name == "nvidia_peermem" || name == "nv_peer_mem") {
+                loaded.push_back(name);
+            }
+        }
+        out["modules"] = loaded;
+    } else {
+        out["modules"] = nullptr;
+    }
+    return out;
+}
+
+// "4: ACTIVE" -> "ACTIVE", "5: LinkUp" -> "LinkUp"; "" when unreadable.
+std::string state_word(const nlohmann::json& v)
+{
+    if (!v.is_string()) {
+        return "";
+    }
+    std::string s = v.get<std::string>();
+    if (auto colon = s.find(':'); colon != std::string::npos) {
+        s.erase(0, colon + 1);
+    }
+    s.erase(0, s.find_first_not_of(" \t"));
+    s.erase(s.find_last_not_of(" \t\r\n") + 1);
+    return s;
+}
+
+// "200 Gb/sec (4X HDR)" -> 200; nullopt for anything else.
+std::optional<double> rate_gbps(const nlohmann::json& v)
+{
+    if (!v.is_string()) {
+        return std::nullopt;
+    }
+    const std::string s = v.get<std::string>();
+    const char* begin = s.c_str();
+    char* end = nullptr;
+    const double rate = std::strtod(begin, &end);
+    if (end == begin || s.find("Gb/sec", static_cast<std::size_t>(end - begin)) == std::string::npos || rate < 0) {
+        return std::nullopt;
+    }
+    return rate;
+}
+
+std::string upper(std::string s)
+{
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+    return s;
+}
+
+bool port_up(const nlohmann::json& port)
+{
+    return upper(state_word(port.value("state", nlohmann::json()))) == "ACTIVE" &&
+        upper(state_word(port.value("phys_state", nlohmann::json()))) == "LINKUP";
+}
+
+std::string link_layer(const nlohmann::json& port)
+{
+    auto l = port.value("link_layer", nlohmann::json());
+    return l.is_string() ? l.get<std::string>() : std::string("link layer unknown");
+}
+
+void judge_ports(const nlohmann::json& devices, const Policy& policy, std::vector<Finding>& out)
+{
+    bool any_up = false;
+    for (const auto& d : devices) {
+        for (const auto& port : d.value("ports", nlohmann::json::array())) {
+            any_up = any_up || port_up(port);
+        }
+    }
+    for (const auto& d : devices) {
+        const std::string dev = d.value("name", std::string("?"));
+        const auto ports = d.value("ports", nlohmann::json::array());
+        if (ports.empty()) {
+            out.push_back({"network.port_unknown", Severity::skip, dev,
+                fmt::format("{}: no ports under /sys/class/infiniband/{}/ports", dev, dev), "", d});
+        }
+        for (const auto& port : ports) {
+            const std::string who = fmt::format("{} port {}", dev, port.value("port", 0));
+            const std::string state = state_word(port.value("state", nlohmann::json()));
+            const std::string phys = state_word(port.value("phys_state", nlohmann::json()));
+            nlohmann::json facts = port;
+            facts["device"] = dev;
+            if (state.empty()) {
+                out.push_back(
+                    {"network.port_unknown", Severity::skip, who, std::string("state not readable"), "", facts});
+                continue;
+            }
+            if (!port_up(port)) {
+                out.push_back({"network.port_down", any_up ? Severity::warn : Severity::fail, who,
+                    fmt::format("{} (phys_state {}), {}{}", state, phys.empty() ? std::string("unknown") : phys,
+                        link_layer(port),
+                        any_up ? ": NCCL uses the other ports, with less bandwidth"
+                               : ": no port of this node is up, so NCCL falls back to TCP sockets between "
+                                 "nodes"),
+                    "check the cable and the switch port (ibstat, ibv_devinfo); an InfiniBand port stuck in "
+                    "INIT needs a subnet manager (opensm)",
+                    facts});
+                continue;
+            }
+            const auto rate = rate_gbps(port.value("rate", nlohmann::json()));
+            if (!rate) {
+                out.push_back({"network.rate_unknown", Severity::skip, who,
+                    fmt::format("up but its rate is unreadable: {}", port.value("rate", nlohmann::json()).dump()), "",
+                    facts});
+                continue;
+            }
+            facts["rate_gbps"] = *rate;
+            if (*rate < policy.ib_min_rate_gbps) {
+                out.push_back({"network.rate_low", Severity::warn, who,
+                    fmt::format("{1:g} Gb/s ({0}), below {2:g} Gb/s (policy "
+                                "network.ib_min_rate_gbps)",
+                        link_layer(port), *rate, policy.ib_min_rate_gbps),
+                    "check the cable and switch port for a link trained at a lower speed or width "
+                    "(ibstat, mlxlink); or lower network.ib_min_rate_gbps for this cluster",
+                    facts});
+                continue;
+            }
+            out.push_back({"network.port_ok", Severity::pass, who,
+                fmt::format("ACTIVE at {}, {}", port.value("rate", std::string("?")), link_layer(port)), "", facts});
+        }
+    }
+}
+
+void judge_peermem(const nlohmann::json& network, std::size_t gpus, std::vector<Finding>& out)
+{
+    const auto peermem = network.value("peermem", nlohmann::json::object());
+    std::vector<std::string> seen;
+    for (const auto& f : peermem.value("files", nlohmann::json::array())) {
+        seen.push_back(f.value("file", std::string("?")));
+    }
+    for (const auto& m : peermem.value("modules", nlohmann::json::array())) {
+        if (m.is_string()) {
+            seen.push_back(fmt::format("module {}", m.get<std::string>()));
+        }
+    }
+    if (!seen.empty()) {
+        out.push_back({"network.gdr_ok", Severity::pass, "host",
+            fmt::format("GPUDirect RDMA module present ({})", fmt::join(seen, ", ")), "", peermem});
+    } else if (gpus > 0) {
+        out.push_back({"network.no_peermem", Severity::warn, "host",
+            "InfiniBand/RoCE present but no GPUDirect RDMA module (nvidia_peermem): inter-node GPU traffic "
+            "goes through host memory, about half the bandwidth",
+            "modprobe nvidia_peermem (ships with the NVIDIA driver; MOFED must be installed first), and "
+            "load it at boot; NCCL 2.19+ with the open GPU kernel modules on Linux 5.12+ can use DMA-BUF "
+            "instead",
+            peermem});
+    }
+}
+
+std::vector<unsigned> numa_list(const nlohmann::json& v)
+{
+    std::vector<unsigned> out;
+    if (v.is_array()) {
+        for (const auto& n : v) {
+            if (n.is_number_integer() && n.get<long long>() >= 0) {
+                out.push_back(n.get<unsigned>());
+            }
+        }
+    }
+    return out;
+}
+
+std::string numa_text(const std::vector<unsigned>& numa)
+{
+    return numa.empty() ? std::string("unknown") : fmt::format("{}", fmt::join(numa, ","));
+}
+
+// The topology's nearest HCA is the closest in the PCI tree, even across sockets; "on its side of
+// the node" means the HCA shares a NUMA node with the GPU.
+void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, std::vector<Finding>& out)
+{
+    const auto gpus = topology.value("gpus", nlohmann::json::array());
+    const auto hcas = topology.value("hcas", nlohmann::json::array());
+    if (gpus.empty()) {
+        return;
+    }
+    if (hcas.empty()) {
+        if (have_rdma) {
+            out.push_back({"network.gpu_nic_unknown", Severity::skip, "host",
+                "NIC nearest each GPU not known: the topology shows no HCA (hwloc without PCI devices, or "
+                "a --topology file without them)",
+                "", nullptr});
+        }
+        return;
+    }
+    std::vector<std::string> pairs;
+    nlohmann::json mapping = nlohmann::json::object();
+    for (const auto& g : gpus) {
+        if (!g.is_object()) {
+            continue;
+        }
+        const unsigned index = g.value("index", 0U);
+        const std::string who = fmt::format("gpu {} ({})", index, g.value("bus_id", std::string("?")));
+        const auto gpu_numa = numa_list(g.value("numa", nlohmann::json()));
+        const auto hca = g.value("hca", nlohmann::json());
+        const std::string hca_name = hca.is_string() ? hca.get<std::string>() : std::string();
+        std::vector<unsigned> hca_numa;
+        for (const auto& h : hcas) {
+            if (h.is_object() && h.value("name", std::string()) == hca_name) {
+                hca_numa = numa_list(h.value("numa", nlohmann::json()));
+            }
+        }
+        const bool same_side = gpu_numa.empty() || hca_numa.empty() ||
+            std::any_of(gpu_numa.begin(), gpu_numa.end(),
+                [&](unsigned n) { return std::find(hca_numa.begin(), hca_numa.end(), n) != hca_numa.end(); });
+        if (!hca_name.empty() && same_side) {
+            pairs.push_back(fmt::format("gpu {} -> {}", index, hca_name));
+            mapping[std::to_string(index)] = hca_name;
+            continue;
+        }
+        nlohmann::json facts = {
+            {"gpu", g}, {"nearest_hca", hca_name.empty() ? nlohmann::json(nullptr) : hca}, {"hca_numa", hca_numa}};
+        out.push_back({"network.gpu_no_near_nic", Severity::warn, who,
+            hca_name.empty() ? fmt::format("no InfiniBand/RoCE NIC on its side of the node (NUMA node {}): its "
+                                           "inter-node traffic crosses the CPU interconnect",
+                                   numa_text(gpu_numa))
+                             : fmt::format("no InfiniBand/RoCE NIC on its side of the node (NUMA node {}); the "
+                                           "nearest, {}, is on NUMA node {}: its inter-node traffic crosses the CPU "
+                                           "interconnect",
+                                   numa_text(gpu_numa), hca_name, numa_text(hca_numa)),
+            "put a NIC on each CPU socket that has GPUs, or place ranks so that the GPUs near a NIC "
+            "do the inter-node traffic",
+            facts});
+    }
+    if (!pairs.empty()) {
+        out.push_back({"network.gpu_nic", Severity::pass, "host",
+            fmt::format("nearest NIC: {}", fmt::join(pairs, ", ")), "", mapping});
+    }
+}
+
+} // namespace
+
+// InfiniBand/RoCE ports and the GPUDirect RDMA module, from sysfs and /proc/modules.
+Collector network_collector()
+{
+    return {"network", [](const CollectContext& ctx) {
+                base::Sysroot root(ctx.sysroot);
+                nlohmann::json out;
+                out["infiniband"] = infiniband_facts(root);
+                out["peermem"] = peermem_facts(root);
+                return out;
+            }};
+}
+
+Probe network_probe()
+{
+    Probe p;
+    p.name = "network";
+    p.summary = "InfiniBand/RoCE ports (state, rate), GPUDirect RDMA module, NIC nearest each GPU";
+    p.collectors = {"network", "topology"};
+    p.codes = {
+        {"network.no_rdma", "no InfiniBand/RoCE devices",
+            "/sys/class/infiniband is empty or absent. A single-node job needs none; jobs across nodes use TCP "
+            "sockets, an order of magnitude slower.",
+            ""},
+        {"network.port_ok", "an InfiniBand/RoCE port is up",
+            "state ACTIVE, phys_state LinkUp, rate at least the "
+            "policy's network.ib_min_rate_gbps.",
+            ""},
+        {"network.port_down", "an InfiniBand/RoCE port is not up",
+            "The port's state is not ACTIVE or its phys_state not LinkUp (sysfs). A failure when no port of the node "
+            "is up (NCCL falls back to TCP sockets between nodes); a warning when other ports are up (NCCL uses "
+            "those, with less bandwidth; the port may also be deliberately unused). INIT with LinkUp means no subnet "
+            "manager has configured the port; Polling means no link (cable, switch port).",
+            "check the cable and switch port (ibstat, ibv_devinfo); start a subnet manager (opensm) for a port stuck "
+            "in INIT"},
+        {"network.port_unknown", "an InfiniBand/RoCE port not checked",
+            "The port's state file could not be read, or the device has no ports in sysfs.", ""},
+        {"network.rate_low", "an InfiniBand/RoCE port is slower than the policy",
+            "The port is up at a rate below network.ib_min_rate_gbps: a cable or switch port that trained at a lower "
+            "speed or width, or an older HCA. Applies to RoCE ports too.",
+            "check the cable and switch port (ibstat, mlxlink); lower network.ib_min_rate_gbps if the cluster is "
+            "built that way"},
+        {"network.rate_unknown", "an InfiniBand/RoCE port's rate not checked",
+            "The port is up but its rate file does not read like '200 Gb/sec (4X HDR)'.", ""},
+        {"network.gdr_ok", "GPUDirect RDMA module present",
+            "One of NCCL's own tests for GPUDirect RDMA holds: /sys/kernel/mm/memory_peers/nv_mem*/version, "
+            "/sys/module/nvidia_peermem/version, or nvidia_peermem in /proc/modules.",
+            ""},
+        {"network.no_peermem", "no GPUDirect RDMA module",
+            "The node has InfiniBand/RoCE and GPUs but neither nvidia_peermem nor nv_peer_mem is loaded: NCCL logs "
+            "'GPU Direct RDMA Disabled' and inter-node GPU traffic is staged through host memory, about half the "
+            "bandwidth. NCCL 2.19+ can use DMA-BUF instead with the open GPU kernel modules on Linux 5.12+, which "
+            "this check cannot see.",
+            "modprobe nvidia_peermem (after MOFED is installed) and load it at boot"},
+        {"network.gpu_nic", "NIC nearest each GPU",
+            "The InfiniBand/RoCE HCA on the same side of the node as each GPU (hwloc), the one NCCL should use for "
+            "it.",
+            ""},
+        {"network.gpu_no_near_nic", "a GPU has no NIC on its side of the node",
+            "The node has HCAs, but none shares this GPU's CPU socket/NUMA node: its inter-node traffic crosses the "
+            "CPU interconnect (SYS in nvidia-smi topo -m), and GPUDirect RDMA across the interconnect is slow or off.",
+            "put a NIC on each socket that has GPUs, or place ranks so that GPUs near a NIC carry inter-node "
+            "traffic"},
+        {"network.gpu_nic_unknown", "NIC nearest each GPU not known",
+            "The node has InfiniBand/RoCE devices but the topology shows no HCA, so GPU-NIC locality is unknown.", ""},
+    };
+    p.judge = [](const Facts& facts, const Policy& policy) {
+        std::vector<Finding> out;
+        const auto& network = *collector_facts(facts, "network");
+        const auto& topology = *collector_facts(facts, "topology");
+        const auto devices = network.value("infiniband", nlohmann::json::array());
+        const bool have_rdma = !devices.empty();
+        if (!have_rdma) {
+            out.push_back({"network.no_rdma", Severity::pass, "host",
+                "no InfiniBand/RoCE devices (a single-node job needs none; across nodes NCCL uses TCP "
+                "sockets)",
+                "", nullptr});
+        } else {
+            judge_ports(devices, policy, out);
+            judge_peermem(network, topology.value("gpus", nlohmann::json::array()).size(), out);
+        }
+        judge_nearest_nic(topology, have_rdma, out);
+        return out;
+    };
+    return p;
+}
+
+} // namespace doctor::probes

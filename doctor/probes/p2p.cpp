@@ -1,0 +1,275 @@
+#include "doctor/probes/checks.hpp"
+#include "doctor/probes/gpu_facts.hpp"
+#include "doctor/probes/topo_matrix.hpp"
+
+#include <fmt/format.h>
+#include <map>
+
+namespace doctor::probes {
+
+namespace {
+
+// nvmlGpuP2PStatus_t.
+std::string p2p_status_name(int status)
+{
+    static const char* const names[] = {"OK", "CHIPSET_NOT_SUPPORTED", "GPU_NOT_SUPPORTED",
+        "IOH_TOPOLOGY_NOT_SUPPORTED", "DISABLED_BY_REGKEY", "NOT_SUPPORTED", "UNKNOWN"};
+    return status >= 0 && status <= 6 ? names[status] : fmt::format("status {}", status);
+}
+
+// The peer-access matrix from NVML: NCCL uses P2P only where both READ and WRITE are OK.
+void judge_matrix(const nlohmann::json& nvml, std::vector<Finding>& out)
+{
+    const auto& gpus = nvml["gpus"];
+    if (gpus.size() < 2) {
+        out.push_back({"p2p.single_gpu", Severity::skip, "host",
+            fmt::format("not checked: {} GPU, so no GPU pairs", gpus.size()), "", nullptr});
+        return;
+    }
+    std::map<unsigned, const nlohmann::json*> by_index;
+    bool any_nvlink = false;
+    for (const auto& g : gpus) {
+        by_index[g.value("index", 0U)] = &g;
+        if (g.contains("nvlinks") && g["nvlinks"].is_array() && !g["nvlinks"].empty()) {
+            any_nvlink = true;
+        }
+    }
+    auto subject = [&](unsigned a, unsigned b) {
+        auto bus = [&](unsigned i) {
+            auto it = by_index.find(i);
+            return it == by_index.end() ? std::string("?") : it->second->value("bus_id", std::string("?"));
+        };
+        return fmt::format("gpu {} ({}) ↔ gpu {} ({})", a, bus(a), b, bus(b));
+    };
+    const nlohmann::json pairs = nvml.value("pairs", nlohmann::json::array());
+    std::vector<std::string> unknown;
+    unsigned ok = 0;
+    for (const auto& p : pairs) {
+        const unsigned a = p.value("a", 0U);
+        const unsigned b = p.value("b", 0U);
+        if (!p.contains("p2p_read") || !p.contains("p2p_write")) {
+            unknown.push_back(fmt::format("{}-{}", a, b));
+            continue;
+        }
+        const int read = p["p2p_read"].get<int>();
+        const int write = p["p2p_write"].get<int>();
+        if (read == 0 && write == 0) {
+            ++ok;
+            continue;
+        }
+        const std::string link = p.contains("ancestor") ? link_from_ancestor(p["ancestor"].get<int>()) : "?";
+        const std::string statuses = fmt::format("read {}, write {}", p2p_status_name(read), p2p_status_name(write));
+        if (link == "SYS" && !any_nvlink) {
+            out.push_back({"p2p.unavailable_across_sockets", Severity::warn, subject(a, b),
+                fmt::format("no P2P between GPUs on different sockets ({}; link SYS, no NVLink on this "
+                            "node): expected on PCIe-only multi-socket nodes, traffic is staged "
+                            "through host memory",
+                    statuses),
+                "keep communicating ranks on one socket's GPUs; nothing is broken", p});
+        } else {
+            out.push_back({"p2p.unavailable", Severity::fail, subject(a, b),
+                fmt::format("peer-to-peer is not available ({}; link {}): NCCL needs both READ and "
+                            "WRITE and falls back to slower paths through host memory",
+                    statuses, link),
+                read == 4 || write == 4
+                    ? "P2P is disabled by a driver registry key: remove it (NVreg_RegistryDwords) and "
+                      "reload the driver"
+                    : "check ACS and IOMMU (this probe's other findings), the BIOS PCIe settings and "
+                      "'nvidia-smi topo -p2p rw'; in a VM, ask for a P2P-capable GPU passthrough",
+                p});
+        }
+    }
+    if (!unknown.empty()) {
+        out.push_back({"p2p.status_unknown", Severity::skip, "host",
+            fmt::format("not checked: NVML gave no P2P status for GPU pairs {}", fmt::join(unknown, ", ")), "",
+            nullptr});
+    }
+    if (ok > 0 && ok == pairs.size()) {
+        out.push_back({"p2p.ok", Severity::pass, "host",
+            fmt::format("P2P read and write OK between all {} GPU pairs", ok), "", {{"pairs", ok}}});
+    }
+}
+
+void judge_iommu(const nlohmann::json& pci, bool vm, std::vector<Finding>& out)
+{
+    const nlohmann::json& iommu = pci["iommu"];
+    std::map<std::string, unsigned> gpu_types;
+    for (const auto& g : pci.value("gpus", nlohmann::json::array())) {
+        if (g.contains("iommu_type")) {
+            ++gpu_types[g["iommu_type"].get<std::string>()];
+        }
+    }
+    const auto types = iommu.value("types", std::map<std::string, unsigned>());
+    const auto options = iommu.value("cmdline_options", std::vector<std::string>());
+    auto has_option = [&](const std::string& o) {
+        return std::find(options.begin(), options.end(), o) != options.end();
+    };
+    const bool pt_option = has_option("iommu=pt") || has_option("iommu.passthrough=1");
+    auto translated_in = [](const std::map<std::string, unsigned>& t) {
+        return t.count("DMA") + t.count("DMA-FQ") > 0;
+    };
+    std::string mode;
+    if (!gpu_types.empty()) {
+        mode = translated_in(gpu_types) ? "translated" : "passthrough";
+    } else if (iommu.value("groups", 0U) == 0) {
+        mode = "off";
+    } else if (translated_in(types)) {
+        mode = types.count("identity") > 0 && pt_option ? "passthrough" : "translated";
+    } else {
+        mode = "passthrough";
+    }
+    const nlohmann::json f = {{"mode", mode}, {"groups", iommu.value("groups", 0U)}, {"types", types},
+        {"gpu_group_types", gpu_types}, {"cmdline_options", options}};
+    const std::string opts = options.empty() ? "none" : fmt::format("{}", fmt::join(options, " "));
+    if (mode == "translated" && !vm) {
+        out.push_back({"p2p.iommu_translated", Severity::warn, "host",
+            fmt::format("the IOMMU translates DMA (group types {}; kernel options {}): GPU peer and "
+                        "GPUDirect traffic is redirected through the root complex, slow or hanging",
+                gpu_types.empty() ? nlohmann::json(types).dump() : nlohmann::json(gpu_types).dump(), opts),
+            "boot with iommu=pt (passthrough; with intel_iommu=on or amd_iommu=on), or disable the "
+            "IOMMU (VT-d/AMD-Vi) in the BIOS if nothing needs it",
+            f});
+        return;
+    }
+    std::string why = mode == "off" ? "no IOMMU groups: the IOMMU is off or absent"
+        : mode == "passthrough" ? fmt::format("the IOMMU is in passthrough (identity) mode (kernel options {})", opts)
+                                : "the IOMMU translates DMA, which is expected inside a VM";
+    out.push_back({"p2p.iommu_ok", Severity::pass, "host", why, "", f});
+}
+
+void judge_acs(const nlohmann::json& pci, bool vm, const std::string& vm_evidence, std::vector<Finding>& out)
+{
+    const auto bridges = pci.value("bridges", nlohmann::json::array());
+    std::vector<std::string> unreadable;
+    std::vector<const nlohmann::json*> redirecting;
+    unsigned checked = 0;
+    for (const auto& b : bridges) {
+        if (!b.value("readable", false)) {
+            unreadable.push_back(b.value("bus_id", std::string("?")));
+            continue;
+        }
+        ++checked;
+        if (b.value("request_redirect", false) || b.value("completion_redirect", false)) {
+            redirecting.push_back(&b);
+        }
+    }
+    if (!redirecting.empty() && vm) {
+        out.push_back({"p2p.acs_in_vm", Severity::pass, "host",
+            fmt::format("ACS redirect is on at {} bridge(s) above the GPUs, as expected in a virtual "
+                        "machine ({}): the hypervisor needs it to isolate passed-through devices",
+                redirecting.size(), vm_evidence),
+            "", {{"bridges", bridges}}});
+    } else {
+        for (const nlohmann::json* b : redirecting) {
+            const std::string bdf = b->value("bus_id", std::string("?"));
+            out.push_back({"p2p.acs_enabled", Severity::fail, fmt::format("bridge {}", bdf),
+                fmt::format("PCIe ACS redirect is on (ACS Control {}: request redirect {}, completion "
+                            "redirect {}) on a bridge above the GPUs: peer-to-peer traffic is forced up "
+                            "to the root complex, slow or broken (NCCL hangs, GPUDirect RDMA errors)",
+                    b->value("acs_control", std::string("?")), b->value("request_redirect", false) ? "on" : "off",
+                    b->value("completion_redirect", false) ? "on" : "off"),
+                fmt::format("disable ACS in the BIOS, or at every boot: setpci -s {} ECAP_ACS+6.w=0000", bdf), *b});
+        }
+    }
+    if (!unreadable.empty()) {
+        out.push_back({"p2p.acs_unreadable", Severity::skip, "host",
+            fmt::format("ACS not checked on {} bridge(s) ({}): their extended config space is "
+                        "unreadable (needs root)",
+                unreadable.size(), fmt::join(unreadable, ", ")),
+            "", {{"bridges", unreadable}}});
+    }
+    if (redirecting.empty() && checked > 0) {
+        out.push_back({"p2p.acs_off", Severity::pass, "host",
+            fmt::format("no ACS redirect on the {} bridge(s) above the GPUs", checked), "", {{"bridges", bridges}}});
+    }
+}
+
+} // namespace
+
+Probe p2p_probe()
+{
+    Probe p;
+    p.name = "p2p";
+    p.summary = "GPU peer access (NVML READ and WRITE), PCIe ACS on bridges above the GPUs, IOMMU mode";
+    p.collectors = {"nvml", "pci"};
+    p.codes = {
+        {"p2p.ok", "peer-to-peer works between every GPU pair",
+            "nvmlDeviceGetP2PStatus answers OK for both READ and WRITE between every pair, which is what NCCL needs "
+            "to use P2P (NVLink or PCIe) inside the node.",
+            ""},
+        {"p2p.unavailable", "no peer-to-peer between two GPUs",
+            "NVML reports READ or WRITE P2P as not OK (CHIPSET_NOT_SUPPORTED, GPU_NOT_SUPPORTED, "
+            "IOH_TOPOLOGY_NOT_SUPPORTED, DISABLED_BY_REGKEY, NOT_SUPPORTED, UNKNOWN) for a pair that should have it. "
+            "NCCL then copies through host memory (SHM), at a fraction of the bandwidth; for NVLink-connected GPUs it "
+            "stops with 'P2P is disabled between NVLINK connected GPUs'. Common causes: PCIe ACS or a translating "
+            "IOMMU (see p2p.acs_enabled, p2p.iommu_translated), BIOS settings, a VM without P2P passthrough, a "
+            "driver registry key.",
+            "check ACS and the IOMMU, the BIOS PCIe settings and 'nvidia-smi topo -p2p rw'"},
+        {"p2p.unavailable_across_sockets", "no peer-to-peer between GPUs on different sockets (expected)",
+            "On PCIe-only nodes with several sockets, P2P across the CPU interconnect (QPI/UPI) is usually not "
+            "supported, so NVML reports it unavailable for SYS pairs; NCCL stages such traffic through host memory. "
+            "Nothing is broken, but jobs that span both sockets communicate more slowly.",
+            "keep communicating ranks on one socket's GPUs"},
+        {"p2p.status_unknown", "NVML gave no P2P status",
+            "The NVML library lacks nvmlDeviceGetP2PStatus or it failed for some pairs, so P2P was not checked there.",
+            ""},
+        {"p2p.single_gpu", "one GPU: no pairs", "With a single GPU there is no peer access to check.", ""},
+        {"p2p.acs_enabled", "PCIe ACS redirect on a bridge above the GPUs",
+            "Access Control Services with Request or Completion Redirect on a PCIe switch port or root port sends "
+            "all peer-to-peer traffic up to the root complex: GPU P2P and GPUDirect RDMA become slow or hang, or IB "
+            "reports IBV_WC_LOC_PROT_ERR. NCCL's documentation says to disable ACS on bare metal. Read from "
+            "the ACS extended capability (0x000D) in the bridge's config space, ACS Control at offset +6, bits 2 and "
+            "3.",
+            "disable ACS in the BIOS, or at every boot: setpci -s <bridge> ECAP_ACS+6.w=0000"},
+        {"p2p.acs_off", "no ACS redirect above the GPUs", "The bridges above the GPUs do not redirect P2P traffic.",
+            ""},
+        {"p2p.acs_in_vm", "ACS redirect inside a virtual machine (expected)",
+            "Hypervisors need ACS to isolate devices passed through to guests, so ACS redirect on the (virtual) "
+            "bridges of a VM is expected and not a fault of the node.",
+            ""},
+        {"p2p.acs_unreadable", "ACS not checked: config space needs root",
+            "The PCIe extended config space (offset 0x100 and up of /sys/bus/pci/devices/<bdf>/config) is readable "
+            "by root only; without it ACS cannot be checked. Also given when NVML lists GPUs but sysfs under --sysroot "
+            "shows none (a container without /sys/bus/pci), so neither ACS nor the IOMMU could be looked at.",
+            "run gpudoctor as root to check ACS"},
+        {"p2p.iommu_translated", "the IOMMU translates GPU DMA",
+            "IOMMU groups of type DMA or DMA-FQ (not identity) mean the IOMMU translates device addresses: P2P "
+            "traffic is redirected to the CPU root complex, slow, or hangs; IO_PAGE_FAULTs and zeroed tensors have "
+            "been reported. NCCL's maintainers recommend iommu=pt.",
+            "boot with iommu=pt, or disable the IOMMU in the BIOS"},
+        {"p2p.iommu_ok", "the IOMMU does not get in the way",
+            "The IOMMU is off, in passthrough (identity) mode, or translating inside a VM where that is expected.", ""},
+    };
+    p.judge = [](const Facts& facts, const Policy&) {
+        std::vector<Finding> out;
+        const auto& pci = *collector_facts(facts, "pci");
+        const auto unavailable = gpus_unavailable(facts);
+        const bool sysfs_gpus = pci.contains("gpus") && pci["gpus"].is_array() && !pci["gpus"].empty();
+        if (unavailable && !sysfs_gpus) {
+            out.push_back(skip_without_gpus("p2p", *unavailable + "; no NVIDIA GPU in sysfs either"));
+            return out;
+        }
+        const auto& vm_facts = pci.value("vm", nlohmann::json::object());
+        const bool vm = vm_facts.value("virtual", false);
+        const std::string evidence = vm_facts.value("evidence", std::string("virtual machine"));
+        if (unavailable) {
+            out.push_back({"p2p.status_unknown", Severity::skip, "host",
+                fmt::format("P2P status not checked: {}", *unavailable), "", nullptr});
+        } else {
+            judge_matrix(*collector_facts(facts, "nvml"), out);
+        }
+        if (!sysfs_gpus) {
+            out.push_back({"p2p.acs_unreadable", Severity::skip, "host",
+                "ACS and IOMMU not checked: no NVIDIA GPU under /sys/bus/pci/devices", "", nullptr});
+            return out;
+        }
+        judge_acs(pci, vm, evidence, out);
+        if (pci.contains("iommu")) {
+            judge_iommu(pci, vm, out);
+        }
+        return out;
+    };
+    return p;
+}
+
+} // namespace doctor::probes
