@@ -1,7 +1,7 @@
 #include "doctor/codes.hpp"
-#include "base/monitor/summary.hpp"
 #include "base/nccl/log.hpp"
 #include "base/nsys/summary.hpp"
+#include "base/usage/summary.hpp"
 #include "doctor/fit/codes.hpp"
 #include "doctor/fleet/codes.hpp"
 #include "doctor/probes/checks.hpp"
@@ -32,7 +32,7 @@ std::vector<engine::CodeInfo> all_codes()
     };
     static const Source sources[] = {
         {base::nccl::finding_codes, "'gpudoctor nccl-log'"},
-        {base::monitor::monitor_codes, "'gpudoctor monitor' and 'gpurun --monitor'"},
+        {base::usage::monitor_codes, "'gpudoctor monitor' and 'gpurun --monitor'"},
         {base::nsys::finding_codes, "'gpudoctor profile'"},
         {fit::fit_codes, "'gpudoctor fit'"},
         {fleet::fleet_codes, "'gpudoctor fleet'"},

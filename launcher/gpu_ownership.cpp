@@ -17,7 +17,7 @@ using base::format_ranges;
 constexpr const char* ignores_local_rank = "the program ignores LOCAL_RANK: try --gpu-visibility=isolate";
 constexpr int max_ancestors = 64;
 
-std::string gpu_name(const base::monitor::MonitoredGpu& gpu)
+std::string gpu_name(const base::usage::MonitoredGpu& gpu)
 {
     return fmt::format("GPU {} ({})", gpu.index, gpu.bus_id.to_string());
 }

@@ -4,9 +4,9 @@
 // against the processes NVML lists on each GPU.
 
 #include "base/cpu_set.hpp"
-#include "base/monitor/summary.hpp"
 #include "base/pci_address.hpp"
 #include "base/sysroot.hpp"
+#include "base/usage/summary.hpp"
 
 #include <functional>
 #include <optional>
@@ -27,7 +27,7 @@ struct RankRecord {
 
 /// The compute processes NVML lists on one GPU of the node.
 struct GpuProcessList {
-    base::monitor::MonitoredGpu gpu;
+    base::usage::MonitoredGpu gpu;
     bool job_gpu = false; ///< one of the GPUs the plan gave this node's ranks
     std::vector<unsigned> pids;
 };
@@ -58,7 +58,7 @@ enum class OwnershipIssueKind {
 
 struct OwnershipIssue {
     OwnershipIssueKind kind = OwnershipIssueKind::wrong_gpu;
-    base::monitor::MonitoredGpu gpu;
+    base::usage::MonitoredGpu gpu;
     std::vector<unsigned> ranks; ///< wrong_gpu: every rank with a process on `gpu`
     std::vector<unsigned> pids; ///< foreign: theirs; crowded: all on `gpu`
     /// The job's own ranks break one rank per GPU: what --enforce=kill stops the job for. A foreign

@@ -2,8 +2,8 @@
 
 #include "base/atomic_file.hpp"
 #include "base/error.hpp"
-#include "base/monitor/sampler.hpp"
 #include "base/process.hpp"
+#include "base/usage/sampler.hpp"
 #include "launcher/gpu_ownership.hpp"
 #include "launcher/job_dir.hpp"
 
@@ -87,13 +87,13 @@ public:
     JsonFile& operator=(const JsonFile&) = delete;
 
     /// A write that fails (a full disk) is reported by finish(); sampling goes on.
-    void add(const base::monitor::GpuSample& sample)
+    void add(const base::usage::GpuSample& sample)
     {
         if (!m_failed.empty()) {
             return;
         }
         try {
-            m_file.write(fmt::format("{}\n{}", m_first ? "" : ",", base::monitor::to_json(sample).dump()));
+            m_file.write(fmt::format("{}\n{}", m_first ? "" : ",", base::usage::to_json(sample).dump()));
         } catch (const Error& e) {
             m_failed = e.what();
         }
@@ -147,7 +147,7 @@ public:
         sigprocmask(SIG_BLOCK, &stop, nullptr);
 
         open_nvml();
-        base::monitor::SampleSchedule schedule(m_o.monitor.interval);
+        base::usage::SampleSchedule schedule(m_o.monitor.interval);
         const auto records_deadline =
             Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(records_wait_s));
         // Until the next sample: follows the ranks; true when they are all gone or mpirun stops the job.
@@ -178,9 +178,9 @@ public:
                 }
             }
         };
-        m_samples = base::monitor::sample_on_schedule(m_sampler.get(), schedule, 0,
+        m_samples = base::usage::sample_on_schedule(m_sampler.get(), schedule, 0,
             {nvml_watchdog_s, nvml_stuck, 1, remove_json_temp}, wait,
-            [&](const std::vector<base::monitor::GpuSample>& samples) { take_sample(samples); });
+            [&](const std::vector<base::usage::GpuSample>& samples) { take_sample(samples); });
         report();
         base::remove_private_dir(m_o.job_dir);
         return 0;
@@ -199,8 +199,8 @@ private:
             const base::CallDeadline deadline(nvml_watchdog_s, nvml_stuck, 1);
             m_nvml = std::make_unique<base::Nvml>(base::Nvml::load());
             const auto all = m_nvml->gpus();
-            m_sampler = std::make_unique<base::monitor::GpuSampler>(*m_nvml, base::monitor::gpus_at(all, m_o.gpus));
-            m_everything = std::make_unique<base::monitor::GpuSampler>(*m_nvml, base::monitor::select_gpus(all, {}));
+            m_sampler = std::make_unique<base::usage::GpuSampler>(*m_nvml, base::usage::gpus_at(all, m_o.gpus));
+            m_everything = std::make_unique<base::usage::GpuSampler>(*m_nvml, base::usage::select_gpus(all, {}));
         } catch (const std::exception& e) {
             m_sampler.reset();
             say(fmt::format("{}: cannot sample the GPUs: {}; the job runs unmonitored", m_host, e.what()));
@@ -211,18 +211,18 @@ private:
         }
         nlohmann::json gpus = nlohmann::json::array();
         for (const auto& g : m_sampler->gpus()) {
-            gpus.push_back(base::monitor::to_json(g));
+            gpus.push_back(base::usage::to_json(g));
         }
         try {
             m_json = std::make_unique<JsonFile>(expand_host(m_o.monitor.json_file, m_host),
-                nlohmann::json{{"gpukit_monitor", 1}, {"host", m_host}, {"interval", m_o.monitor.interval},
+                nlohmann::json{{"gpukit_base_usage", 1}, {"host", m_host}, {"interval", m_o.monitor.interval},
                     {"enforce", to_string(m_o.monitor.enforce)}, {"gpus", gpus}});
         } catch (const Error& e) {
             say(fmt::format("{}: {}", m_host, e.what()));
         }
     }
 
-    void take_sample(const std::vector<base::monitor::GpuSample>& samples)
+    void take_sample(const std::vector<base::usage::GpuSample>& samples)
     {
         for (const auto& s : samples) {
             m_summariser.add(s);
@@ -319,7 +319,7 @@ private:
                                 "sample with a kernel running, not how busy the SMs were\n",
                 m_host, m_sampler->gpus().size(), m_sampler->gpus().size() == 1 ? "" : "s", m_samples,
                 m_samples == 1 ? "" : "s", m_o.monitor.interval);
-            text += base::monitor::render_summary_text(m_sampler->gpus(), summaries);
+            text += base::usage::render_summary_text(m_sampler->gpus(), summaries);
         }
         std::vector<std::string> ownership;
         if (m_sampler) {
@@ -340,7 +340,7 @@ private:
         if (m_json) {
             nlohmann::json list = nlohmann::json::array();
             for (const auto& s : summaries) {
-                list.push_back(base::monitor::to_json(s));
+                list.push_back(base::usage::to_json(s));
             }
             nlohmann::json issues = nlohmann::json::array();
             for (const auto& [key, seen] : m_issues) {
@@ -398,10 +398,10 @@ private:
     std::string m_host;
     ProcessLookup m_lookup = proc_lookup(base::Sysroot("/"));
     std::unique_ptr<base::Nvml> m_nvml;
-    std::unique_ptr<base::monitor::GpuSampler> m_sampler;
-    std::unique_ptr<base::monitor::GpuSampler> m_everything; ///< every GPU of the node, for process lists
+    std::unique_ptr<base::usage::GpuSampler> m_sampler;
+    std::unique_ptr<base::usage::GpuSampler> m_everything; ///< every GPU of the node, for process lists
     std::unique_ptr<JsonFile> m_json;
-    base::monitor::GpuSummariser m_summariser;
+    base::usage::GpuSummariser m_summariser;
     unsigned m_samples = 0;
     std::vector<RankRecord> m_records;
     bool m_check_processes = true;

@@ -1,8 +1,8 @@
 #include "doctor/engine/gpu_scope.hpp"
 
 #include "base/error.hpp"
-#include "base/monitor/sampler.hpp"
 #include "base/spelling.hpp"
+#include "base/usage/sampler.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -52,7 +52,7 @@ std::vector<base::NvmlGpu> facts_gpus(const Facts& facts)
     return out;
 }
 
-std::vector<unsigned> indexes_of(const std::vector<base::monitor::MonitoredGpu>& chosen)
+std::vector<unsigned> indexes_of(const std::vector<base::usage::MonitoredGpu>& chosen)
 {
     std::vector<unsigned> out;
     for (const auto& g : chosen) {
@@ -83,7 +83,7 @@ GpuScope from_environment(const std::vector<base::NvmlGpu>& all, const std::map<
             return scope;
         }
         try {
-            scope.gpus = indexes_of(base::monitor::select_gpus(all, base::split_commas(it->second), name));
+            scope.gpus = indexes_of(base::usage::select_gpus(all, base::split_commas(it->second), name));
         } catch (const base::Error&) {
             scope.note = fmt::format("{} names no GPU of this node as NVML lists them: every GPU judged", from);
             return scope;
@@ -112,7 +112,7 @@ GpuScope gpu_scope(const Facts& facts, const std::string& option, const std::map
             scope.note = fmt::format("--gpus {} not applied: the facts list no GPU", option);
             return scope;
         }
-        scope.gpus = indexes_of(base::monitor::select_gpus(all, base::split_commas(option), "--gpus"));
+        scope.gpus = indexes_of(base::usage::select_gpus(all, base::split_commas(option), "--gpus"));
         scope.from = "--gpus " + option;
         return scope;
     }

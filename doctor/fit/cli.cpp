@@ -6,12 +6,12 @@
 #include "base/cli_values.hpp"
 #include "base/error.hpp"
 #include "base/input_file.hpp"
-#include "base/monitor/sampler.hpp"
 #include "base/nvml.hpp"
 #include "base/pci_address.hpp"
 #include "base/process.hpp"
 #include "base/python.hpp"
 #include "base/spelling.hpp"
+#include "base/usage/sampler.hpp"
 #include "doctor/fit/catalog.hpp"
 #include "doctor/fit/codes.hpp"
 #include "doctor/fit/cuda_context.hpp"
@@ -164,11 +164,11 @@ std::vector<FitGpu> nvml_gpus(const std::vector<std::string>& selectors, std::ve
                 e.what()));
     }
     // Every GPU, or those named (a GPU not here: a usage error), in NVML's order.
-    const auto chosen = base::monitor::select_gpus(found, selectors, "--gpus");
+    const auto chosen = base::usage::select_gpus(found, selectors, "--gpus");
     std::vector<FitGpu> out;
     for (const auto& g : found) {
-        if (std::none_of(chosen.begin(), chosen.end(),
-                [&](const base::monitor::MonitoredGpu& c) { return c.index == g.index; })) {
+        if (std::none_of(
+                chosen.begin(), chosen.end(), [&](const base::usage::MonitoredGpu& c) { return c.index == g.index; })) {
             continue;
         }
         const base::nvml_abi::Device device = nvml->handle(g.index);

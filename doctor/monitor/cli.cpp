@@ -3,9 +3,9 @@
 #include "base/atomic_file.hpp"
 #include "base/cli_values.hpp"
 #include "base/error.hpp"
-#include "base/monitor/sampler.hpp"
 #include "base/process.hpp"
 #include "base/spelling.hpp"
+#include "base/usage/sampler.hpp"
 #include "doctor/cli/subcommand_args.hpp"
 
 #include <CLI/CLI.hpp>
@@ -116,11 +116,11 @@ private:
     bool m_status = false;
 };
 
-int sample(const MonitorArgs& a, const base::Nvml& nvml, const std::vector<base::monitor::MonitoredGpu>& gpus)
+int sample(const MonitorArgs& a, const base::Nvml& nvml, const std::vector<base::usage::MonitoredGpu>& gpus)
 {
     Output out(a);
-    base::monitor::GpuSampler sampler(nvml, gpus);
-    base::monitor::GpuSummariser summariser;
+    base::usage::GpuSampler sampler(nvml, gpus);
+    base::usage::GpuSummariser summariser;
 
     base::Supervisor command;
     if (!a.command.empty()) {
@@ -140,36 +140,36 @@ int sample(const MonitorArgs& a, const base::Nvml& nvml, const std::vector<base:
     };
 
     if (!a.json) {
-        out.write(base::monitor::render_sample_header());
+        out.write(base::usage::render_sample_header());
     }
-    base::monitor::SampleSchedule schedule(a.interval);
+    base::usage::SampleSchedule schedule(a.interval);
     // Wait for the next sample, the command's end or a signal.
-    auto wait = [&](base::monitor::SampleSchedule::Clock::time_point until) {
+    auto wait = [&](base::usage::SampleSchedule::Clock::time_point until) {
         bool stop = false;
         while (Clock::now() < until && !stop) {
             stop = handle(command.wait(std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now())));
         }
         return stop;
     };
-    auto taken = [&](const std::vector<base::monitor::GpuSample>& samples) {
+    auto taken = [&](const std::vector<base::usage::GpuSample>& samples) {
         std::string text;
         for (const auto& s : samples) {
             summariser.add(s);
             if (a.json) {
-                nlohmann::json line = base::monitor::to_json(s);
+                nlohmann::json line = base::usage::to_json(s);
                 line["type"] = "sample";
                 text += line.dump() + "\n";
             } else {
-                text += base::monitor::render_sample_row(s);
+                text += base::usage::render_sample_row(s);
             }
         }
         out.write(text);
         if (out.tty() && !a.json) {
             // Shorter than the terminal: a line that wraps is not cleared by "\r\033[K".
-            out.status(base::monitor::render_running_line(summariser.summaries(a.interval), out.width() - 1));
+            out.status(base::usage::render_running_line(summariser.summaries(a.interval), out.width() - 1));
         }
     };
-    const unsigned samples = base::monitor::sample_on_schedule(
+    const unsigned samples = base::usage::sample_on_schedule(
         &sampler, schedule, a.duration, {nvml_deadline_s, nvml_stuck, 3, nullptr}, wait, taken);
     while (command.started() && child_status < 0) {
         handle(command.wait(std::chrono::seconds(1)));
@@ -179,11 +179,11 @@ int sample(const MonitorArgs& a, const base::Nvml& nvml, const std::vector<base:
     if (a.json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& s : summaries) {
-            list.push_back(base::monitor::to_json(s));
+            list.push_back(base::usage::to_json(s));
         }
         nlohmann::json listed = nlohmann::json::array();
         for (const auto& g : gpus) {
-            listed.push_back(base::monitor::to_json(g));
+            listed.push_back(base::usage::to_json(g));
         }
         nlohmann::json end = {
             {"type", "summary"}, {"interval", a.interval}, {"samples", samples}, {"gpus", listed}, {"summary", list}};
@@ -199,7 +199,7 @@ int sample(const MonitorArgs& a, const base::Nvml& nvml, const std::vector<base:
         }
         out.write(fmt::format("{}; kernel-active time is the share of each sample with a kernel running, not how "
                               "busy the SMs were\n{}",
-            head, samples == 0 ? std::string("no samples\n") : base::monitor::render_summary_text(gpus, summaries)));
+            head, samples == 0 ? std::string("no samples\n") : base::usage::render_summary_text(gpus, summaries)));
     }
     return command.started() ? child_status : 0;
 }
@@ -268,7 +268,7 @@ int run_monitor(int argc, char** argv)
     if (all.empty()) {
         throw base::Unavailable("monitor: NVML lists no GPU on this node: nothing to sample");
     }
-    return sample(a, *nvml, base::monitor::select_gpus(all, selectors));
+    return sample(a, *nvml, base::usage::select_gpus(all, selectors));
 }
 
 } // namespace doctor::monitor

@@ -7,8 +7,8 @@
 #include "base/cuda.hpp"
 #include "base/error.hpp"
 #include "base/gpu_bandwidth.hpp"
-#include "base/monitor/sampler.hpp"
 #include "base/nccl_allreduce.hpp"
+#include "base/usage/sampler.hpp"
 #include "tests/support/process.hpp"
 
 #include <chrono>
@@ -250,7 +250,7 @@ TEST(GpuMonitor, OwnContextIsInNvmlsProcessListAndTheGpusAreSampled)
     EXPECT_TRUE(size == 24 || size == 32) << size;
     EXPECT_TRUE(ours || unknown_pids) << "this process has a CUDA context but NVML does not list it";
 
-    base::monitor::GpuSampler sampler(nvml, base::monitor::select_gpus(nvml.gpus(), {}));
+    base::usage::GpuSampler sampler(nvml, base::usage::select_gpus(nvml.gpus(), {}));
     for (const auto& s : sampler.sample(0)) {
         if (s.kernel_active) {
             EXPECT_LE(*s.kernel_active, 100U);

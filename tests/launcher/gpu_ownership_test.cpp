@@ -39,7 +39,7 @@ std::vector<GpuProcessList> lists(const std::map<unsigned, std::vector<unsigned>
     std::vector<GpuProcessList> out;
     for (unsigned g = 0; g < buses.size(); ++g) {
         GpuProcessList l;
-        l.gpu = base::monitor::MonitoredGpu{g, buses[g], "A100", ""};
+        l.gpu = base::usage::MonitoredGpu{g, buses[g], "A100", ""};
         l.job_gpu = g < job_gpus;
         if (auto it = pids.find(g); it != pids.end()) {
             l.pids = it->second;

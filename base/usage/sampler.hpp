@@ -3,8 +3,8 @@
 // Reads the monitor's samples from NVML: kernel-active time, memory, power and clock-event reasons
 // of chosen GPUs, and the compute processes on them.
 
-#include "base/monitor/summary.hpp"
 #include "base/nvml.hpp"
+#include "base/usage/summary.hpp"
 
 #include <chrono>
 #include <functional>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace base::monitor {
+namespace base::usage {
 
 /// How a GPU is named on a monitor's command line: NVML's index, a PCI bus id in any spelling, or
 /// a UUID. Returns the GPUs of `all` named by `selectors`, in the order given; all of them when
@@ -85,4 +85,4 @@ unsigned sample_on_schedule(const GpuSampler* sampler, SampleSchedule& schedule,
     const NvmlDeadline& deadline, const std::function<bool(SampleSchedule::Clock::time_point until)>& wait,
     const std::function<void(const std::vector<GpuSample>& samples)>& taken);
 
-} // namespace base::monitor
+} // namespace base::usage

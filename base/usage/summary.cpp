@@ -1,4 +1,4 @@
-#include "base/monitor/summary.hpp"
+#include "base/usage/summary.hpp"
 
 #include "base/byte_size.hpp"
 #include "base/cpu_set.hpp"
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <map>
 
-namespace base::monitor {
+namespace base::usage {
 
 namespace {
 
@@ -503,4 +503,4 @@ nlohmann::json to_json(const GpuSummary& s)
         {"notes", s.notes}, {"findings", findings}};
 }
 
-} // namespace base::monitor
+} // namespace base::usage

@@ -1,10 +1,10 @@
 #include "base/cpu_set.hpp"
-#include "base/monitor/summary.hpp"
+#include "base/usage/summary.hpp"
 
 #include <gtest/gtest.h>
 
-using base::monitor::GpuSample;
-using base::monitor::MonitorVerdict;
+using base::usage::GpuSample;
+using base::usage::MonitorVerdict;
 
 namespace {
 
@@ -30,9 +30,9 @@ std::vector<GpuSample> series(unsigned gpu, const std::vector<unsigned>& kernel_
     return out;
 }
 
-base::monitor::GpuSummary one(const std::vector<GpuSample>& samples, double interval = 1.0)
+base::usage::GpuSummary one(const std::vector<GpuSample>& samples, double interval = 1.0)
 {
-    auto summaries = base::monitor::summarise(samples, interval);
+    auto summaries = base::usage::summarise(samples, interval);
     EXPECT_EQ(summaries.size(), 1U);
     return summaries.at(0);
 }
@@ -200,7 +200,7 @@ TEST(GpuMonitor, SeveralGpusInOrderOfFirstSample)
         samples.push_back(a[i]);
         samples.push_back(b[i]);
     }
-    auto summaries = base::monitor::summarise(samples, 1.0);
+    auto summaries = base::usage::summarise(samples, 1.0);
     ASSERT_EQ(summaries.size(), 2U);
     EXPECT_EQ(summaries[0].gpu, 5U);
     EXPECT_EQ(summaries[1].gpu, 2U);
@@ -209,9 +209,8 @@ TEST(GpuMonitor, SeveralGpusInOrderOfFirstSample)
 
 TEST(GpuMonitor, SummaryTextForPeople)
 {
-    std::vector<base::monitor::MonitoredGpu> gpus = {{0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"}};
-    auto text =
-        base::monitor::render_summary_text(gpus, base::monitor::summarise(series(0, {95, 95, 10, 95, 95}), 1.0));
+    std::vector<base::usage::MonitoredGpu> gpus = {{0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"}};
+    auto text = base::usage::render_summary_text(gpus, base::usage::summarise(series(0, {95, 95, 10, 95, 95}), 1.0));
     EXPECT_EQ(text,
         "GPU  SAMPLES  ACTIVE  P10  >=80%  DIPS<25%  LONGEST  PEAK MEMORY   POWER\n"
         "0    5        78.0%   10%  80%    1         1.0s     70 GiB (88%)  300 W\n"
@@ -222,7 +221,7 @@ TEST(GpuMonitor, SummaryTextForPeople)
 
 TEST(GpuMonitor, VerdictsAndNotesAreFindingsWithCodesOfTheTable)
 {
-    auto summaries = base::monitor::summarise(series(0, {0, 0, 95, 95, 95, 95, 95}), 1.0);
+    auto summaries = base::usage::summarise(series(0, {0, 0, 95, 95, 95, 95, 95}), 1.0);
     ASSERT_EQ(summaries.size(), 1U);
     const auto& findings = summaries[0].findings;
     ASSERT_EQ(findings.size(), 2U);
@@ -231,17 +230,17 @@ TEST(GpuMonitor, VerdictsAndNotesAreFindingsWithCodesOfTheTable)
     EXPECT_EQ(findings[0].subject, "gpu 0");
     EXPECT_EQ(findings[1].code, "monitor.startup_left_out");
     EXPECT_EQ(findings[1].severity, base::Severity::info);
-    for (const auto& c : base::monitor::monitor_codes()) {
+    for (const auto& c : base::usage::monitor_codes()) {
         EXPECT_EQ(std::string(c.code).rfind("monitor.", 0), 0U) << c.code;
         EXPECT_NE(std::string(c.explanation), "") << c.code;
     }
     // Two GPUs with the same verdict: one fix.
-    auto two = base::monitor::summarise(series(0, {0, 0, 0, 0}), 1.0);
-    auto other = base::monitor::summarise(series(1, {0, 0, 0, 0}), 1.0);
+    auto two = base::usage::summarise(series(0, {0, 0, 0, 0}), 1.0);
+    auto other = base::usage::summarise(series(1, {0, 0, 0, 0}), 1.0);
     two.insert(two.end(), other.begin(), other.end());
-    std::vector<base::monitor::MonitoredGpu> gpus = {{0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
+    std::vector<base::usage::MonitoredGpu> gpus = {{0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
         {1, *base::PciAddress::parse("0000:0f:00.0"), "A100", "GPU-b"}};
-    const auto text = base::monitor::render_summary_text(gpus, two);
+    const auto text = base::usage::render_summary_text(gpus, two);
     EXPECT_NE(text.find("WARN  gpus 0-1: the GPU was idle (kernel-active 0.0%)  [monitor.idle]\n"), std::string::npos)
         << text;
     EXPECT_EQ(text.find("fix: "), text.rfind("fix: ")) << "the fix once: " << text;
@@ -260,14 +259,14 @@ TEST(GpuMonitor, SampleRowsAndJson)
     s.temperature_c = 67;
     s.sm_clock_mhz = 1980;
     s.processes = 2;
-    EXPECT_EQ(base::monitor::render_sample_header(), "    TIME GPU ACTIVE  MEMORY MEM% TEMP SMCLK POWER PROC EVENTS\n");
+    EXPECT_EQ(base::usage::render_sample_header(), "    TIME GPU ACTIVE  MEMORY MEM% TEMP SMCLK POWER PROC EVENTS\n");
     EXPECT_EQ(
-        base::monitor::render_sample_row(s), "    1.5s   1    93%    3.0G  19%  67C  1980  212W    2 pcap,0x1000\n");
-    EXPECT_EQ(base::monitor::to_json(s).dump(),
+        base::usage::render_sample_row(s), "    1.5s   1    93%    3.0G  19%  67C  1980  212W    2 pcap,0x1000\n");
+    EXPECT_EQ(base::usage::to_json(s).dump(),
         R"({"clock_events":["sw_power_cap","0x1000"],"gpu":1,"kernel_active":93,"memory_total":17179869184,)"
         R"("memory_used":3221225472,"power_w":212.4,"processes":2,"sm_clock_mhz":1980,"t":1.5,"temperature_c":67})");
     GpuSample empty;
-    EXPECT_EQ(base::monitor::render_sample_row(empty), "    0.0s   0      -       -    -    -     -     -    - -\n");
+    EXPECT_EQ(base::usage::render_sample_row(empty), "    0.0s   0      -       -    -    -     -     -    - -\n");
     // The widest row fits 80 columns: every clock event at once is cut with "+".
     GpuSample wide = s;
     wide.t = 86399.9;
@@ -277,31 +276,31 @@ TEST(GpuMonitor, SampleRowsAndJson)
     wide.memory_total = 141ULL * gib;
     wide.power_w = 1000;
     wide.clock_events = 0x1ff | 0x10000;
-    const std::string row = base::monitor::render_sample_row(wide);
+    const std::string row = base::usage::render_sample_row(wide);
     EXPECT_LE(row.size(), 80U) << row;
     EXPECT_EQ(row.substr(row.size() - 2), "+\n"s) << row;
 }
 
 TEST(GpuMonitor, TheRunningLineFitsTheTerminal)
 {
-    std::vector<base::monitor::GpuSummary> summaries;
+    std::vector<base::usage::GpuSummary> summaries;
     for (unsigned g = 0; g < 8; ++g) {
-        auto one = base::monitor::summarise(series(g, {95, 95, g == 3 ? 10U : 95U, 95}), 1.0);
+        auto one = base::usage::summarise(series(g, {95, 95, g == 3 ? 10U : 95U, 95}), 1.0);
         summaries.insert(summaries.end(), one.begin(), one.end());
     }
-    const std::string line = base::monitor::render_running_line(summaries, 79);
+    const std::string line = base::usage::render_running_line(summaries, 79);
     EXPECT_EQ(line, "so far: 8 GPUs kernel-active 92% on average, lowest gpu 3 74%, 1 dip");
-    EXPECT_EQ(base::monitor::render_running_line(summaries, 20).size(), 20U) << "cut, never wrapped";
+    EXPECT_EQ(base::usage::render_running_line(summaries, 20).size(), 20U) << "cut, never wrapped";
 }
 
 TEST(GpuMonitor, GpusWithOneFindingShareOneFixEachWithItsMessage)
 {
-    auto summaries = base::monitor::summarise(series(0, {60, 60, 60, 60}), 1.0);
-    auto other = base::monitor::summarise(series(1, {40, 40, 40, 40}), 1.0);
+    auto summaries = base::usage::summarise(series(0, {60, 60, 60, 60}), 1.0);
+    auto other = base::usage::summarise(series(1, {40, 40, 40, 40}), 1.0);
     summaries.insert(summaries.end(), other.begin(), other.end());
-    std::vector<base::monitor::MonitoredGpu> gpus = {{0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
+    std::vector<base::usage::MonitoredGpu> gpus = {{0, *base::PciAddress::parse("0000:07:00.0"), "A100", "GPU-a"},
         {1, *base::PciAddress::parse("0000:0f:00.0"), "A100", "GPU-b"}};
-    const auto text = base::monitor::render_summary_text(gpus, summaries);
+    const auto text = base::usage::render_summary_text(gpus, summaries);
     EXPECT_NE(text.find("WARN  gpus 0-1: kernel-active time is low  [monitor.low]\n"
                         "      gpu 0: kernel-active time is low (60.0%, below 90%): the GPU waits\n"
                         "      gpu 1: kernel-active time is low (40.0%, below 90%): the GPU waits\n"

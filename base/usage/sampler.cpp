@@ -1,4 +1,4 @@
-#include "base/monitor/sampler.hpp"
+#include "base/usage/sampler.hpp"
 
 #include "base/error.hpp"
 #include "base/process.hpp"
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-namespace base::monitor {
+namespace base::usage {
 
 namespace {
 
@@ -179,4 +179,4 @@ unsigned sample_on_schedule(const GpuSampler* sampler, SampleSchedule& schedule,
     return rounds;
 }
 
-} // namespace base::monitor
+} // namespace base::usage

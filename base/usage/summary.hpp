@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace base::monitor {
+namespace base::usage {
 
 /// The verdict's thresholds. NVML's "utilization" is kernel-active time: the share of each sample
 /// period during which at least one kernel ran, not how busy the SMs were.
@@ -156,4 +156,4 @@ nlohmann::json to_json(const MonitoredGpu& gpu);
 nlohmann::json to_json(const GpuSample& sample);
 nlohmann::json to_json(const GpuSummary& summary);
 
-} // namespace base::monitor
+} // namespace base::usage
