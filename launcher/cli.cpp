@@ -8,7 +8,7 @@
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/hostfile.hpp"
-#include "launcher/profile.hpp"
+#include "launcher/rank_profiler.hpp"
 #include "launcher/shell_words.hpp"
 
 #include <CLI/CLI.hpp>

@@ -4,7 +4,7 @@
 #include "base/error.hpp"
 #include "launcher/global_batch.hpp"
 #include "launcher/node_list.hpp"
-#include "launcher/profile.hpp"
+#include "launcher/rank_profiler.hpp"
 
 #include <charconv>
 #include <fmt/format.h>

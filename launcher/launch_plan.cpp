@@ -8,7 +8,7 @@
 #include "launcher/nccl_check.hpp"
 #include "launcher/node_list.hpp"
 #include "launcher/node_monitor.hpp"
-#include "launcher/profile.hpp"
+#include "launcher/rank_profiler.hpp"
 #include "launcher/slurm_allocation.hpp"
 
 #include <algorithm>

@@ -2,8 +2,8 @@
 
 #include "base/json_writer.hpp"
 #include "launcher/global_batch.hpp"
-#include "launcher/profile.hpp"
 #include "launcher/rank_environment.hpp"
+#include "launcher/rank_profiler.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -12,7 +12,7 @@
 #include "launcher/nccl_check.hpp"
 #include "launcher/node_handoff.hpp"
 #include "launcher/plan_report.hpp"
-#include "launcher/profile.hpp"
+#include "launcher/rank_profiler.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>

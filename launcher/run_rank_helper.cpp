@@ -9,9 +9,9 @@
 #include "launcher/nccl_check.hpp"
 #include "launcher/node_handoff.hpp"
 #include "launcher/node_monitor.hpp"
-#include "launcher/profile.hpp"
 #include "launcher/rank_context.hpp"
 #include "launcher/rank_environment.hpp"
+#include "launcher/rank_profiler.hpp"
 #include "launcher/rank_supervisor.hpp"
 
 #include <cerrno>

@@ -28,8 +28,8 @@
 #include "launcher/node_handoff.hpp"
 #include "launcher/node_list.hpp"
 #include "launcher/pack.hpp"
-#include "launcher/profile.hpp"
 #include "launcher/rank_output.hpp"
+#include "launcher/rank_profiler.hpp"
 #include "launcher/shell_words.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "launcher/profile.hpp"
+#include "launcher/rank_profiler.hpp"
 
 #include "base/atomic_file.hpp"
 #include "base/error.hpp"

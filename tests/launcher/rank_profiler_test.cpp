@@ -1,4 +1,4 @@
-#include "launcher/profile.hpp"
+#include "launcher/rank_profiler.hpp"
 
 #include "launcher/cli.hpp"
 #include "launcher/helper_args.hpp"
