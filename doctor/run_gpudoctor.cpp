@@ -166,7 +166,7 @@ int run_fleet(const FleetCommand& f, const std::vector<std::string>& node_args,
             outputs.push_back({file, fleet::Answer::snapshot, base::read_input_file(file, "snapshot")});
         }
     }
-    fleet::LaunchOptions launch;
+    fleet::FleetLaunch launch;
     if (f.files.empty() && !hosts.empty()) {
         launch.hosts = hosts;
         launch.gpudoctor = own_path();

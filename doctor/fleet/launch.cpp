@@ -108,7 +108,7 @@ std::string resolve_launcher(const std::string& word, const std::function<const 
     return b::row(b::find_launcher(kind, getenv).kind).word;
 }
 
-std::vector<std::string> gpurun_command(const LaunchOptions& o)
+std::vector<std::string> gpurun_command(const FleetLaunch& o)
 {
     std::string hosts;
     for (const auto& h : o.hosts) {
@@ -137,7 +137,7 @@ std::vector<std::string> gpurun_command(const LaunchOptions& o)
     return argv;
 }
 
-std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal)
+std::vector<NodeOutput> launch(const FleetLaunch& options, int* signal)
 {
     base::Supervisor job;
     base::ReaderPipe out = base::make_reader_pipe("gpurun's output");
@@ -260,11 +260,11 @@ std::string measure_pair(unsigned rank, const PairLaunch& round)
         .dump();
 }
 
-PairSearch search_node_pairs(const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction,
+PairSearch search_node_pairs(const FleetLaunch& options, const std::vector<std::string>& hosts, double fraction,
     const PairLaunch& settings, std::vector<PairFailure>& failures)
 {
     auto measure = [&](const std::vector<NodePair>& pairs) {
-        LaunchOptions round = options;
+        FleetLaunch round = options;
         round.hosts.clear();
         for (const auto& [a, b] : pairs) {
             round.hosts.insert(round.hosts.end(), {hosts[a], hosts[b]});

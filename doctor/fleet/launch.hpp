@@ -26,7 +26,7 @@ inline constexpr const char* node_side_option = "--answer-as-node";
 std::vector<std::string> fleet_hosts(
     const std::string& host_list, const std::string& hostfile, const std::function<const char*(const char*)>& getenv);
 
-struct LaunchOptions {
+struct FleetLaunch {
     std::vector<std::string> hosts;
     std::string gpurun; ///< the gpurun program
     std::string gpudoctor; ///< this gpudoctor, as every node finds it (an absolute path)
@@ -46,7 +46,7 @@ std::string resolve_launcher(const std::string& word, const std::function<const 
 /// gpurun's argv: one rank on every host, no binding and no GPU of its own (the check sees the whole
 /// node), each rank running this gpudoctor's node side with the deadline and `node_args`; the
 /// launcher (`options.launcher`, resolved) told to mark its output with the writer's rank.
-std::vector<std::string> gpurun_command(const LaunchOptions& options);
+std::vector<std::string> gpurun_command(const FleetLaunch& options);
 
 /// Runs gpurun (`options.launcher` resolved already, resolve_launcher: once for the snapshots
 /// and every pair round), passing SIGINT, SIGTERM and SIGHUP on to it, and stops it (SIGTERM, then SIGKILL)
@@ -54,7 +54,7 @@ std::vector<std::string> gpurun_command(const LaunchOptions& options);
 /// hosts; `signal` (when not null) is set to the signal passed on, 0 for none. Throws base::Error
 /// with gpurun's own message when it refused the launch (exit status 2, no answer at all): a bad
 /// --launcher-args, no launcher found.
-std::vector<NodeOutput> launch(const LaunchOptions& options, int* signal = nullptr);
+std::vector<NodeOutput> launch(const FleetLaunch& options, int* signal = nullptr);
 
 /// The node pairs' all-reduce across nodes: the hosts of one round, in pair order (ranks 0 and
 /// 1 are a pair, 2 and 3, ...), and where each pair meets: its even rank's host, port
@@ -88,7 +88,7 @@ struct PairFailure {
 /// launch through gpurun as `options` says, each pair's bus bandwidth the lower of its two
 /// ranks' (-1 when either did not answer, which is added to `failures`). `fraction`: the
 /// policy's outlier_fraction.
-PairSearch search_node_pairs(const LaunchOptions& options, const std::vector<std::string>& hosts, double fraction,
+PairSearch search_node_pairs(const FleetLaunch& options, const std::vector<std::string>& hosts, double fraction,
     const PairLaunch& settings, std::vector<PairFailure>& failures);
 
 /// The node's side: runs `snapshot` (the snapshot document, or a pair's measurement, as compact

@@ -281,7 +281,7 @@ TEST(FleetAnswers, ANodeThatPrintsSomethingElseIsGarbageWithItsFirstLine)
 
 TEST(FleetLaunch, GpurunStartsOneNodeSideOnEveryHostWithoutBindingOrAGpuOfItsOwn)
 {
-    doctor::fleet::LaunchOptions o;
+    doctor::fleet::FleetLaunch o;
     o.hosts = {"n01", "n02", "fe80::1"};
     o.gpurun = "/opt/gpukit/bin/gpurun";
     o.gpudoctor = "/opt/gpukit/bin/gpudoctor";
