@@ -883,4 +883,15 @@ ReaderPipe make_reader_pipe(const char* what)
     return ReaderPipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
+std::string ending_words(int wait_status)
+{
+    if (WIFSIGNALED(wait_status)) {
+        const int sig = WTERMSIG(wait_status);
+        const char* name = strsignal(sig);
+        return fmt::format(
+            "signal {} ({}){}", sig, name != nullptr ? name : "unknown", WCOREDUMP(wait_status) ? ", core dumped" : "");
+    }
+    return fmt::format("exit status {}", WEXITSTATUS(wait_status));
+}
+
 } // namespace base

@@ -264,4 +264,8 @@ void not_needed_after_exit(const UniqueFd& watcher) noexcept;
 /// output: REASON" and returns 3 (the program could not do its work); else returns `status`.
 int exit_status_after_output(int status, const char* program) noexcept;
 
+/// How a process ended, as failure reports say it: "exit status 3", "signal 9 (Killed)",
+/// "signal 11 (Segmentation fault), core dumped"; `wait_status` as waitpid() gives it.
+std::string ending_words(int wait_status);
+
 } // namespace base

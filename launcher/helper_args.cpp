@@ -2,8 +2,8 @@
 
 #include "base/batch_split.hpp"
 #include "base/error.hpp"
+#include "base/launchers/node_list.hpp"
 #include "launcher/global_batch.hpp"
-#include "launcher/node_list.hpp"
 #include "launcher/rank_profiler.hpp"
 
 #include <charconv>
@@ -71,7 +71,7 @@ std::vector<std::string> helper_arguments(const HelperOptions& o)
         args.emplace_back("--report-bindings");
     }
     if (!o.host_ranks.empty()) {
-        args.insert(args.end(), {"--host-ranks", compress_count_list(o.host_ranks)});
+        args.insert(args.end(), {"--host-ranks", launchers::compress_count_list(o.host_ranks)});
     }
     if (o.output.tag) {
         args.emplace_back("--tag-output");
@@ -128,7 +128,7 @@ HelperOptions parse_helper_arguments(const std::vector<std::string>& args)
         } else if (a == "--report-bindings") {
             o.report_bindings = true;
         } else if (a == "--host-ranks") {
-            o.host_ranks = expand_count_list(value(a));
+            o.host_ranks = launchers::expand_count_list(value(a));
         } else if (a == "--tag-output") {
             o.output.tag = true;
         } else if (a == "--log-dir") {

@@ -30,7 +30,7 @@ struct JobEnd {
 /// argv is executed directly (execvp), never through a shell. `tick`, when given, is called from
 /// the wait loop about every 200 ms (more often while signals or output arrive) for as long as the
 /// launcher runs; it must not throw.
-/// How gpurun deals with a launcher (from its backends::Backend row and the options).
+/// How gpurun deals with a launcher (from its launchers::Backend row and the options).
 struct JobControl {
     double grace_seconds = 10;
     bool launcher_stops_on_failure = true;

@@ -1,7 +1,7 @@
 #pragma once
 
+#include "base/launchers/backends.hpp"
 #include "base/topology.hpp"
-#include "launcher/backends/backends.hpp"
 
 #include <optional>
 #include <string>
@@ -10,8 +10,10 @@
 
 namespace launcher {
 
-using backends::HostSlots;
-using backends::LauncherKind;
+/// The launchers and the host lists gpurun shares with gpudoctor fleet.
+namespace launchers = base::launchers;
+using launchers::HostSlots;
+using launchers::LauncherKind;
 
 /// Which CPUs a rank is bound to: its share of the GPU's NUMA node, of its package, a fixed number
 /// of whole cores near the GPU, or no binding.

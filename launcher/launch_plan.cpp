@@ -1,12 +1,12 @@
 #include "launcher/launch_plan.hpp"
 
 #include "base/error.hpp"
+#include "base/launchers/node_list.hpp"
 #include "base/process.hpp"
 #include "base/sysroot.hpp"
 #include "launcher/global_batch.hpp"
 #include "launcher/job_dir.hpp"
 #include "launcher/nccl_check.hpp"
-#include "launcher/node_list.hpp"
 #include "launcher/node_monitor.hpp"
 #include "launcher/rank_profiler.hpp"
 #include "launcher/slurm_allocation.hpp"
@@ -161,7 +161,7 @@ void srun_mpi(
         ? std::string()
         : fmt::format(" (this srun offers {})", fmt::join(ctx.srun_mpi_plugins, ", "));
     const auto start = ctx.program_start ? ctx.program_start(o.program[0]) : std::nullopt;
-    const std::string plugin = start ? backends::srun_mpi_for(*start) : "";
+    const std::string plugin = start ? launchers::srun_mpi_for(*start) : "";
     if (plugin.empty()) {
         notes.push_back(fmt::format("srun starts the ranks with Slurm's default MPI plugin: an MPI program (mpi4py "
                                     "too) needs --launcher-args --mpi=pmix for Open MPI or --mpi=pmi2 for MPICH{}",
@@ -350,7 +350,7 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
             fmt::format("planning from {}: hwloc does not bind with an XML topology", o.plan.topology_file));
     }
 
-    if (const char* impl = backends::row(ctx.launcher.kind).nsys_mpi_impl; impl != nullptr) {
+    if (const char* impl = launchers::row(ctx.launcher.kind).nsys_mpi_impl; impl != nullptr) {
         o.profile.mpi_impl = impl; // nsys traces MPICH-ABI calls (Intel MPI too) with --mpi-impl=mpich
     }
     prepare_profile(o.profile, ranks, o.dry_run, !this_node_only, env("PATH"), notes);
@@ -445,7 +445,7 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
         srun_mpi(o, ctx, launcher_args, notes);
     }
     nic_notes(job, o.nic_binding, env, notes);
-    backends::LaunchRequest request;
+    launchers::LaunchRequest request;
     request.grace_seconds = o.grace_seconds;
     request.hosts =
         o.hosts.empty() ? std::vector<HostSlots>{HostSlots{"localhost", job.hosts.front().slots}} : job.hosts;
@@ -468,7 +468,7 @@ LaunchPlan plan_launch(LaunchOptions& o, const HostSource& hosts, const PlanCont
     request.env_program = ctx.env_program;
     request.helper = ctx.helper_path;
     request.helper_args = helper_arguments(helper);
-    plan.command = backends::launcher_command(ctx.launcher, request);
+    plan.command = launchers::launcher_command(ctx.launcher, request);
     return plan;
 }
 

@@ -6,7 +6,7 @@
 
 #include "base/batch_split.hpp"
 #include "base/gpu_inventory.hpp"
-#include "launcher/backends/backends.hpp"
+#include "base/launchers/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
@@ -28,7 +28,7 @@ struct PlanContext {
     base::NodeLayout layout; ///< this node's topology
     base::GpuInventory inventory; ///< this node's GPUs (none with --cpu-only)
     std::map<std::string, NodeSpec> host_specs; ///< --topology HOST=FILE: those hosts' own
-    backends::Launcher launcher; ///< what starts the ranks
+    launchers::Launcher launcher; ///< what starts the ranks
     /// srun: the --mpi plugins `srun --mpi=list` offers (empty: not known)
     std::vector<std::string> srun_mpi_plugins;
     /// The first bytes of the program's file (nullopt: not found or not readable), to tell the MPI

@@ -144,7 +144,7 @@ std::string render_text(const PlanReport& r)
     for (const auto& note : r.notes) {
         out += fmt::format("note: {}\n", note);
     }
-    out += fmt::format("launcher: {}{} ({})\n", backends::launcher_title(r.launcher),
+    out += fmt::format("launcher: {}{} ({})\n", launchers::launcher_title(r.launcher),
         r.launcher.path.empty() ? "" : ", " + r.launcher.path, r.launcher.reason);
     out += fmt::format("command: {}\n", shell_quote(r.command));
     return out;
@@ -264,7 +264,7 @@ void write_json(const PlanReport& r, std::string& out)
     const nlohmann::json rest = {{"ranks", nullptr}, {"hosts", hosts}, {"hosts_left_out", left_out},
         {"command", r.command},
         {"launcher",
-            {{"kind", backends::row(r.launcher.kind).word}, {"path", r.launcher.path},
+            {{"kind", launchers::row(r.launcher.kind).word}, {"path", r.launcher.path},
                 {"flavour", or_null(!r.launcher.flavour.empty(), r.launcher.flavour)}, {"reason", r.launcher.reason}}},
         {"nic_binding", to_string(r.options.nic_binding)}, {"notes", r.notes},
         {"gpu_source", or_null(!p.cpu_only, r.gpu_source)}, {"bind", to_string(p.bind)},

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "base/batch_split.hpp"
-#include "launcher/backends/backends.hpp"
+#include "base/launchers/backends.hpp"
 #include "launcher/binding_plan.hpp"
 #include "launcher/helper_args.hpp"
 #include "launcher/launch_options.hpp"
@@ -23,7 +23,7 @@ struct PlanReport {
     std::vector<std::string> notes; ///< inventory and plan notes
     std::vector<std::string> command; ///< the exact launcher argv
     std::optional<base::BatchSplit> batch; ///< --global-batch: each rank's share, in rank order
-    backends::Launcher launcher; ///< what starts the ranks, and why
+    launchers::Launcher launcher; ///< what starts the ranks, and why
     std::vector<LeftOutHost> left_out; ///< --pack: the hosts not used
     /// What each rank's helper is given; with it, the JSON shows each rank's environment.
     const HelperOptions* helper = nullptr;

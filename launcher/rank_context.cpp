@@ -1,39 +1,15 @@
 #include "launcher/rank_context.hpp"
 
 #include "base/error.hpp"
-#include "launcher/node_list.hpp"
+#include "base/launchers/backends.hpp"
+#include "base/launchers/node_list.hpp"
 
-#include <array>
 #include <charconv>
 #include <cstring>
 
 namespace launcher {
 
 namespace {
-
-struct Family {
-    const char* name;
-    const char* local_rank;
-    const char* local_size;
-    const char* rank;
-    const char* size;
-};
-
-// DESIGN §3.6; reference/launchers.md §6.
-// gpurun's own local launcher comes first: it runs inside allocations whose SLURM_* the ranks inherit.
-constexpr std::array<Family, 8> families{{
-    {"gpurun local", "GPURUN_LAUNCH_LOCAL_RANK", "GPURUN_LAUNCH_LOCAL_SIZE", "GPURUN_LAUNCH_RANK",
-        "GPURUN_LAUNCH_SIZE"},
-    {"Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE"},
-    {"MPICH/Intel MPI (Hydra)", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_RANK", "PMI_SIZE"},
-    {"MVAPICH2", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_RANK",
-        "MV2_COMM_WORLD_SIZE"},
-    {"Cray PALS", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE", "PALS_RANKID", "PMI_SIZE"},
-    {"Cray PMI", "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE"},
-    {"Slurm", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID", "SLURM_NTASKS"},
-    {"torchrun-style", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE"},
-}};
 
 std::optional<unsigned> number(const char* text)
 {
@@ -63,7 +39,7 @@ std::optional<unsigned> slurm_local_size(const std::function<const char*(const c
     auto node = number(getenv("SLURM_NODEID"));
     if (text != nullptr && node) {
         try {
-            auto counts = expand_count_list(text);
+            auto counts = base::launchers::expand_count_list(text);
             if (*node < counts.size()) {
                 return counts[*node];
             }
@@ -78,18 +54,19 @@ std::optional<unsigned> slurm_local_size(const std::function<const char*(const c
 
 std::optional<RankContext> read_rank_context(const std::function<const char*(const char*)>& getenv)
 {
-    for (const auto& f : families) {
+    const char* slurm = base::launchers::row(base::launchers::LauncherKind::srun).variables.local_rank;
+    for (const auto& f : base::launchers::rank_variables()) {
         auto local_rank = number(getenv(f.local_rank));
         if (!local_rank) {
             continue;
         }
-        auto local_size = std::string_view(f.name) == "Slurm" ? slurm_local_size(getenv) : number(getenv(f.local_size));
+        auto local_size = f.local_rank == slurm ? slurm_local_size(getenv) : number(getenv(f.local_size));
         auto rank = number(getenv(f.rank));
         auto size = number(getenv(f.size));
         if (!local_size || !rank || !size || *local_rank >= *local_size || *rank >= *size) {
             continue;
         }
-        return RankContext{*rank, *size, *local_rank, *local_size, f.name};
+        return RankContext{*rank, *size, *local_rank, *local_size, f.launcher};
     }
     return std::nullopt;
 }

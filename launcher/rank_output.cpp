@@ -1,6 +1,7 @@
 #include "launcher/rank_output.hpp"
 
 #include "base/error.hpp"
+#include "base/process.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -88,17 +89,6 @@ std::deque<std::string> TailLines::lines() const
     return out;
 }
 
-std::string ending_words(int wait_status)
-{
-    if (WIFSIGNALED(wait_status)) {
-        const int sig = WTERMSIG(wait_status);
-        const char* name = strsignal(sig);
-        return fmt::format(
-            "signal {} ({}){}", sig, name != nullptr ? name : "unknown", WCOREDUMP(wait_status) ? ", core dumped" : "");
-    }
-    return fmt::format("exit status {}", WEXITSTATUS(wait_status));
-}
-
 RankFailure RankFailure::of(
     unsigned rank, std::string host, unsigned local_rank, int wait_status, double seconds, std::deque<std::string> tail)
 {
@@ -106,7 +96,7 @@ RankFailure RankFailure::of(
     f.rank = rank;
     f.host = std::move(host);
     f.local_rank = local_rank;
-    f.ending = ending_words(wait_status);
+    f.ending = base::ending_words(wait_status);
     f.exit_status = WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : WEXITSTATUS(wait_status);
     f.seconds = seconds;
     f.tail = std::move(tail);

@@ -58,15 +58,12 @@ private:
     bool m_current_cut = false;
 };
 
-/// How a rank ended, as the failure report says it: "exit status 3", "signal 9 (Killed)".
-std::string ending_words(int wait_status);
-
 /// A rank that failed: what its helper knows, what the report says, what gpurun reads back.
 struct RankFailure {
     unsigned rank = 0;
     std::string host;
     unsigned local_rank = 0;
-    std::string ending; ///< ending_words(): "exit status 3", "signal 11 (Segmentation fault)"
+    std::string ending; ///< base::ending_words(): "exit status 3", "signal 11 (Segmentation fault)"
     int exit_status = 0; ///< the status a shell would show: N, or 128+N for signal N
     double seconds = 0; ///< since the rank started
     std::deque<std::string> tail; ///< its last lines of standard error, oldest first

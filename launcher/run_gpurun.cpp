@@ -105,21 +105,21 @@ void make_paths_absolute(LaunchOptions& o)
 }
 
 // The launcher; for --dry-run without one installed, the one that would be looked for, and why.
-backends::Launcher launcher_for(const LaunchOptions& o, std::vector<std::string>& notes)
+launchers::Launcher launcher_for(const LaunchOptions& o, std::vector<std::string>& notes)
 {
     char name[256] = {};
     gethostname(name, sizeof name - 1);
     const bool this_node_only = std::all_of(
-        o.hosts.begin(), o.hosts.end(), [&](const backends::HostSlots& h) { return is_this_node(h.name, name); });
+        o.hosts.begin(), o.hosts.end(), [&](const launchers::HostSlots& h) { return is_this_node(h.name, name); });
     try {
-        return backends::find_launcher(o.launcher, env, this_node_only);
+        return launchers::find_launcher(o.launcher, env, this_node_only);
     } catch (const Error& e) {
         if (!o.dry_run) {
             throw;
         }
         notes.push_back(e.what());
         const LauncherKind kind = o.launcher == LauncherKind::automatic ? LauncherKind::openmpi : o.launcher;
-        return backends::Launcher{kind, backends::row(kind).program, "", "not found"};
+        return launchers::Launcher{kind, launchers::row(kind).program, "", "not found"};
     }
 }
 
@@ -141,9 +141,9 @@ int run(const std::vector<std::string>& argv)
     PlanContext ctx;
     ctx.env = env;
     ctx.launcher = launcher_for(o, ctx.launcher_notes);
-    const bool refuses_root = backends::row(ctx.launcher.kind).refuses_root;
+    const bool refuses_root = launchers::row(ctx.launcher.kind).refuses_root;
     ctx.allow_root = refuses_root &&
-        backends::root_allowed(
+        launchers::root_allowed(
             o.allow_run_as_root, env("OMPI_ALLOW_RUN_AS_ROOT"), env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
     if (!o.dry_run && refuses_root && geteuid() == 0 && !ctx.allow_root) {
         throw Error("running as root, which Open MPI refuses; pass --allow-run-as-root, or set both "
@@ -172,7 +172,7 @@ int run(const std::vector<std::string>& argv)
     if (ctx.launcher.kind == LauncherKind::srun && !ctx.launcher.path.empty()) {
         const auto list = base::run_command({ctx.launcher.path, "--mpi=list"}, std::chrono::seconds(5));
         if (list.exit_code == 0) {
-            ctx.srun_mpi_plugins = backends::parse_mpi_plugins(list.output);
+            ctx.srun_mpi_plugins = launchers::parse_mpi_plugins(list.output);
         }
     }
     ctx.program_start = [](const std::string& program) -> std::optional<std::string> {
@@ -258,7 +258,7 @@ int run(const std::vector<std::string>& argv)
     if (nccl && o.nccl_check == NcclCheckMode::init) {
         tick = [&nccl] { fmt::print(stderr, "{}", nccl->poll()); };
     }
-    const auto& backend = backends::row(ctx.launcher.kind);
+    const auto& backend = launchers::row(ctx.launcher.kind);
     const JobEnd end = run_job(plan.command, {o.grace_seconds, backend.stops_on_failure, backend.interrupt_as}, tick);
     if (!plan.helper.monitor_job.empty()) {
         // The monitor removes its node's directory; this covers one that was killed on this node.

@@ -1,8 +1,8 @@
 #include "launcher/slurm_allocation.hpp"
 
 #include "base/error.hpp"
-#include "launcher/hostfile.hpp"
-#include "launcher/node_list.hpp"
+#include "base/launchers/hostfile.hpp"
+#include "base/launchers/node_list.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -22,7 +22,7 @@ unsigned one_count(const std::string& variable, std::string_view text)
 {
     std::vector<unsigned> counts;
     try {
-        counts = expand_count_list(text, 2);
+        counts = launchers::expand_count_list(text, 2);
     } catch (const Error&) {
     }
     if (counts.size() != 1) {
@@ -94,7 +94,7 @@ unsigned slurm_gpu_count(const std::string& variable, const std::string& value)
         const std::string_view count = colon == std::string_view::npos ? item : item.substr(colon + 1);
         std::vector<unsigned> n;
         try {
-            n = expand_count_list(count, 2);
+            n = launchers::expand_count_list(count, 2);
         } catch (const Error&) {
         }
         if (n.size() != 1 || colon == 0) {
@@ -121,7 +121,7 @@ std::optional<SlurmAllocation> slurm_allocation(
         return std::nullopt;
     }
     SlurmAllocation out;
-    for (auto& name : parse_node_names(nodes, "SLURM_JOB_NODELIST")) {
+    for (auto& name : launchers::parse_node_names(nodes, "SLURM_JOB_NODELIST")) {
         out.hosts.push_back(HostSlots{std::move(name), std::nullopt});
     }
 
@@ -152,7 +152,7 @@ std::optional<SlurmAllocation> slurm_allocation(
     if (auto value = variable(env, "SLURM_TASKS_PER_NODE"); value && tasks_chosen) {
         std::vector<unsigned> counts;
         try {
-            counts = expand_count_list(*value, out.hosts.size() + 1);
+            counts = launchers::expand_count_list(*value, out.hosts.size() + 1);
         } catch (const Error& e) {
             throw Error(fmt::format("SLURM_TASKS_PER_NODE: {}", e.what()));
         }
@@ -178,7 +178,7 @@ std::optional<SlurmAllocation> slurm_allocation(
         if (tasks && std::any_of(tasks->begin(), tasks->end(), [&](unsigned t) { return t != per_host; })) {
             out.notes.push_back(fmt::format("Slurm's tasks per node ({}) are not its GPUs per node ({}): gpurun starts "
                                             "{} rank{} per host, one per GPU{}; pass -np N for fewer",
-                compress_count_list(*tasks), gpus->told_by, per_host, per_host == 1 ? "" : "s",
+                launchers::compress_count_list(*tasks), gpus->told_by, per_host, per_host == 1 ? "" : "s",
                 ranks_per_gpu > 1 ? fmt::format(" times --ranks-per-gpu {}", ranks_per_gpu) : ""));
         }
     } else if (tasks) {

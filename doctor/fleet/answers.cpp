@@ -1,6 +1,7 @@
 #include "doctor/fleet/answers.hpp"
 
 #include "base/error.hpp"
+#include "base/launchers/backends.hpp"
 #include "base/text.hpp"
 
 #include <algorithm>
@@ -181,50 +182,11 @@ std::string rank_report(std::string_view text, unsigned rank)
     return report;
 }
 
-/// The length of Open MPI's --tag-output mark at the start of `text` ("[1,3]<stdout>:", also
-/// <stderr> and <stddiag>), 0 when there is none.
-std::size_t open_mpi_tag(std::string_view text)
-{
-    if (text.empty() || text.front() != '[') {
-        return 0;
-    }
-    std::size_t i = 1;
-    for (int part = 0; part < 2; ++part) {
-        const std::size_t digits = i;
-        while (i < text.size() && i - digits < 10 && std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
-            ++i;
-        }
-        if (i == digits || i >= text.size() || text[i] != (part == 0 ? ',' : ']')) {
-            return 0;
-        }
-        ++i;
-    }
-    for (std::string_view stream : {"<stdout>:", "<stderr>:", "<stddiag>:"}) {
-        if (text.substr(i, stream.size()) == stream) {
-            return i + stream.size();
-        }
-    }
-    return 0;
-}
-
 /// A part of the output and the rank that wrote it, where a mark says.
 struct Written {
     std::optional<unsigned> rank;
     std::string text;
 };
-
-/// The rank in a mark: Open MPI's "[JOB,RANK]<...>:"; nullopt for none.
-std::optional<unsigned> rank_of_mark(std::string_view mark)
-{
-    const std::size_t comma = mark.find(',');
-    const std::size_t close = mark.find(']');
-    unsigned rank = 0;
-    if (comma == std::string_view::npos || close == std::string_view::npos ||
-        std::from_chars(mark.data() + comma + 1, mark.data() + close, rank).ptr != mark.data() + close) {
-        return std::nullopt;
-    }
-    return rank;
-}
 
 /// The output split by who wrote it, each part in its order. Open MPI's mpirun relays a rank's
 /// output in pieces of up to 4 KiB, cutting lines, and puts its mark (--tag-output) before each
@@ -232,49 +194,48 @@ std::optional<unsigned> rank_of_mark(std::string_view mark)
 /// without marks (mpirun's own, other launchers', whose lines arrive whole) is one part.
 std::vector<Written> split_by_writer(std::string_view output)
 {
-    std::map<std::string_view, std::string> parts;
-    std::string* current = &parts[""];
+    std::map<std::string_view, Written> parts; // by the mark itself: a rank's <stdout> and <stderr> apart
+    std::string* current = &parts[""].text;
     std::size_t from = 0;
     for (std::size_t at = output.find('['); at != std::string_view::npos; at = output.find('[', at + 1)) {
-        const std::size_t length = open_mpi_tag(output.substr(at));
-        if (length == 0) {
+        std::optional<base::launchers::OutputMark> mark;
+        for (const auto& backend : base::launchers::table()) {
+            if (backend.marks_pieces && !mark) {
+                mark = backend.mark(output.substr(at));
+            }
+        }
+        if (!mark) {
             continue;
         }
         current->append(output.substr(from, at - from));
-        current = &parts[output.substr(at, length)];
-        from = at + length;
-        at += length - 1;
+        Written& part = parts[output.substr(at, mark->length)];
+        part.rank = mark->rank;
+        current = &part.text;
+        from = at + mark->length;
+        at += mark->length - 1;
     }
     current->append(output.substr(from));
     std::vector<Written> out;
-    for (auto& [mark, text] : parts) {
-        out.push_back({rank_of_mark(mark), std::move(text)});
+    for (auto& [mark, part] : parts) {
+        out.push_back(std::move(part));
     }
     return out;
 }
 
-/// The rank a line's own mark names, taken off the line: srun --label's "3: " (padded with
-/// blanks) or Hydra's -prepend-rank "[3] "; nullopt for a line without one.
+/// The rank a line's own mark names (a launcher that marks whole lines: srun --label's "3: ",
+/// Hydra's -prepend-rank "[3] "), taken off the line; nullopt for a line without one.
 std::optional<unsigned> line_rank(std::string_view& line)
 {
-    std::string_view rest = line;
-    const bool bracket = !rest.empty() && rest.front() == '[';
-    if (bracket) {
-        rest.remove_prefix(1);
-    } else {
-        while (!rest.empty() && rest.front() == ' ') {
-            rest.remove_prefix(1);
+    for (const auto& backend : base::launchers::table()) {
+        if (backend.mark == nullptr || backend.marks_pieces) {
+            continue;
+        }
+        if (const auto mark = backend.mark(line)) {
+            line.remove_prefix(mark->length);
+            return mark->rank;
         }
     }
-    unsigned rank = 0;
-    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), rank);
-    const std::string_view after = rest.substr(static_cast<std::size_t>(end - rest.data()));
-    const std::string_view closing = bracket ? "] " : ": ";
-    if (ec != std::errc() || end == rest.data() || after.substr(0, 2) != closing) {
-        return std::nullopt;
-    }
-    line = after.substr(2);
-    return rank;
+    return std::nullopt;
 }
 
 } // namespace

@@ -2,13 +2,12 @@
 
 #include "base/cuda.hpp"
 #include "base/error.hpp"
+#include "base/launchers/backends.hpp"
+#include "base/launchers/hostfile.hpp"
+#include "base/launchers/node_list.hpp"
 #include "base/process.hpp"
 #include "base/rendezvous.hpp"
 #include "base/text.hpp"
-#include "launcher/backends/backends.hpp"
-#include "launcher/hostfile.hpp"
-#include "launcher/node_list.hpp"
-#include "launcher/rank_output.hpp"
 
 #include <algorithm>
 #include <array>
@@ -60,7 +59,7 @@ bool read_available(int fd, std::string& into)
 std::string failure_words(const base::ChildOutcome& outcome)
 {
     const std::string_view said = base::trim_blanks(outcome.output);
-    return fmt::format("the check ended with {}{}", launcher::ending_words(outcome.status),
+    return fmt::format("the check ended with {}{}", base::ending_words(outcome.status),
         said.empty() ? std::string() : ": " + std::string(said.substr(0, said.find('\n'))));
 }
 
@@ -75,16 +74,16 @@ std::string as_json_text(const std::string& text)
 std::vector<std::string> fleet_hosts(
     const std::string& host_list, const std::string& hostfile, const std::function<const char*(const char*)>& getenv)
 {
-    std::vector<launcher::backends::HostSlots> list;
+    std::vector<base::launchers::HostSlots> list;
     if (!host_list.empty() && !hostfile.empty()) {
         throw Error("fleet: -H and --hostfile: name the nodes one way");
     }
     if (!host_list.empty()) {
-        list = launcher::parse_host_list(host_list, "-H");
+        list = base::launchers::parse_host_list(host_list, "-H");
     } else if (!hostfile.empty()) {
-        list = launcher::read_hostfile(hostfile); // one without hosts is an error there
+        list = base::launchers::read_hostfile(hostfile); // one without hosts is an error there
     } else if (const char* nodes = getenv("SLURM_JOB_NODELIST"); nodes != nullptr) {
-        return launcher::parse_node_names(nodes, "SLURM_JOB_NODELIST");
+        return base::launchers::parse_node_names(nodes, "SLURM_JOB_NODELIST");
     }
     std::vector<std::string> names;
     for (const auto& h : list) {
@@ -95,7 +94,7 @@ std::vector<std::string> fleet_hosts(
 
 std::string resolve_launcher(const std::string& word, const std::function<const char*(const char*)>& getenv)
 {
-    namespace b = launcher::backends;
+    namespace b = base::launchers;
     auto kind = b::LauncherKind::automatic;
     std::vector<std::string> words{"auto"};
     for (const auto& row : b::table()) {
@@ -121,7 +120,7 @@ std::vector<std::string> gpurun_command(const FleetLaunch& o)
     std::string launcher_args = o.launcher_args;
     if (!o.launcher.empty()) {
         argv.insert(argv.end(), {"--launcher", o.launcher});
-        for (const auto& b : launcher::backends::table()) {
+        for (const auto& b : base::launchers::table()) {
             if (o.launcher == b.word && b.tag_option != nullptr) {
                 launcher_args.insert(
                     0, launcher_args.empty() ? std::string(b.tag_option) : b.tag_option + std::string(" "));
@@ -205,7 +204,7 @@ std::vector<NodeOutput> launch(const FleetLaunch& options, int* signal)
 std::vector<std::string> pair_hosts(std::string_view list)
 {
     std::vector<std::string> hosts;
-    for (const auto host : launcher::split_node_list(list)) {
+    for (const auto host : base::launchers::split_node_list(list)) {
         hosts.emplace_back(host);
     }
     return hosts;

@@ -68,7 +68,7 @@ struct PairLaunch {
 };
 
 /// The hosts of a round as --pair-hosts gives them to each node ("h1,h2,..."), split as every
-/// host list is (launcher::split_node_list).
+/// host list is (base::launchers::split_node_list).
 std::vector<std::string> pair_hosts(std::string_view list);
 
 /// The node's side of a pair round, as rank `rank`: every GPU of this node joins one NCCL

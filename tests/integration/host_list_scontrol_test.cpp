@@ -5,8 +5,8 @@
 //   - three or more bracket groups in one name give the same names in another order;
 //   - a node listed twice is an error; Slurm lists it twice;
 //   - an empty entry (",,", a comma at an end) is an error; Slurm skips it.
+#include "base/launchers/node_list.hpp"
 #include "base/process.hpp"
-#include "launcher/node_list.hpp"
 #include "tests/support/host_lists.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -109,7 +109,7 @@ struct SlurmReading {
 // The names of the list with text after a name's last ']'.
 bool has_text_after_a_group(const std::string& list)
 {
-    for (std::string_view entry : launcher::split_node_list(list)) {
+    for (std::string_view entry : base::launchers::split_node_list(list)) {
         const auto close = entry.rfind(']');
         if (close != std::string_view::npos && close + 1 < entry.size()) {
             return true;
@@ -120,7 +120,7 @@ bool has_text_after_a_group(const std::string& list)
 
 bool has_three_groups(const std::string& list)
 {
-    for (std::string_view entry : launcher::split_node_list(list)) {
+    for (std::string_view entry : base::launchers::split_node_list(list)) {
         if (std::count(entry.begin(), entry.end(), '[') >= 3) {
             return true;
         }
@@ -130,7 +130,7 @@ bool has_three_groups(const std::string& list)
 
 bool has_empty_entry(const std::string& list)
 {
-    const auto entries = launcher::split_node_list(list);
+    const auto entries = base::launchers::split_node_list(list);
     return std::any_of(entries.begin(), entries.end(), [](std::string_view e) { return e.empty(); });
 }
 

@@ -239,7 +239,7 @@ TEST_F(BindingPlan, JobFillsHostsInSlotOrder)
     auto job = launcher::plan_job(layout, pool, PlanOptions{}, 6, {{"n01", 4}, {"n02", std::nullopt}}, "local");
     ASSERT_EQ(job.ranks.size(), 6U);
     ASSERT_EQ(job.hosts.size(), 2U);
-    EXPECT_EQ(job.hosts[1], (launcher::HostSlots{"n02", 2}));
+    EXPECT_EQ(job.hosts[1], (base::launchers::HostSlots{"n02", 2}));
     EXPECT_EQ(job.ranks[4].host, "n02");
     EXPECT_EQ(job.ranks[4].rank, 4U);
     EXPECT_EQ(job.ranks[4].binding.local_rank, 0U);

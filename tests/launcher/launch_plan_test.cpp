@@ -36,7 +36,7 @@ protected:
         m_ctx.layout = test_support::load_layout(test_support::two_sockets_four_gpus_each(), m_dir);
         m_ctx.inventory.pool = base::gpus_from_topology(m_ctx.layout);
         m_ctx.inventory.source = "topology";
-        m_ctx.launcher = launcher::backends::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
+        m_ctx.launcher = base::launchers::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
         m_ctx.lookup.resolve = [](const std::string& host) {
             return std::vector<std::string>{"10.0.0." + host.substr(1)};
         };
@@ -140,7 +140,7 @@ TEST_F(LaunchPlan, GpukitVariablesAndTheNcclCheckReachTheRanks)
 
 TEST_F(LaunchPlan, TheBackendRowDecidesWhatDiffers)
 {
-    m_ctx.launcher = launcher::backends::Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", "test"};
+    m_ctx.launcher = base::launchers::Launcher{LauncherKind::hydra, "/usr/bin/mpiexec", "MPICH", "test"};
     m_options.profile.profiler = launcher::Profiler::nsys;
     m_options.dry_run = true;
     auto p = plan();
@@ -149,7 +149,7 @@ TEST_F(LaunchPlan, TheBackendRowDecidesWhatDiffers)
     EXPECT_EQ(m_options.profile.mpi_impl, "mpich") << "nsys is told Hydra's MPI";
 
     m_ctx.allow_root = true;
-    m_ctx.launcher = launcher::backends::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
+    m_ctx.launcher = base::launchers::Launcher{LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "test"};
     EXPECT_TRUE(has(plan().command, "--allow-run-as-root"));
 }
 
@@ -281,7 +281,7 @@ TEST_F(LaunchPlan, TheVariablesATrainingJobNeedsReachEveryHostAndTheDryRunSaysWh
 
 TEST_F(LaunchPlan, SrunGetsTheMpiPluginTheProgramsLibraryNeeds)
 {
-    m_ctx.launcher = launcher::backends::Launcher{LauncherKind::srun, "/usr/bin/srun", "Slurm", "test"};
+    m_ctx.launcher = base::launchers::Launcher{LauncherKind::srun, "/usr/bin/srun", "Slurm", "test"};
     m_ctx.srun_mpi_plugins = {"none", "pmi2", "pmix"};
     std::string file = test_support::tiny_elf({"libc.so.6", "libmpi.so.40"});
     m_ctx.program_start = [&](const std::string&) { return std::optional<std::string>(file); };

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
+using base::launchers::HostSlots;
 using launcher::HostCapacity;
-using launcher::HostSlots;
 using launcher::LeftOutHost;
 using test_support::error_of;
 

@@ -38,7 +38,7 @@ protected:
     PlanReport report(std::optional<base::BatchSplit> batch) const
     {
         return PlanReport{m_job, m_options, "", {}, {"mpirun", "-np", "3", "prog"}, std::move(batch),
-            launcher::backends::Launcher{
+            base::launchers::Launcher{
                 launcher::LauncherKind::openmpi, "/usr/bin/mpirun", "Open MPI", "mpirun is Open MPI"},
             {}, nullptr, {}};
     }

@@ -3,7 +3,7 @@
 // A host list read the two ways gpurun reads one: as `-H LIST` and as SLURM_JOB_NODELIST inside
 // an allocation. Both give the names in order, or the error.
 #include "base/error.hpp"
-#include "launcher/hostfile.hpp"
+#include "base/launchers/hostfile.hpp"
 #include "launcher/slurm_allocation.hpp"
 
 #include <string>
@@ -25,7 +25,7 @@ inline ReadHosts hosts_from_option(const std::string& list)
 {
     ReadHosts out;
     try {
-        for (const auto& h : launcher::parse_host_list(list)) {
+        for (const auto& h : base::launchers::parse_host_list(list)) {
             out.names.push_back(h.name);
         }
     } catch (const base::Error& e) {

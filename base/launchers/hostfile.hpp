@@ -1,13 +1,13 @@
 #pragma once
 
-#include "launcher/launch_options.hpp"
-#include "launcher/node_list.hpp"
+#include "base/launchers/backends.hpp"
+#include "base/launchers/node_list.hpp"
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace launcher {
+namespace base::launchers {
 
 /// Parses `-H h1:8,h2:8,h3` (slots optional). A name with a Slurm range gives one host per name,
 /// all with its slots: `-H gpu[01-04]:8,cpu7` is five hosts (commas inside brackets separate
@@ -37,4 +37,4 @@ std::vector<HostSlots> parse_hostfile(
 /// Reads and parses a hostfile; an unreadable file is a base::Error.
 std::vector<HostSlots> read_hostfile(const std::string& path);
 
-} // namespace launcher
+} // namespace base::launchers

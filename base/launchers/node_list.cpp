@@ -1,4 +1,4 @@
-#include "launcher/node_list.hpp"
+#include "base/launchers/node_list.hpp"
 
 #include "base/error.hpp"
 #include "base/text.hpp"
@@ -10,7 +10,7 @@
 #include <limits>
 #include <optional>
 
-namespace launcher {
+namespace base::launchers {
 
 namespace {
 
@@ -403,4 +403,4 @@ std::string compress_count_list(const std::vector<unsigned>& counts)
     return text;
 }
 
-} // namespace launcher
+} // namespace base::launchers

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace launcher {
+namespace base::launchers {
 
 /// The most names or counts one list may expand to: far above any cluster, low enough that a
 /// typo such as "n[1-999999999]" is an error rather than an exhausted memory.
@@ -39,4 +39,4 @@ std::vector<unsigned> expand_count_list(std::string_view text, std::size_t limit
 /// The inverse of expand_count_list, as Slurm writes it: {2,2,2,1} gives "2(x3),1".
 std::string compress_count_list(const std::vector<unsigned>& counts);
 
-} // namespace launcher
+} // namespace base::launchers

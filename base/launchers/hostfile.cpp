@@ -1,9 +1,9 @@
-#include "launcher/hostfile.hpp"
+#include "base/launchers/hostfile.hpp"
 
 #include "base/error.hpp"
 #include "base/input_file.hpp"
+#include "base/launchers/node_list.hpp"
 #include "base/text.hpp"
-#include "launcher/node_list.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <unordered_map>
 
-namespace launcher {
+namespace base::launchers {
 
 namespace {
 
@@ -283,4 +283,4 @@ std::vector<HostSlots> read_hostfile(const std::string& path)
     return parse_hostfile(base::read_input_file(path, "hostfile"), path);
 }
 
-} // namespace launcher
+} // namespace base::launchers

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace launcher::backends {
+namespace base::launchers {
 
 /// Which program starts the ranks: Open MPI's mpirun, MPICH or Intel MPI's Hydra mpiexec, or Slurm's
 /// srun. `automatic` asks the environment: srun inside a Slurm allocation, else what `mpirun
@@ -93,6 +93,33 @@ struct LaunchRequest {
 ///   the N ranks' helpers on this node (local_launch.hpp); no launcher arguments.
 std::vector<std::string> launcher_command(const Launcher& launcher, const LaunchRequest& request);
 
+/// The variables a launcher sets in every process it starts: the process's rank among those on
+/// its node and their count, its rank in the job and the job's size.
+struct RankVariables {
+    const char* launcher; ///< "Open MPI", as messages name it
+    const char* local_rank;
+    const char* local_size;
+    const char* rank;
+    const char* size;
+};
+
+/// The mark a launcher puts before what a rank wrote (see Backend::tag_option): its length at the
+/// start of the text and the rank it names.
+struct OutputMark {
+    std::size_t length = 0;
+    unsigned rank = 0;
+};
+
+/// Open MPI's --tag-output mark at the start of `text`: "[JOB,RANK]<stdout>:" (also <stderr> and
+/// <stddiag>); nullopt for none.
+std::optional<OutputMark> open_mpi_mark(std::string_view text);
+/// srun --label's "RANK: " (padded with blanks to the width of the largest rank) at the start of
+/// `text`; nullopt for none.
+std::optional<OutputMark> label_mark(std::string_view text);
+/// Hydra -prepend-rank's "[RANK] " (gpurun --tag-output writes the same) at the start of `text`;
+/// nullopt for none.
+std::optional<OutputMark> bracket_mark(std::string_view text);
+
 /// One launcher gpurun drives: the row of the table that every launcher-specific choice reads.
 /// A new backend is a row here, its command builder and find_launcher's lookup.
 struct Backend {
@@ -112,11 +139,24 @@ struct Backend {
     /// Its option that marks each line it relays with the rank that wrote it (Open MPI's marks
     /// every piece it relays, so a long line cut in two is still told apart); nullptr: none.
     const char* tag_option;
+    /// Reads the mark tag_option puts on what it relays; nullptr: none.
+    std::optional<OutputMark> (*mark)(std::string_view text);
+    /// Whether the mark comes before every piece the launcher relays, anywhere in a line (Open
+    /// MPI's), rather than at the start of each whole line.
+    bool marks_pieces;
+    /// What it tells each rank (its rank helper reads them: rank_context.cpp).
+    RankVariables variables;
     std::vector<std::string> (*command)(const Launcher& launcher, const LaunchRequest& request);
 };
 
 /// The backends, in --launcher's order.
 const std::vector<Backend>& table();
+
+/// The variables of every launcher a rank may run under, in the order the rank helper asks for
+/// them: the backends' (gpurun's own first: it runs inside allocations whose SLURM_* its ranks
+/// inherit), then the launchers gpurun does not drive but runs under (MVAPICH2, Cray PALS and
+/// PMI, torchrun's names), Slurm's last but torchrun's.
+const std::vector<RankVariables>& rank_variables();
 
 /// The row of `kind`; `automatic` has none (base::Error).
 const Backend& row(LauncherKind kind);
@@ -124,4 +164,4 @@ const Backend& row(LauncherKind kind);
 /// "Open MPI mpirun", "MPICH mpiexec (Hydra)", "Slurm srun".
 std::string launcher_title(const Launcher& launcher);
 
-} // namespace launcher::backends
+} // namespace base::launchers

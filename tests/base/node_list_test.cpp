@@ -1,14 +1,14 @@
 #include "base/error.hpp"
-#include "launcher/node_list.hpp"
+#include "base/launchers/node_list.hpp"
 #include "tests/support/error_of.hpp"
 
 #include <gtest/gtest.h>
 #include <string>
 #include <vector>
 
-using launcher::compress_count_list;
-using launcher::expand_count_list;
-using launcher::expand_node_list;
+using base::launchers::compress_count_list;
+using base::launchers::expand_count_list;
+using base::launchers::expand_node_list;
 using test_support::error_of;
 
 using Names = std::vector<std::string>;
@@ -131,7 +131,7 @@ TEST(NodeList, TooManyNamesFailBeforeAnyIsBuilt)
     EXPECT_TRUE(contains(error_of([] { expand_node_list("n[1-3,5-6]", 4); }), "more than 4 names"));
     EXPECT_TRUE(contains(error_of([] { expand_node_list("a,b,c", 2); }), "more than 2 names; check the ranges in 'c'"));
     EXPECT_EQ(expand_node_list("n[1-4]", 4).size(), 4U);
-    EXPECT_EQ(expand_node_list("n[1-1000]m[1-1000]").size(), launcher::node_list_limit);
+    EXPECT_EQ(expand_node_list("n[1-1000]m[1-1000]").size(), base::launchers::node_list_limit);
 }
 
 TEST(NodeList, LongListsTakeLinearTime)
@@ -180,7 +180,7 @@ TEST(CountList, TooManyCountsFailBeforeAnyIsBuilt)
     EXPECT_TRUE(contains(error_of([] { expand_count_list("1(x99999999999999999999999)"); }), "more than 1000000"));
     EXPECT_TRUE(contains(error_of([] { expand_count_list("1(x600000),2(x600000)"); }), "'2(x600000)'"));
     EXPECT_TRUE(contains(error_of([] { expand_count_list("1(x2),3", 2); }), "more than 2 counts"));
-    EXPECT_EQ(expand_count_list("1(x1000000)").size(), launcher::node_list_limit);
+    EXPECT_EQ(expand_count_list("1(x1000000)").size(), base::launchers::node_list_limit);
 }
 
 TEST(CountList, CompressIsTheInverse)

@@ -1,10 +1,12 @@
-#include "launcher/backends/backends.hpp"
+#include "base/launchers/backends.hpp"
 
 #include "base/error.hpp"
 #include "base/mpi_flavour.hpp"
 #include "base/process.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -12,7 +14,7 @@
 #include <fmt/format.h>
 #include <optional>
 
-namespace launcher::backends {
+namespace base::launchers {
 
 namespace {
 
@@ -428,16 +430,140 @@ bool root_allowed(bool flag, const char* allow, const char* confirm)
 const std::vector<Backend>& table()
 {
     static const std::vector<Backend> table = {
-        {LauncherKind::openmpi, "openmpi", "mpirun", "Open MPI mpirun", "Open MPI", nullptr, true, true, 0,
-            "--tag-output", openmpi_command},
-        {LauncherKind::hydra, "mpich", "mpiexec", "{} mpiexec (Hydra)", "MPICH or Intel MPI", "mpich", false, false, 0,
-            "-prepend-rank", hydra_command},
-        {LauncherKind::srun, "srun", "srun", "Slurm srun", "Slurm", nullptr, false, true, SIGTERM, "--label",
-            srun_command},
-        {LauncherKind::local, "local", "gpurun-rank", "gpurun's own (no MPI)", "", nullptr, false, true, 0, nullptr,
-            local_command},
+        {.kind = LauncherKind::openmpi,
+            .word = "openmpi",
+            .program = "mpirun",
+            .title = "Open MPI mpirun",
+            .default_flavour = "Open MPI",
+            .nsys_mpi_impl = nullptr,
+            .refuses_root = true,
+            .stops_on_failure = true,
+            .interrupt_as = 0,
+            .tag_option = "--tag-output",
+            .mark = open_mpi_mark,
+            .marks_pieces = true,
+            .variables = {"Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+            .command = openmpi_command},
+        {.kind = LauncherKind::hydra,
+            .word = "mpich",
+            .program = "mpiexec",
+            .title = "{} mpiexec (Hydra)",
+            .default_flavour = "MPICH or Intel MPI",
+            .nsys_mpi_impl = "mpich",
+            .refuses_root = false,
+            .stops_on_failure = false,
+            .interrupt_as = 0,
+            .tag_option = "-prepend-rank",
+            .mark = bracket_mark,
+            .marks_pieces = false,
+            .variables = {"MPICH/Intel MPI (Hydra)", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_RANK", "PMI_SIZE"},
+            .command = hydra_command},
+        {.kind = LauncherKind::srun,
+            .word = "srun",
+            .program = "srun",
+            .title = "Slurm srun",
+            .default_flavour = "Slurm",
+            .nsys_mpi_impl = nullptr,
+            .refuses_root = false,
+            .stops_on_failure = true,
+            .interrupt_as = SIGTERM,
+            .tag_option = "--label",
+            .mark = label_mark,
+            .marks_pieces = false,
+            .variables = {"Slurm", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID", "SLURM_NTASKS"},
+            .command = srun_command},
+        {.kind = LauncherKind::local,
+            .word = "local",
+            .program = "gpurun-rank",
+            .title = "gpurun's own (no MPI)",
+            .default_flavour = "",
+            .nsys_mpi_impl = nullptr,
+            .refuses_root = false,
+            .stops_on_failure = true,
+            .interrupt_as = 0,
+            .tag_option = nullptr,
+            .mark = nullptr,
+            .marks_pieces = false,
+            .variables = {"gpurun local", "GPURUN_LAUNCH_LOCAL_RANK", "GPURUN_LAUNCH_LOCAL_SIZE", "GPURUN_LAUNCH_RANK",
+                "GPURUN_LAUNCH_SIZE"},
+            .command = local_command},
     };
     return table;
+}
+
+const std::vector<RankVariables>& rank_variables()
+{
+    static const std::vector<RankVariables> table = {
+        row(LauncherKind::local).variables,
+        row(LauncherKind::openmpi).variables,
+        row(LauncherKind::hydra).variables,
+        {"MVAPICH2", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_RANK",
+            "MV2_COMM_WORLD_SIZE"},
+        {"Cray PALS", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE", "PALS_RANKID", "PMI_SIZE"},
+        {"Cray PMI", "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE"},
+        row(LauncherKind::srun).variables,
+        {"torchrun-style", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE"},
+    };
+    return table;
+}
+
+std::optional<OutputMark> open_mpi_mark(std::string_view text)
+{
+    if (text.empty() || text.front() != '[') {
+        return std::nullopt;
+    }
+    std::size_t i = 1;
+    unsigned rank = 0;
+    for (int part = 0; part < 2; ++part) {
+        const std::size_t digits = i;
+        while (i < text.size() && i - digits < 10 && std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
+            ++i;
+        }
+        if (i == digits || i >= text.size() || text[i] != (part == 0 ? ',' : ']')) {
+            return std::nullopt;
+        }
+        if (part == 1 && std::from_chars(text.data() + digits, text.data() + i, rank).ptr != text.data() + i) {
+            return std::nullopt;
+        }
+        ++i;
+    }
+    for (std::string_view stream : {"<stdout>:", "<stderr>:", "<stddiag>:"}) {
+        if (text.substr(i, stream.size()) == stream) {
+            return OutputMark{i + stream.size(), rank};
+        }
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+/// A rank and the two characters after it ("] " or ": ") from `at` in `text`.
+std::optional<OutputMark> rank_then(std::string_view text, std::size_t at, std::string_view closing)
+{
+    unsigned rank = 0;
+    const auto [end, ec] = std::from_chars(text.data() + at, text.data() + text.size(), rank);
+    const std::size_t after = static_cast<std::size_t>(end - text.data());
+    if (ec != std::errc() || after == at || text.substr(after, closing.size()) != closing) {
+        return std::nullopt;
+    }
+    return OutputMark{after + closing.size(), rank};
+}
+
+} // namespace
+
+std::optional<OutputMark> label_mark(std::string_view text)
+{
+    const std::size_t at = std::min(text.find_first_not_of(' '), text.size());
+    return rank_then(text, at, ": ");
+}
+
+std::optional<OutputMark> bracket_mark(std::string_view text)
+{
+    if (text.empty() || text.front() != '[') {
+        return std::nullopt;
+    }
+    return rank_then(text, 1, "] ");
 }
 
 const Backend& row(LauncherKind kind)
@@ -461,4 +587,4 @@ std::vector<std::string> launcher_command(const Launcher& launcher, const Launch
     return row(launcher.kind).command(launcher, request);
 }
 
-} // namespace launcher::backends
+} // namespace base::launchers
