@@ -94,4 +94,18 @@ bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see)
     return true;
 }
 
+bool parse_subcommand(CLI::App& app, const CommandLine& line, const std::string& subcommand)
+{
+    reject_unknown_options(app, line, subcommand);
+    std::vector<char*> own = line.own;
+    return parse_or_help(
+        app, static_cast<int>(own.size()), own.data(), fmt::format("gpudoctor {} --help", subcommand).c_str());
+}
+
+bool parse_subcommand(CLI::App& app, int argc, char** argv, const std::string& subcommand)
+{
+    reject_unknown_options(app, split_at_dashes(argc, argv), subcommand);
+    return parse_or_help(app, argc, argv, fmt::format("gpudoctor {} --help", subcommand).c_str());
+}
+
 } // namespace doctor::cli

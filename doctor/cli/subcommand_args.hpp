@@ -15,6 +15,16 @@ class App;
 
 namespace doctor::cli {
 
+/// One row of gpudoctor's subcommand table (doctor/run_gpudoctor.cpp): its word, the line
+/// `gpudoctor --help` shows for it (and its own --help starts with, unless it has a longer
+/// description), and what runs it. `run` gets the row itself and the subcommand's argv, argv[0]
+/// being its name; it returns the exit status and throws base::Error for usage and input errors.
+struct Subcommand {
+    const char* name;
+    const char* summary;
+    int (*run)(const Subcommand& self, int argc, char** argv);
+};
+
 /// Parses argv with `app`; prints the help and returns false when it was asked for. A parse error
 /// throws base::Error "the error; see `see`" (e.g. "gpudoctor fit --help").
 bool parse_or_help(CLI::App& app, int argc, char** argv, const char* see);
@@ -41,5 +51,12 @@ CommandLine split_at_dashes(int argc, char** argv);
 /// SUBCOMMAND --help" for the first word of `line.own` that starts with "--" and is no option of
 /// `app` (CLI11 alone would not suggest the closest one).
 void reject_unknown_options(const CLI::App& app, const CommandLine& line, const std::string& subcommand);
+
+/// A subcommand's whole parse: unknown options named with the closest one, then `app` parses
+/// `line.own`; false when the help was asked for (and printed).
+bool parse_subcommand(CLI::App& app, const CommandLine& line, const std::string& subcommand);
+
+/// The same for a subcommand that takes no command after "--": argv as it came.
+bool parse_subcommand(CLI::App& app, int argc, char** argv, const std::string& subcommand);
 
 } // namespace doctor::cli

@@ -233,7 +233,7 @@ std::vector<FitGpu> resolve_gpus(const FitOptions& o, const GpuTable& table, std
                 throw Error(fmt::format(
                     "--gpu-model {}: an empty name; give names from the GPU table, like K80,V100,V100", o.gpu_models));
             }
-            const GpuSpec& spec = table.find(name);
+            const GpuModel& spec = table.find(name);
             gpus.push_back({spec.name, size ? *size : spec.memory, size ? "--gpu-mem" : "gpu table", spec.speed,
                 std::nullopt, spec.traits});
             const bool said =
@@ -461,7 +461,7 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
             }
             doc["models"].push_back(j);
         }
-        for (const auto& g : gpus.gpus()) {
+        for (const auto& g : gpus.models()) {
             doc["gpus"].push_back({{"name", g.name}, {"aliases", g.aliases}, {"memory_bytes", g.memory},
                 {"speed", g.speed}, {"note", g.note}, {"compute_capability", to_string(*g.traits.compute_capability)},
                 {"nvlink", g.traits.nvlink ? nlohmann::json(*g.traits.nvlink) : nlohmann::json(nullptr)}});
@@ -487,10 +487,10 @@ void print_list(const ModelCatalog& models, const GpuTable& gpus, bool json)
     std::cout << "\nGPU table (--gpu-model NAME,...; speed relative to a V100, rough; --speeds overrides; compute "
                  "capability; NVLink where the model always or never has it):\n";
     std::size_t width = 0;
-    for (const auto& g : gpus.gpus()) {
+    for (const auto& g : gpus.models()) {
         width = std::max(width, g.name.size());
     }
-    for (const auto& g : gpus.gpus()) {
+    for (const auto& g : gpus.models()) {
         const auto& t = g.traits;
         std::string line = fmt::format("  {:<{}} {:>10}  speed {:<4} cc {:<5} {:<10} {}", g.name, width,
             base::format_bytes(g.memory), fmt::format("{:g}", g.speed), to_string(*t.compute_capability),
@@ -563,7 +563,7 @@ int run_search(const FitOptions& o, const std::vector<std::string>& command, std
 
 } // namespace
 
-int run_fit(int argc, char** argv)
+int run_fit(const cli::Subcommand& self, int argc, char** argv)
 {
     // Everything after the first "--" is the command to search with.
     cli::CommandLine line = cli::split_at_dashes(argc, argv);
@@ -675,8 +675,7 @@ int run_fit(int argc, char** argv)
                "Exit status: 0 an answer, 1 nothing fits (a finding at the --fail-on level) or the search stopped on "
                "a failed trial, 2 usage or input error, 3 NVML needed and missing, or --cuda-context measure could "
                "not measure. See gpudoctor(1).");
-    cli::reject_unknown_options(app, line, "fit");
-    if (!cli::parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor fit --help")) {
+    if (!cli::parse_subcommand(app, line, self.name)) {
         return 0;
     }
     if (app.count("--gpu-count") > 0 && o.gpu_count == 0) {
@@ -687,7 +686,7 @@ int run_fit(int argc, char** argv)
     if (!o.models_file.empty()) {
         catalog.merge_toml(base::read_input_file(o.models_file, "--models"), o.models_file);
     }
-    const GpuTable table = GpuTable::builtin();
+    const GpuTable& table = GpuTable::builtin();
     if (o.list) {
         print_list(catalog, table, o.json);
         return 0;

@@ -206,7 +206,7 @@ int sample(const MonitorArgs& a, const base::Nvml& nvml, const std::vector<base:
 
 } // namespace
 
-int run_monitor(int argc, char** argv)
+int run_monitor(const cli::Subcommand& self, int argc, char** argv)
 {
     // Everything after the first "--" is the command to watch.
     cli::CommandLine line = cli::split_at_dashes(argc, argv);
@@ -229,8 +229,7 @@ int run_monitor(int argc, char** argv)
                "until the command exits and writes to standard error, leaving standard output to the command.\n"
                "Exit status: 0 done, the command's own status when one ran, 2 usage or input error, 3 NVML could "
                "not be used. See gpudoctor(1).");
-    cli::reject_unknown_options(app, line, "monitor");
-    if (!cli::parse_or_help(app, static_cast<int>(line.own.size()), line.own.data(), "gpudoctor monitor --help")) {
+    if (!cli::parse_subcommand(app, line, self.name)) {
         return 0;
     }
     if (!(a.interval >= min_interval && a.interval <= max_interval)) {
