@@ -180,21 +180,83 @@ std::string render_text(const Finding& finding, bool color, const std::string& i
     return out;
 }
 
-Finding finding_from(
-    const std::vector<CodeText>& table, std::string_view code, std::string subject, std::string message)
+Finding FindingCode::make(std::string subject, std::string message, nlohmann::json facts) const
+{
+    return make(severity, std::move(subject), std::move(message), std::move(facts));
+}
+
+namespace {
+
+/// `text` with each "{name}" replaced by the value of `name` in `facts` (a string as it is, a
+/// number as JSON writes it); a name the facts lack becomes "<name>", as explain shows it.
+std::string filled(const std::string& text, const nlohmann::json& facts)
+{
+    std::string out;
+    std::size_t from = 0;
+    for (std::size_t open = text.find('{'); open != std::string::npos; open = text.find('{', from)) {
+        const std::size_t close = text.find('}', open);
+        if (close == std::string::npos) {
+            break;
+        }
+        const std::string name = text.substr(open + 1, close - open - 1);
+        out.append(text, from, open - from);
+        const auto it = facts.is_object() ? facts.find(name) : facts.end();
+        if (it == facts.end() || it->is_structured() || it->is_null()) {
+            out += "<" + name + ">";
+        } else {
+            out += it->is_string() ? it->get<std::string>() : it->dump();
+        }
+        from = close + 1;
+    }
+    return out + text.substr(from);
+}
+
+} // namespace
+
+std::string FindingCode::remedy_shown() const
+{
+    return filled(remedy, nullptr);
+}
+
+Finding FindingCode::make(Severity at, std::string subject, std::string message, nlohmann::json facts) const
+{
+    if (at != severity && (!also || at != *also)) {
+        throw std::logic_error(fmt::format("finding code {} is never {}", code, to_string(at)));
+    }
+    Finding f;
+    f.code = code;
+    f.severity = at;
+    f.subject = std::move(subject);
+    f.message = std::move(message);
+    f.remedy = at == Severity::pass ? "" : filled(remedy, facts);
+    f.facts = std::move(facts);
+    return f;
+}
+
+std::string FindingCode::severities() const
+{
+    if (!also) {
+        return to_string(severity);
+    }
+    const bool milder_first = badness(*also) <= badness(severity);
+    return fmt::format(
+        "{} or {}", to_string(milder_first ? *also : severity), to_string(milder_first ? severity : *also));
+}
+
+const FindingCode& code_in(const std::vector<FindingCode>& table, std::string_view code)
 {
     for (const auto& c : table) {
         if (code == c.code) {
-            Finding f;
-            f.code = c.code;
-            f.severity = c.severity;
-            f.subject = std::move(subject);
-            f.message = std::move(message);
-            f.remedy = c.remedy;
-            return f;
+            return c;
         }
     }
     throw std::logic_error(fmt::format("finding code {} is not in its table", code));
+}
+
+Finding finding_from(
+    const std::vector<FindingCode>& table, std::string_view code, std::string subject, std::string message)
+{
+    return code_in(table, code).make(std::move(subject), std::move(message));
 }
 
 } // namespace base

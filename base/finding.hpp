@@ -86,18 +86,35 @@ std::vector<FindingGroup> group_findings(const std::vector<Finding>& findings);
 /// "fix: REMEDY" on lines of their own.
 std::string render_text(const Finding& finding, bool color, const std::string& indent = "  ");
 
-/// The title, explanation and remedy of a finding code, for `gpudoctor explain` and the man page.
-struct CodeText {
-    const char* code;
-    Severity severity;
-    const char* title;
-    const char* explanation;
-    const char* remedy;
+/// One finding code: the row that builds every finding of the code, and that `gpudoctor explain`,
+/// `list --codes` and the man page read. Its remedy is the one a finding of it carries (none for a
+/// pass); its message is written where the finding is made, with the values seen.
+struct FindingCode {
+    std::string code; ///< "gpus.ecc_uncorrected": <probe or subcommand>.<what>
+    Severity severity = Severity::warn; ///< what its findings are
+    std::string title; ///< a line: what the code means
+    std::string explanation; ///< why it matters, how it is told
+    /// What to do; "" where nothing is to be done. "{name}" in it is the value of `name` in the
+    /// finding's facts ("setpci -s {bridge} ..."); explain and the man page show it as "<name>".
+    std::string remedy;
+    /// A second severity some of its findings have (gpus.count is pass or fail); none for most.
+    std::optional<Severity> also{};
+
+    /// A finding of this code about `subject` saying `message`, with the row's severity and remedy.
+    Finding make(std::string subject, std::string message, nlohmann::json facts = nullptr) const;
+    /// The same at `severity`, which must be the row's or its `also` (std::logic_error otherwise).
+    Finding make(Severity severity, std::string subject, std::string message, nlohmann::json facts = nullptr) const;
+    /// "fail", or "pass or fail" with `also`, in the order of badness.
+    std::string severities() const;
+    /// The remedy as explain and the man page show it: each "{name}" as "<name>".
+    std::string remedy_shown() const;
 };
 
-/// A finding of `code` with the severity and remedy its row of `table` gives. A code the table
-/// lacks is a programming error (std::logic_error).
+/// The row of `code` in `table`. A code the table lacks is a programming error (std::logic_error).
+const FindingCode& code_in(const std::vector<FindingCode>& table, std::string_view code);
+
+/// A finding of `code` made by its row of `table` (code_in, then FindingCode::make).
 Finding finding_from(
-    const std::vector<CodeText>& table, std::string_view code, std::string subject, std::string message);
+    const std::vector<FindingCode>& table, std::string_view code, std::string subject, std::string message);
 
 } // namespace base

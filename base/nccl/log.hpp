@@ -183,6 +183,6 @@ nlohmann::json render_json(const Analysis& analysis);
 /// transport summary.
 std::string render_verdict(const Analysis& analysis);
 /// The title, explanation and remedy of every finding code, for `gpudoctor explain` and the man page.
-const std::vector<CodeText>& finding_codes();
+const std::vector<FindingCode>& finding_codes();
 
 } // namespace base::nccl

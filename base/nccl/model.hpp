@@ -52,8 +52,4 @@ struct LinkTally {
     bool empty() const { return edges.empty() && rings.empty() && nvls_lines.empty(); }
 };
 
-/// A finding with the severity and remedy of its code (finding_codes()).
-Finding make_finding(
-    const std::string& code, std::string subject, std::string message, Where where, std::uint64_t count);
-
 } // namespace base::nccl

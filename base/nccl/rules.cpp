@@ -1,6 +1,7 @@
 // What an NCCL log shows: the tallies of the state machine (state.hpp) turned into the analysis
 // and its findings.
 
+#include "base/nccl/findings.hpp"
 #include "base/nccl/log.hpp"
 #include "base/nccl/state.hpp"
 
@@ -15,36 +16,6 @@
 namespace base::nccl {
 
 namespace {
-
-struct Tally {
-    std::uint64_t count = 0;
-    Mark first;
-    std::set<std::string> hosts;
-    void add(std::uint64_t n, Mark where, const std::string& host)
-    {
-        count += n;
-        if (where.before(first)) {
-            first = where;
-        }
-        if (hosts.size() < 8) {
-            hosts.insert(host);
-        }
-    }
-};
-
-std::string host_list(const std::set<std::string>& hosts)
-{
-    std::string out;
-    for (const auto& h : hosts) {
-        out += (out.empty() ? "" : ", ") + h;
-    }
-    return out;
-}
-
-std::string plural(std::uint64_t n, const char* one, const char* many)
-{
-    return fmt::format("{} {}", n, n == 1 ? one : many);
-}
 
 // What was left out past the limits, and the limits, as the finding nccl.truncated says it.
 Finding truncated(const LeftOut& left, const Limits& limits)
@@ -85,7 +56,7 @@ Finding truncated(const LeftOut& left, const Limits& limits)
                                    {"limit_variables", max_env_names}}
                              : nlohmann::json{{"left_out", p.count}, {"limit", p.limit}};
     }
-    Finding f = make_finding("nccl.truncated", "log",
+    Finding f = make_finding(truncated_code(), "log",
         fmt::format("the analysis is incomplete: {} past its limits {} left out ({})",
             plural(left.total(), "line", "lines"), left.total() == 1 ? "was" : "were", detail),
         Where{}, left.total());
@@ -279,269 +250,163 @@ struct JobPart {
     InputFacts facts;
 };
 
-/// Judges one job: its communicators go to `a.communicators`, its findings to `job`.
+/// The communicator's connection lines as links between hosts (c.links), each kind tallied into
+/// the job's evidence.
+void tally_links(const Analyzer::State& s, const CommState& cs, const std::map<int, std::string>& host_of,
+    Communicator& c, JobEvidence& e)
+{
+    auto host_name = [&](int rank) {
+        auto it = host_of.find(rank);
+        return it == host_of.end() ? std::string("?") : it->second;
+    };
+    std::map<std::pair<std::string, std::string>, HostPair> pairs;
+    auto pair_for = [&](const std::string& from, const std::string& to) -> HostPair& {
+        HostPair& hp = pairs[{from, to}];
+        hp.from = from;
+        hp.to = to;
+        return hp;
+    };
+    for (const auto& [key, edge] : cs.links.edges) {
+        const int src = LinkTally::edge_src(key);
+        const int dst = LinkTally::edge_dst(key);
+        const std::string& path = s.paths[LinkTally::edge_path(key)];
+        const Transport t = classify_path(path);
+        std::string from = host_name(src);
+        std::string to = t == Transport::collnet ? std::string("(collnet)") : host_name(dst);
+        if ((t == Transport::p2p || t == Transport::shm) && (from == "?") != (to == "?")) {
+            // P2P and SHM join GPUs of one host: a peer that logged nothing is on the local rank's.
+            (from == "?" ? from : to) = from == "?" ? to : from;
+        }
+        HostPair& hp = pair_for(from, to);
+        hp.counts[static_cast<std::size_t>(t)] += edge.count;
+        hp.paths[path] += edge.count;
+        c.connections += edge.count;
+        const std::string label = from == to ? from : fmt::format("{} -> {}", from, to);
+        if (t == Transport::shm && (from == to || from == "?" || to == "?")) {
+            e.shm.add(edge.count, edge.first, from);
+        } else if (t == Transport::net_socket) {
+            e.socket.add(edge.count, edge.first, label);
+        } else if (t == Transport::net_ib) {
+            e.ib_no_gdr.add(edge.count, edge.first, label);
+        } else if (path.starts_with("P2P/indirect")) {
+            e.indirect.add(edge.count, edge.first, from);
+        }
+    }
+    for (const auto& [host, n] : cs.links.nvls_lines) {
+        const std::string name = host >= 0 ? s.hosts[static_cast<std::size_t>(host)] : std::string("?");
+        HostPair& hp = pair_for(name, name);
+        hp.counts[static_cast<std::size_t>(Transport::nvls)] += n;
+        hp.paths["NVLS"] += n;
+        c.connections += n;
+    }
+    for (auto& [key, hp] : pairs) {
+        c.links.push_back(std::move(hp));
+    }
+}
+
+/// The first ring order of the communicator that crosses between its hosts more often than needed.
+void tally_rings(const CommState& cs, const std::string& comm_name, std::map<int, std::string>& host_of, JobEvidence& e)
+{
+    for (const auto& ring : cs.links.rings) {
+        if (static_cast<int>(ring.size()) != cs.nranks ||
+            !std::all_of(ring.begin(), ring.end(), [&](int r) { return host_of.count(r) > 0; })) {
+            continue;
+        }
+        std::set<std::string> ring_hosts;
+        std::size_t crossings = 0;
+        for (std::size_t i = 0; i < ring.size(); ++i) {
+            ring_hosts.insert(host_of[ring[i]]);
+            crossings += host_of[ring[i]] != host_of[ring[(i + 1) % ring.size()]] ? 1 : 0;
+        }
+        if (ring_hosts.size() > 1 && crossings > ring_hosts.size()) {
+            e.ring_cross.add(1, cs.links.first_ring, comm_name);
+            if (e.ring_detail.empty()) {
+                e.ring_detail = fmt::format("a ring of communicator {} crosses between its {} hosts {} times (the "
+                                            "least is {})",
+                    comm_name, ring_hosts.size(), crossings, ring_hosts.size());
+            }
+            break;
+        }
+    }
+}
+
+/// One communicator as the report shows it, its links tallied into the job's evidence.
+Communicator summarise_comm(
+    const Analyzer::State& s, const CommState& cs, const std::string& comm_name, std::size_t job_index, JobEvidence& e)
+{
+    const InputFacts& facts = e.facts;
+    Communicator c;
+    c.id = comm_name;
+    c.job = job_index;
+    c.nranks = cs.nranks;
+    c.first = e.where(cs.first);
+    c.nvls_channels = cs.nvls_channels;
+    c.collnet_channels = cs.collnet_channels;
+    std::map<int, std::string> host_of;
+    std::set<std::string, std::less<>> versions;
+    for (const auto& [rank, rs] : cs.ranks) {
+        const std::string host = rs.host >= 0 ? s.hosts[static_cast<std::size_t>(rs.host)] : std::string("?");
+        host_of[rank] = host;
+        c.ranks.push_back(
+            Rank{rank, host, rs.pid, rs.cuda_dev, rs.nvml_dev, rs.bus_id, rs.complete, e.where(rs.where)});
+        auto p = s.processes.find({rs.host, rs.pid});
+        if (p != s.processes.end() && !p->second.version.empty()) {
+            versions.insert(p->second.version);
+        }
+        if (rs.started && !rs.complete) {
+            e.incomplete.add(1, rs.start_where, host);
+            if (e.incomplete.count <= 4) {
+                e.incomplete_detail +=
+                    fmt::format("{}rank {} ({}:{})", e.incomplete_detail.empty() ? "" : ", ", rank, host, rs.pid);
+            }
+        }
+    }
+    for (const auto& [rank, host] : cs.links.local_host) {
+        host_of.emplace(rank, s.hosts[static_cast<std::size_t>(host)]);
+    }
+    if (versions.empty() && facts.versions.size() == 1) {
+        versions.insert(facts.versions.begin(), facts.versions.end());
+    }
+    c.versions.assign(versions.begin(), versions.end());
+    if (versions.size() > 1) {
+        std::string joined;
+        for (const auto& v : versions) {
+            joined += (joined.empty() ? "" : ", ") + v;
+        }
+        e.mismatch.add(1, cs.first, comm_name);
+        if (e.mismatch_detail.empty()) {
+            e.mismatch_detail = fmt::format("communicator {} mixes NCCL {}", comm_name, joined);
+        }
+    }
+    std::set<std::string> hosts;
+    for (const auto& [rank, host] : host_of) {
+        hosts.insert(host);
+    }
+    c.hosts.assign(hosts.begin(), hosts.end());
+
+    tally_links(s, cs, host_of, c, e);
+    tally_rings(cs, comm_name, host_of, e);
+    return c;
+}
+
+/// Judges one job: its communicators go to `a.communicators`, its findings to `job` (one rule per
+/// code: findings.cpp).
 void judge_job(const Analyzer::State& s, const JobPart& part, std::size_t job_index, Job& job, Analysis& a)
 {
-    auto where = [&](Mark m) { return m.known() ? Where{s.inputs[m.input], m.line} : Where{}; };
-    const InputFacts& facts = part.facts;
-    Tally shm;
-    Tally socket;
-    Tally ib_no_gdr;
-    Tally indirect;
-    Tally ring_cross;
-    std::string ring_detail;
-    Tally mismatch;
-    std::string mismatch_detail;
-    Tally incomplete;
-    std::string incomplete_detail;
-
+    JobEvidence e(part.facts, job, [&](Mark m) { return m.known() ? Where{s.inputs[m.input], m.line} : Where{}; });
     for (std::size_t k = 0; k < part.comms.size(); ++k) {
-        const CommState& cs = *part.comms[k];
-        const std::string& comm_name = part.names[k];
-        Communicator c;
-        c.id = comm_name;
-        c.job = job_index;
-        c.nranks = cs.nranks;
-        c.first = where(cs.first);
-        c.nvls_channels = cs.nvls_channels;
-        c.collnet_channels = cs.collnet_channels;
-        std::map<int, std::string> host_of;
-        std::set<std::string, std::less<>> versions;
-        for (const auto& [rank, rs] : cs.ranks) {
-            const std::string host = rs.host >= 0 ? s.hosts[static_cast<std::size_t>(rs.host)] : std::string("?");
-            host_of[rank] = host;
-            c.ranks.push_back(
-                Rank{rank, host, rs.pid, rs.cuda_dev, rs.nvml_dev, rs.bus_id, rs.complete, where(rs.where)});
-            auto p = s.processes.find({rs.host, rs.pid});
-            if (p != s.processes.end() && !p->second.version.empty()) {
-                versions.insert(p->second.version);
-            }
-            if (rs.started && !rs.complete) {
-                incomplete.add(1, rs.start_where, host);
-                if (incomplete.count <= 4) {
-                    incomplete_detail +=
-                        fmt::format("{}rank {} ({}:{})", incomplete_detail.empty() ? "" : ", ", rank, host, rs.pid);
-                }
-            }
-        }
-        for (const auto& [rank, host] : cs.links.local_host) {
-            host_of.emplace(rank, s.hosts[static_cast<std::size_t>(host)]);
-        }
-        if (versions.empty() && facts.versions.size() == 1) {
-            versions.insert(facts.versions.begin(), facts.versions.end());
-        }
-        c.versions.assign(versions.begin(), versions.end());
-        if (versions.size() > 1) {
-            std::string joined;
-            for (const auto& v : versions) {
-                joined += (joined.empty() ? "" : ", ") + v;
-            }
-            mismatch.add(1, cs.first, comm_name);
-            if (mismatch_detail.empty()) {
-                mismatch_detail = fmt::format("communicator {} mixes NCCL {}", comm_name, joined);
-            }
-        }
-        std::set<std::string> hosts;
-        for (const auto& [rank, host] : host_of) {
-            hosts.insert(host);
-        }
-        c.hosts.assign(hosts.begin(), hosts.end());
-
-        auto host_name = [&](int rank) {
-            auto it = host_of.find(rank);
-            return it == host_of.end() ? std::string("?") : it->second;
-        };
-        std::map<std::pair<std::string, std::string>, HostPair> pairs;
-        auto pair_for = [&](const std::string& from, const std::string& to) -> HostPair& {
-            HostPair& hp = pairs[{from, to}];
-            hp.from = from;
-            hp.to = to;
-            return hp;
-        };
-        for (const auto& [key, edge] : cs.links.edges) {
-            const int src = LinkTally::edge_src(key);
-            const int dst = LinkTally::edge_dst(key);
-            const std::string& path = s.paths[LinkTally::edge_path(key)];
-            const Transport t = classify_path(path);
-            std::string from = host_name(src);
-            std::string to = t == Transport::collnet ? std::string("(collnet)") : host_name(dst);
-            if ((t == Transport::p2p || t == Transport::shm) && (from == "?") != (to == "?")) {
-                // P2P and SHM join GPUs of one host: a peer that logged nothing is on the local rank's.
-                (from == "?" ? from : to) = from == "?" ? to : from;
-            }
-            HostPair& hp = pair_for(from, to);
-            hp.counts[static_cast<std::size_t>(t)] += edge.count;
-            hp.paths[path] += edge.count;
-            c.connections += edge.count;
-            const std::string label = from == to ? from : fmt::format("{} -> {}", from, to);
-            if (t == Transport::shm && (from == to || from == "?" || to == "?")) {
-                shm.add(edge.count, edge.first, from);
-            } else if (t == Transport::net_socket) {
-                socket.add(edge.count, edge.first, label);
-            } else if (t == Transport::net_ib) {
-                ib_no_gdr.add(edge.count, edge.first, label);
-            } else if (path.starts_with("P2P/indirect")) {
-                indirect.add(edge.count, edge.first, from);
-            }
-        }
-        for (const auto& [host, n] : cs.links.nvls_lines) {
-            const std::string name = host >= 0 ? s.hosts[static_cast<std::size_t>(host)] : std::string("?");
-            HostPair& hp = pair_for(name, name);
-            hp.counts[static_cast<std::size_t>(Transport::nvls)] += n;
-            hp.paths["NVLS"] += n;
-            c.connections += n;
-        }
-        for (auto& [key, hp] : pairs) {
-            c.links.push_back(std::move(hp));
-        }
-        for (const auto& ring : cs.links.rings) {
-            if (static_cast<int>(ring.size()) != cs.nranks ||
-                !std::all_of(ring.begin(), ring.end(), [&](int r) { return host_of.count(r) > 0; })) {
-                continue;
-            }
-            std::set<std::string> ring_hosts;
-            std::size_t crossings = 0;
-            for (std::size_t i = 0; i < ring.size(); ++i) {
-                ring_hosts.insert(host_of[ring[i]]);
-                crossings += host_of[ring[i]] != host_of[ring[(i + 1) % ring.size()]] ? 1 : 0;
-            }
-            if (ring_hosts.size() > 1 && crossings > ring_hosts.size()) {
-                ring_cross.add(1, cs.links.first_ring, comm_name);
-                if (ring_detail.empty()) {
-                    ring_detail = fmt::format("a ring of communicator {} crosses between its {} hosts {} times (the "
-                                              "least is {})",
-                        comm_name, ring_hosts.size(), crossings, ring_hosts.size());
-                }
-                break;
-            }
-        }
         job.communicators.push_back(a.communicators.size());
-        a.communicators.push_back(std::move(c));
+        a.communicators.push_back(summarise_comm(s, *part.comms[k], part.names[k], job_index, e));
     }
-
-    for (const auto& w : facts.warns) {
-        job.warnings.push_back(WarnGroup{w.kind, job_index, w.example, w.count, where(w.where)});
+    for (const auto& w : part.facts.warns) {
+        job.warnings.push_back(WarnGroup{w.kind, job_index, w.example, w.count, e.where(w.where)});
     }
     std::stable_sort(job.warnings.begin(), job.warnings.end(),
         [](const WarnGroup& x, const WarnGroup& y) { return x.count > y.count; });
-
-    // Findings.
-    auto& f = job.findings;
-    const Evidence& e = facts.evidence;
-    if (facts.watchdogs.count > 0) {
-        const WatchdogTimeout& w = facts.watchdogs.first;
-        std::string what = w.op.empty() ? std::string("a collective") : w.op;
-        std::string detail = w.timeout_ms >= 0
-            ? fmt::format(" after {} ms (timeout {} ms)", w.ran_ms >= 0 ? w.ran_ms : w.timeout_ms, w.timeout_ms)
-            : std::string();
-        f.push_back(make_finding("nccl.watchdog_timeout", "job",
-            fmt::format("PyTorch's NCCL watchdog timed out {}: {} (SeqNum {}){}{}",
-                plural(facts.watchdogs.count, "time", "times"), what, w.seq, detail,
-                facts.watchdogs.ranks.empty()
-                    ? std::string()
-                    : fmt::format(" on {}", plural(facts.watchdogs.ranks.size(), "rank", "ranks"))),
-            where(facts.watchdogs.where), facts.watchdogs.count));
+    for (const auto& rule : job_rules()) {
+        rule.judge(e, rule.code, job.findings);
     }
-    if (facts.comm_errors.count > 0) {
-        f.push_back(make_finding("nccl.comm_error", "job",
-            fmt::format("an NCCL call failed ({}): {}", plural(facts.comm_errors.count, "line", "lines"),
-                facts.comm_errors.first),
-            where(facts.comm_errors.where), facts.comm_errors.count));
-    }
-    if (mismatch.count > 0) {
-        f.push_back(
-            make_finding("nccl.version_mismatch", "job", mismatch_detail, where(mismatch.first), mismatch.count));
-    }
-    if (incomplete.count > 0) {
-        f.push_back(make_finding("nccl.init_incomplete", "job",
-            fmt::format("{} logged Init START but no Init COMPLETE: {}{}", plural(incomplete.count, "rank", "ranks"),
-                incomplete_detail, incomplete.count > 4 ? ", ..." : ""),
-            where(incomplete.first), incomplete.count));
-    }
-    if (shm.count > 0) {
-        std::string why;
-        if (auto it = facts.env.find("NCCL_P2P_DISABLE"); it != facts.env.end() && it->second.value == "1") {
-            why = fmt::format("; NCCL_P2P_DISABLE=1 is set ({})", where(it->second.where).str());
-        } else if (auto lv = facts.env.find("NCCL_P2P_LEVEL"); lv != facts.env.end()) {
-            why = fmt::format("; NCCL_P2P_LEVEL={} is set ({})", lv->second.value, where(lv->second.where).str());
-        } else if (e.p2p_refused.known()) {
-            why = fmt::format("; NCCL could not enable P2P ({})", where(e.p2p_refused).str());
-        }
-        f.push_back(make_finding("nccl.shm_not_p2p", host_list(shm.hosts),
-            fmt::format("shared memory (SHM) instead of GPU peer-to-peer inside a node: {} on {}{}",
-                plural(shm.count, "connection line", "connection lines"), host_list(shm.hosts), why),
-            where(shm.first), shm.count));
-    }
-    if (socket.count > 0) {
-        Mark ib = e.ib_disabled.known() ? e.ib_disabled
-            : e.ib_devices.known()      ? e.ib_devices
-            : e.ib_plugin.known()       ? e.ib_plugin
-            : e.ipoib.known()           ? e.ipoib
-                                        : e.no_verbs;
-        const char* shows = e.ib_disabled.known() ? "NCCL_IB_DISABLE=1 is set"
-            : e.ib_devices.known()                ? "NCCL listed InfiniBand devices"
-            : e.ib_plugin.known()                 ? "an InfiniBand net plugin was loaded"
-            : e.ipoib.known()                     ? "a socket interface is IP-over-InfiniBand"
-                                                  : "libibverbs could not be loaded";
-        const std::string message = fmt::format("TCP sockets between nodes: {} ({})",
-            plural(socket.count, "connection line", "connection lines"), host_list(socket.hosts));
-        if (ib.known()) {
-            f.push_back(make_finding("nccl.socket_not_ib", host_list(socket.hosts),
-                fmt::format("{} although the log shows InfiniBand: {} ({})", message, shows, where(ib).str()),
-                where(socket.first), socket.count));
-        } else {
-            f.push_back(make_finding("nccl.net_socket", host_list(socket.hosts),
-                message + "; the log shows no InfiniBand or RoCE device", where(socket.first), socket.count));
-        }
-    }
-    if (ib_no_gdr.count > 0) {
-        f.push_back(make_finding("nccl.ib_without_gdr", host_list(ib_no_gdr.hosts),
-            fmt::format("InfiniBand without GPUDirect RDMA: {} ({}){}",
-                plural(ib_no_gdr.count, "connection line", "connection lines"), host_list(ib_no_gdr.hosts),
-                e.gdr_disabled.known()
-                    ? fmt::format("; NCCL says GPU Direct RDMA Disabled ({})", where(e.gdr_disabled).str())
-                    : std::string()),
-            where(ib_no_gdr.first), ib_no_gdr.count));
-    }
-    if (ring_cross.count > 0) {
-        f.push_back(
-            make_finding("nccl.ring_crosses_nodes", "job", ring_detail, where(ring_cross.first), ring_cross.count));
-    }
-    for (const auto& [name, hit] : facts.env) {
-        const bool disables =
-            ((name == "NCCL_P2P_DISABLE" || name == "NCCL_IB_DISABLE" || name == "NCCL_SHM_DISABLE") &&
-                hit.value == "1") ||
-            ((name == "NCCL_P2P_LEVEL" || name == "NCCL_NET_GDR_LEVEL") && (hit.value == "LOC" || hit.value == "0")) ||
-            (name == "NCCL_NVLS_ENABLE" && hit.value == "0");
-        if (disables) {
-            f.push_back(make_finding("nccl.env_disables_transport", name,
-                fmt::format("{}={} is set in the environment, which turns a transport off", name, hit.value),
-                where(hit.where), hit.count));
-        }
-    }
-    for (const auto& w : job.warnings) {
-        f.push_back(make_finding("nccl.warn", "job",
-            fmt::format("{} WARN {} of kind \"{}\", the first: {}", w.count, w.count == 1 ? "record" : "records",
-                w.kind, w.example),
-            w.where, w.count));
-    }
-    if (indirect.count > 0) {
-        f.push_back(make_finding("nccl.p2p_indirect", host_list(indirect.hosts),
-            fmt::format("peer-to-peer traffic relayed through another GPU: {} ({})",
-                plural(indirect.count, "connection line", "connection lines"), host_list(indirect.hosts)),
-            where(indirect.first), indirect.count));
-    }
-    if (job.connections == 0) {
-        const std::string input = job.inputs.empty() ? std::string("the input") : job.inputs.front();
-        f.push_back(make_finding("nccl.no_connections", "log",
-            job.records == 0 ? fmt::format("no NCCL records in {} ({})", job.inputs.size() == 1 ? input : "the inputs",
-                                   plural(facts.lines, "line", "lines"))
-                             : fmt::format("{} but no connection lines: the log ends before communicators connected, "
-                                           "or NCCL_DEBUG_SUBSYS leaves out INIT",
-                                   plural(job.records, "NCCL record", "NCCL records")),
-            Where{}, 0));
-    }
-    std::stable_sort(f.begin(), f.end(),
+    std::stable_sort(job.findings.begin(), job.findings.end(),
         [](const Finding& x, const Finding& y) { return badness(x.severity) > badness(y.severity); });
 }
 

@@ -484,9 +484,9 @@ Summary summarize(const std::vector<Trace>& traces, const Options& options)
     return out;
 }
 
-const std::vector<CodeText>& finding_codes()
+const std::vector<FindingCode>& finding_codes()
 {
-    static const std::vector<CodeText> codes = {
+    static const std::vector<FindingCode> codes = {
         {"profile.low_busy", Severity::warn, "a GPU ran kernels for only part of the trace",
             "The union of the GPU's kernel intervals (time during which at least one kernel ran; overlapping "
             "kernels count once) is below --min-busy of the trace's span. The GPU waited for the rest: for the "

@@ -213,6 +213,6 @@ std::string format_duration(double ns);
 std::string format_time(std::int64_t ns);
 
 /// The title, explanation and remedy of every finding code, for `gpudoctor explain` and the man page.
-const std::vector<CodeText>& finding_codes();
+const std::vector<FindingCode>& finding_codes();
 
 } // namespace base::nsys

@@ -194,9 +194,9 @@ GpuSummary summarise_gpu(const GpuSummariser::Series& series, double interval)
 
 } // namespace
 
-const std::vector<CodeText>& monitor_codes()
+const std::vector<FindingCode>& monitor_codes()
 {
-    static const std::vector<CodeText> codes = {
+    static const std::vector<FindingCode> codes = {
         {"monitor.healthy", Severity::pass, "the GPU ran kernels nearly all the time",
             "Mean kernel-active time (the share of each sample period with a kernel running) at or above 90% "
             "over the window judged, with rare dips below 25%.",
@@ -388,7 +388,7 @@ std::string render_summary_text(const std::vector<MonitoredGpu>& gpus, const std
             continue;
         }
         const auto code = std::find_if(
-            monitor_codes().begin(), monitor_codes().end(), [&](const CodeText& c) { return first.code == c.code; });
+            monitor_codes().begin(), monitor_codes().end(), [&](const FindingCode& c) { return first.code == c.code; });
         first.message = code != monitor_codes().end() ? code->title : first.code;
         first.remedy.clear();
         out += render_text(first, false, "");

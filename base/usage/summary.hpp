@@ -103,7 +103,7 @@ struct GpuSummary {
 };
 
 /// The finding codes of the monitor's verdicts and notes, for explain and list --codes.
-const std::vector<CodeText>& monitor_codes();
+const std::vector<FindingCode>& monitor_codes();
 
 /// Collects samples as they come, in time order, keeping only what the summary needs (a byte and
 /// a float per reading), so a monitor can run for days.

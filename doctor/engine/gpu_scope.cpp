@@ -9,44 +9,25 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <string>
-#include <type_traits>
 
 namespace doctor::engine {
 
 namespace {
 
-// A GPU's field as the selection reads it: the default where a snapshot has null (a fact NVML
-// could not give, which the snapshot reader lets through) or nothing.
-template <typename T> T field(const nlohmann::json& gpu, const char* key, T fallback)
-{
-    const auto it = gpu.find(key);
-    if (it == gpu.end()) {
-        return fallback;
-    }
-    if constexpr (std::is_same_v<T, std::string>) {
-        return it->is_string() ? it->template get<std::string>() : fallback;
-    } else {
-        return it->is_number_unsigned() ? it->template get<T>() : fallback;
-    }
-}
-
 // The GPUs of the nvml facts as the monitor's selection reads them.
 std::vector<base::NvmlGpu> facts_gpus(const Facts& facts)
 {
     std::vector<base::NvmlGpu> out;
-    const auto* nvml = collector_facts(facts, "nvml");
-    if (nvml == nullptr || !nvml->is_object() || !nvml->contains("gpus") || !(*nvml)["gpus"].is_array()) {
+    const auto* nvml = facts.nvml().get();
+    if (nvml == nullptr || !nvml->gpus) {
         return out;
     }
-    for (const auto& g : (*nvml)["gpus"]) {
-        if (!g.is_object()) {
-            continue;
-        }
+    for (const auto& g : *nvml->gpus) {
         base::NvmlGpu gpu;
-        gpu.index = field(g, "index", 0U);
-        gpu.bus_id = base::PciAddress::parse(field(g, "bus_id", std::string())).value_or(base::PciAddress{});
-        gpu.name = field(g, "name", std::string());
-        gpu.uuid = field(g, "uuid", std::string());
+        gpu.index = g.index;
+        gpu.bus_id = base::PciAddress::parse(g.bus_id).value_or(base::PciAddress{});
+        gpu.name = g.name.value_or("");
+        gpu.uuid = g.uuid.value_or("");
         out.push_back(gpu);
     }
     return out;

@@ -19,7 +19,7 @@ namespace doctor::engine {
 namespace {
 
 // The shipped share/gpukit/policy.toml, compiled in (see doctor/CMakeLists.txt).
-#include "doctor/policy_toml.inc"
+#include "share/policy_toml.inc"
 
 // A whole number from a TOML value: an integer, or a float with no fraction (`copy_mib = 64.0`).
 // toml++'s own float-to-integer conversion casts before it checks the range, which is undefined
@@ -71,12 +71,6 @@ bool is_version(const std::string& v)
         }
     }
     return digit_before && v.size() <= 64;
-}
-
-std::string lower(std::string text)
-{
-    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-    return text;
 }
 
 } // namespace
@@ -224,10 +218,10 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
                                           "keep one per GPU model",
                 origin, node->source().begin.line, list->size(), max_floors));
         }
-        // Each floor's position by lower-case model, so that a repeated model is found at once.
+        // Each floor's position by the GPU it names, so that a repeated one is found at once.
         std::unordered_map<std::string, std::size_t> by_model;
         for (std::size_t i = 0; i < floors.size(); ++i) {
-            by_model.emplace(lower(floors[i].model), i);
+            by_model.emplace(gpu_key(floors[i].model), i);
         }
         for (const auto& item : *list) {
             const auto* entry = item.as_table();
@@ -236,6 +230,7 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
                 throw base::Error(fmt::format("{}:{}: each deep.floor must be a [[deep.floor]] table", origin, line));
             }
             DeepFloor floor;
+            floor.source = "the policy";
             for (const auto& [key, value] : *entry) {
                 const std::string k(key.str());
                 const int at = value.source().begin.line;
@@ -277,8 +272,11 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
             if (floor.model.empty()) {
                 throw base::Error(fmt::format("{}:{}: a [[deep.floor]] needs model = \"<GPU name>\"", origin, line));
             }
-            // A later floor for the same model replaces the earlier one (a user's policy over the built-in).
-            auto [same, added] = by_model.emplace(lower(floor.model), floors.size());
+            // A later floor for the same GPU replaces the earlier one; by the GPU table's row it names.
+            if (const GpuModel* model = GpuTable::builtin().match(floor.model)) {
+                floor.model = model->name;
+            }
+            auto [same, added] = by_model.emplace(gpu_key(floor.model), floors.size());
             if (added) {
                 floors.push_back(floor);
             } else {
@@ -290,15 +288,16 @@ void Policy::merge_toml(const std::string& text, const std::string& origin)
 
 const DeepFloor* Policy::floor_for(const std::string& gpu_name) const
 {
-    const std::string name = lower(gpu_name);
-    const DeepFloor* best = nullptr;
+    // The GPU table's row that the GPU's name names, by the one rule (gpu_table.hpp); a GPU the
+    // table lacks is named by its own name.
+    const GpuModel* model = GpuTable::builtin().match(gpu_name);
+    const std::string key = gpu_key(model != nullptr ? model->name : gpu_name);
     for (const auto& f : floors) {
-        if (name.find(lower(f.model)) != std::string::npos &&
-            (best == nullptr || f.model.size() > best->model.size())) {
-            best = &f;
+        if (gpu_key(f.model) == key) {
+            return &f;
         }
     }
-    return best;
+    return model != nullptr && model->floor.any() ? &model->floor : nullptr;
 }
 
 } // namespace doctor::engine

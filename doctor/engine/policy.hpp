@@ -1,23 +1,13 @@
 #pragma once
 
+#include "doctor/engine/gpu_table.hpp"
+
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace doctor::engine {
-
-/// Bandwidth a GPU model must reach in the deep tier (GB/s). Unset values are not judged against
-/// a model floor (host copies then fall back to a fraction of the PCIe link).
-struct DeepFloor {
-    std::string model; ///< matched in the GPU's name, ignoring case; the longest match wins
-    std::optional<double> h2d_gbps;
-    std::optional<double> d2h_gbps;
-    std::optional<double> d2d_gbps;
-    std::optional<double> p2p_gbps; ///< every GPU pair with peer access
-    std::optional<double> allreduce_busbw_gbps; ///< NCCL all-reduce busbw over `allreduce_gpus` GPUs
-    unsigned allreduce_gpus = 8;
-};
 
 /// What the node is expected to be: built-in defaults (share/gpukit/policy.toml, compiled in),
 /// overridden by `--policy FILE`, then by flags such as `--expect-gpus`.
@@ -40,11 +30,14 @@ struct Policy {
     unsigned allreduce_iterations = 20;
     double pcie_fraction = 0.7; ///< host copies below this share of the PCIe link fail (no model floor)
     double outlier_fraction = 0.6; ///< a GPU or pair below this share of its peers' median warns
+    /// The policy's own floors ([[deep.floor]]), over the GPU table's; each `model` is the table's
+    /// row it names, or the name given for a GPU the table lacks.
     std::vector<DeepFloor> floors;
     /// The most [[deep.floor]] tables one policy file may hold: one per GPU model is a few dozen.
     static constexpr std::size_t max_floors = 10000;
 
-    /// The floor whose model is the longest match in `gpu_name` (case-insensitive), or nullptr.
+    /// The floor of the GPU called `gpu_name` (NVML's name): the policy's for the GPU table's row
+    /// that names it (gpu_table.hpp), else that row's own; nullptr for none.
     const DeepFloor* floor_for(const std::string& gpu_name) const;
 
     /// Reads TOML text over the current values. Throws base::Error naming the file, line and key.

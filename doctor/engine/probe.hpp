@@ -37,14 +37,15 @@ struct Collector {
     bool deep = false;
 };
 
-/// A check as users select it (`--only`, `--skip`, `gpudoctor list`): the collectors it needs
-/// and a pure rule from facts to findings.
+/// A check as users select it (`--only`, `--skip`, `gpudoctor list`): the collectors it needs,
+/// its finding codes and a pure rule from facts to findings of those codes.
 struct Probe {
     std::string name;
     std::string summary;
     std::vector<std::string> collectors;
-    std::function<std::vector<Finding>(const Facts&, const Policy&)> judge;
-    std::vector<CodeInfo> codes;
+    /// Every code its rule reports, in the order `explain` lists them; each row makes its findings.
+    std::vector<FindingCode> codes;
+    std::function<void(const Facts&, const Policy&, Findings& out)> judge;
     /// Only with --deep (or when --only names it): its collectors do timed GPU work.
     bool deep = false;
 };

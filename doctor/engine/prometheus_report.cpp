@@ -79,23 +79,25 @@ std::string text_at(const nlohmann::json& object, const char* key)
 
 void gpu_facts(const Facts& facts, std::vector<Family>& out)
 {
-    const auto* nvml = collector_facts(facts, "nvml");
-    if (nvml == nullptr || !nvml->is_object() || !nvml->contains("gpus") || !(*nvml)["gpus"].is_array()) {
+    const auto* nvml = facts.nvml().get();
+    if (nvml == nullptr || !nvml->gpus) {
         return;
     }
     Family count("gpudoctor_gpus", "GPUs NVML lists on this node.");
-    count.add({}, static_cast<double>((*nvml)["gpus"].size()));
+    count.add({}, static_cast<double>(nvml->gpus->size()));
     Family ecc("gpudoctor_gpu_ecc_errors", "Aggregate ECC error counts of each GPU, as NVML reports them.");
     Family since_reset("gpudoctor_gpu_ecc_errors_since_reset",
         "Volatile ECC error counts of each GPU: since the last driver load or GPU reset.");
-    for (const auto& gpu : (*nvml)["gpus"]) {
-        for (auto [family, key, type] :
-            {std::tuple{&ecc, "ecc_corrected", "corrected"}, std::tuple{&ecc, "ecc_uncorrected", "uncorrected"},
-                std::tuple{&since_reset, "ecc_corrected_volatile", "corrected"},
-                std::tuple{&since_reset, "ecc_uncorrected_volatile", "uncorrected"}}) {
-            if (const auto* n = number_at(gpu, {key})) {
-                family->add({{"gpu", text_at(gpu, "index")}, {"bus_id", text_at(gpu, "bus_id")}, {"type", type}},
-                    n->get<double>());
+    using Counter = std::optional<std::uint64_t> facts::NvmlGpu::*;
+    for (const auto& gpu : *nvml->gpus) {
+        for (auto [family, counter, type] :
+            {std::tuple<Family*, Counter, const char*>{&ecc, &facts::NvmlGpu::ecc_corrected, "corrected"},
+                {&ecc, &facts::NvmlGpu::ecc_uncorrected, "uncorrected"},
+                {&since_reset, &facts::NvmlGpu::ecc_corrected_volatile, "corrected"},
+                {&since_reset, &facts::NvmlGpu::ecc_uncorrected_volatile, "uncorrected"}}) {
+            if (const auto& n = gpu.*counter) {
+                family->add({{"gpu", std::to_string(gpu.index)}, {"bus_id", gpu.bus_id}, {"type", type}},
+                    static_cast<double>(*n));
             }
         }
     }
@@ -195,7 +197,7 @@ std::string prometheus_label_value(std::string_view value)
     return out;
 }
 
-std::string render_prometheus(const Verdict& verdict, const Facts& facts, double now, const std::string& version)
+std::string render_prometheus(const Verdict& verdict, const Facts* facts, double now, const std::string& version)
 {
     const std::pair<std::string, std::string> sub{"subcommand", verdict.subcommand};
     constexpr const char* scale = "0 pass, 1 skip, 2 warn, 3 fail, 4 error";
@@ -230,8 +232,10 @@ std::string render_prometheus(const Verdict& verdict, const Facts& facts, double
     for (auto* f : {&status, &finding, &findings, &exit, &when, &info}) {
         families.push_back(std::move(*f));
     }
-    gpu_facts(facts, families);
-    measurements(facts, families);
+    if (facts != nullptr) {
+        gpu_facts(*facts, families);
+        measurements(*facts, families);
+    }
     std::string out;
     for (const auto& f : families) {
         f.write(out);

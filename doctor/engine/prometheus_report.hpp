@@ -25,12 +25,13 @@ std::string prometheus_label_value(std::string_view value);
 /// - gpudoctor_finding{probe,code,severity,subject}: one series per finding, its severity_level;
 /// - gpudoctor_findings{severity}: how many findings of each severity;
 /// - gpudoctor_exit_code, gpudoctor_last_run_timestamp_seconds (`now`, Unix time), gpudoctor_info;
-/// - where `facts` (check's) have them: gpudoctor_gpus, gpudoctor_gpu_ecc_errors{gpu,bus_id,type}, and
+/// - where `facts` (check's; nullptr for the others) have them: gpudoctor_gpus,
+/// gpudoctor_gpu_ecc_errors{gpu,bus_id,type}, and
 ///   the deep tier's measurements in bytes per second (medians) and seconds:
 ///   gpudoctor_copy_bandwidth_bytes_per_second{gpu,bus_id,direction=h2d|d2h|d2d},
 ///   gpudoctor_p2p_bandwidth_bytes_per_second{src,dst}, gpudoctor_p2p_latency_seconds{src,dst},
 ///   gpudoctor_allreduce_bus_bandwidth_bytes_per_second,
 ///   gpudoctor_allreduce_algorithm_bandwidth_bytes_per_second{gpus}.
-std::string render_prometheus(const Verdict& verdict, const Facts& facts, double now, const std::string& version);
+std::string render_prometheus(const Verdict& verdict, const Facts* facts, double now, const std::string& version);
 
 } // namespace doctor::engine

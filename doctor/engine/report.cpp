@@ -47,9 +47,8 @@ std::string one_line(std::string_view text)
 
 std::string checked_host(const Facts& facts)
 {
-    const auto* host = collector_facts(facts, "host");
-    if (host != nullptr && host->is_object() && host->contains("hostname") && (*host)["hostname"].is_string()) {
-        return (*host)["hostname"].get<std::string>();
+    if (const auto* host = facts.host().get()) {
+        return host->hostname;
     }
     return "";
 }
@@ -143,8 +142,8 @@ nlohmann::json render_json(const std::vector<ProbeResult>& results, const Facts&
     // Every number the deep tier measured, as its collectors reported them.
     nlohmann::json measurements = nlohmann::json::object();
     for (const auto& name : options.measured) {
-        if (facts.is_object() && facts.contains(name)) {
-            measurements[name] = facts[name];
+        if (const auto* measured = facts.raw(name)) {
+            measurements[name] = *measured;
         }
     }
     if (!measurements.empty()) {

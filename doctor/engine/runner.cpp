@@ -26,6 +26,23 @@ std::string seconds_text(std::chrono::milliseconds t)
 
 namespace {
 
+/// A collector's output as its facts: JSON of the shape its struct reads, else the collector broke.
+void add_output(Facts& facts, const std::string& name, const std::string& output)
+{
+    nlohmann::json parsed;
+    try {
+        parsed = nlohmann::json::parse(output);
+    } catch (const nlohmann::json::exception&) {
+        facts.add_error(name, "returned facts that are not JSON");
+        return;
+    }
+    try {
+        facts.add(name, parsed, "the collector's output");
+    } catch (const base::Error& e) {
+        facts.add_error(name, fmt::format("returned facts its rules cannot read: {}", e.what()));
+    }
+}
+
 /// Runs `collectors` at once, each in its own child (and process group) with `timeout` as the
 /// deadline, into `facts`.
 void collect_group(const std::vector<const Collector*>& collectors, const CollectContext& ctx,
@@ -51,7 +68,7 @@ void collect_group(const std::vector<const Collector*>& collectors, const Collec
                 options));
             started.push_back(c);
         } catch (const base::Error& e) {
-            facts[c->name] = {{"error", e.what()}};
+            facts.add_error(c->name, e.what());
         }
     }
     const auto outcomes = base::wait_for_children(children, timeout);
@@ -62,22 +79,18 @@ void collect_group(const std::vector<const Collector*>& collectors, const Collec
             (*seconds)[name] = outcome.elapsed.count();
         }
         if (outcome.timed_out && !outcome.reaped) {
-            facts[name] = {{"error",
+            facts.add_error(name,
                 fmt::format("timed out after {}, and stuck in the kernel (uninterruptible): "
                             "the driver is likely wedged",
-                    seconds_text(timeout))}};
+                    seconds_text(timeout)));
         } else if (outcome.timed_out) {
-            facts[name] = {{"error", fmt::format("timed out after {}", seconds_text(timeout))}};
+            facts.add_error(name, fmt::format("timed out after {}", seconds_text(timeout)));
         } else if (outcome.signaled()) {
-            facts[name] = {{"error", fmt::format("crashed ({})", strsignal(WTERMSIG(outcome.status)))}};
+            facts.add_error(name, fmt::format("crashed ({})", strsignal(WTERMSIG(outcome.status))));
         } else if (!outcome.exited(0)) {
-            facts[name] = {{"error", fmt::format("exited with status {}", outcome.exit_code())}};
+            facts.add_error(name, fmt::format("exited with status {}", outcome.exit_code()));
         } else {
-            try {
-                facts[name] = nlohmann::json::parse(outcome.output);
-            } catch (const nlohmann::json::exception&) {
-                facts[name] = {{"error", "returned facts that are not JSON"}};
-            }
+            add_output(facts, name, outcome.output);
         }
     }
 }
@@ -87,7 +100,7 @@ void collect_group(const std::vector<const Collector*>& collectors, const Collec
 Facts collect(
     const std::vector<const Collector*>& collectors, const CollectContext& ctx, std::map<std::string, double>* seconds)
 {
-    Facts facts = nlohmann::json::object();
+    Facts facts;
     std::vector<const Collector*> quick;
     std::vector<const Collector*> deep;
     for (const Collector* c : collectors) {
@@ -104,6 +117,49 @@ Facts collect(
     }
     return facts;
 }
+
+FindingCode error_code(const Probe& probe)
+{
+    return {probe.name + ".error", Severity::error, fmt::format("the {} probe could not run", probe.name),
+        "Its collector timed out, crashed, or its rule broke. A GPU library call that hangs (a wedged driver, a GPU "
+        "that fell off the bus) shows up here; the other probes still ran.",
+        fmt::format("look at dmesg (Xid errors) and nvidia-smi, and run again with a longer {}; a rule that broke on "
+                    "facts collected here is a bug: report it with the output of 'gpudoctor snapshot'",
+            probe.deep ? "--deep-timeout" : "--timeout")};
+}
+
+FindingCode skip_code(const Probe& probe)
+{
+    return {probe.name + ".skip", Severity::skip, fmt::format("the {} probe was not checked", probe.name),
+        "The facts it needs were not collected (a snapshot taken with --only/--skip, or an older snapshot). A "
+        "skipped probe is never a pass.",
+        ""};
+}
+
+namespace {
+
+/// The findings of one probe whose facts are there: its rule's, or an error when the rule broke.
+std::vector<Finding> run_rule(const Probe& p, const Facts& facts, const Policy& policy, const std::string& snapshot)
+{
+    Findings out(p);
+    try {
+        p.judge(facts, policy, out);
+    } catch (const std::exception& e) {
+        // A fact that is missing or of another type than its collector writes.
+        if (!snapshot.empty()) {
+            throw base::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({}); "
+                                          "write the snapshot again with 'gpudoctor snapshot > node.json'",
+                snapshot, p.name, e.what()));
+        }
+        return {error_code(p).make("host", fmt::format("the {} rule broke on these facts: {}", p.name, e.what()))};
+    }
+    if (out.empty()) {
+        return {error_code(p).make("host", fmt::format("the {} rule returned no finding", p.name))};
+    }
+    return out.take();
+}
+
+} // namespace
 
 std::vector<ProbeResult> judge(
     const std::vector<const Probe*>& probes, const Facts& facts, const Policy& policy, const std::string& snapshot)
@@ -123,34 +179,13 @@ std::vector<ProbeResult> judge(
             }
         }
         if (!broken.empty()) {
-            r.findings.push_back({p->name + ".error", Severity::error, "host",
-                fmt::format("the {} probe could not run: {}", p->name, broken),
-                fmt::format("the driver or library it calls may be hung or broken; run again with a longer {}, "
-                            "and check dmesg and nvidia-smi",
-                    p->deep ? "--deep-timeout" : "--timeout"),
-                nullptr});
+            r.findings.push_back(
+                error_code(*p).make("host", fmt::format("the {} probe could not run: {}", p->name, broken)));
         } else if (!missing.empty()) {
-            r.findings.push_back({p->name + ".skip", Severity::skip, "host",
-                fmt::format("not checked: the facts have no '{}' section", missing), "", nullptr});
+            r.findings.push_back(
+                skip_code(*p).make("host", fmt::format("not checked: the facts have no '{}' section", missing)));
         } else {
-            try {
-                r.findings = p->judge(facts, policy);
-            } catch (const std::exception& e) {
-                // A fact that is missing or of another type than its collector writes.
-                if (!snapshot.empty()) {
-                    throw base::Error(fmt::format("{}: the {} facts are not as gpudoctor snapshot writes them ({}); "
-                                                  "write the snapshot again with 'gpudoctor snapshot > node.json'",
-                        snapshot, p->name, e.what()));
-                }
-                r.findings.push_back({p->name + ".error", Severity::error, "host",
-                    fmt::format("the {} rule broke on these facts: {}", p->name, e.what()),
-                    "report this with the output of 'gpudoctor snapshot'", nullptr});
-            }
-            if (r.findings.empty()) {
-                r.findings.push_back({p->name + ".error", Severity::error, "host",
-                    fmt::format("the {} rule returned no finding", p->name),
-                    "report this with the output of 'gpudoctor snapshot'", nullptr});
-            }
+            r.findings = run_rule(*p, facts, policy, snapshot);
         }
         results.push_back(std::move(r));
     }

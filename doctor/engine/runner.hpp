@@ -17,6 +17,11 @@ namespace doctor::engine {
 Facts collect(const std::vector<const Collector*>& collectors, const CollectContext& ctx,
     std::map<std::string, double>* seconds = nullptr);
 
+/// The runner's own codes of every probe: `<probe>.error` (its collector broke or its rule did)
+/// and `<probe>.skip` (its facts were not collected).
+FindingCode error_code(const Probe& probe);
+FindingCode skip_code(const Probe& probe);
+
 /// One probe's outcome.
 struct ProbeResult {
     const Probe* probe = nullptr;

@@ -15,9 +15,6 @@ namespace {
 using nlohmann::json;
 using Ceilings = SnapshotCeilings;
 
-/// NVLinks per GPU (NVML_NVLINK_MAX_LINKS is 18).
-constexpr std::size_t nvlinks_per_gpu = 18;
-
 /// A value as an error message shows it: strings quoted and cut short, lists and objects by kind.
 std::string shown(const json& value)
 {
@@ -128,46 +125,6 @@ private:
     const std::string& m_collector;
 };
 
-void read_nvml(const json& nvml, const FactsReader& r)
-{
-    for (const char* key : {"driver_version", "kernel_module_version", "driver_file", "nvml_error", "nvml_library"}) {
-        r.text(nvml, key, "nvml");
-    }
-    r.count(nvml, "cuda_driver_version", "nvml");
-    r.each(nvml, "gpus", "gpus", Ceilings::gpus, "GPUs", [&](const json& g, const std::string& field) {
-        r.object(g, field);
-        r.gpu_index(g, "index", field);
-        r.bus_id(g, "bus_id", field);
-        r.text(g, "name", field);
-        r.text(g, "uuid", field);
-        for (const char* key :
-            {"memory_total", "compute_mode", "persistence", "processes", "ecc_corrected", "ecc_uncorrected",
-                "ecc_corrected_volatile", "ecc_uncorrected_volatile", "retired_pages_single", "retired_pages_double",
-                "clock_event_reasons", "pcie_gen", "pcie_max_gen", "pcie_width", "pcie_max_width", "utilization"}) {
-            r.count(g, key, field);
-        }
-        if (g.contains("remapped_rows")) {
-            r.object(g["remapped_rows"], field + ".remapped_rows");
-            r.count(g["remapped_rows"], "corrected", field + ".remapped_rows");
-            r.count(g["remapped_rows"], "uncorrected", field + ".remapped_rows");
-        }
-        r.each(g, "nvlinks", field + ".nvlinks", nvlinks_per_gpu, "NVLinks of one GPU",
-            [&](const json& link, const std::string& at) {
-                if (!link.is_string() || link.get_ref<const std::string&>().size() > Ceilings::string) {
-                    r.bad(at, fmt::format("is {}, expected the PCI address of the remote end", shown(link)));
-                }
-            });
-    });
-    r.each(nvml, "pairs", "pairs", Ceilings::pairs, "GPU pairs", [&](const json& p, const std::string& field) {
-        r.object(p, field);
-        r.gpu_index(p, "a", field);
-        r.gpu_index(p, "b", field);
-        for (const char* key : {"p2p_read", "p2p_write", "ancestor"}) {
-            r.count(p, key, field, INT_MAX, "an NVML status");
-        }
-    });
-}
-
 void read_topology(const json& topology, const FactsReader& r)
 {
     for (const char* key : {"source", "hostname", "allowed_cpus"}) {
@@ -223,20 +180,12 @@ void read_pci(const json& pci, const FactsReader& r)
     });
 }
 
-void read_host(const json& host, const FactsReader& r)
-{
-    for (const char* key : {"hostname", "kernel", "machine"}) {
-        r.text(host, key, "host");
-    }
-}
-
 /// The collectors whose values the checks read and show; the others' facts are judged by shape.
 struct CollectorReader {
     const char* collector;
     void (*read)(const json& facts, const FactsReader& r);
 };
-constexpr CollectorReader collector_readers[] = {
-    {"nvml", read_nvml}, {"topology", read_topology}, {"pci", read_pci}, {"host", read_host}};
+constexpr CollectorReader collector_readers[] = {{"topology", read_topology}, {"pci", read_pci}};
 
 /// The facts of one collector that the checks read, against the ceilings.
 void read_collector(const std::string& file, const std::string& collector, const json& facts)
@@ -348,11 +297,10 @@ Facts read_snapshot(const std::string& text, const std::string& file)
             file, format.is_structured() || format.dump().size() > 200 ? shown(format) : format.dump(),
             snapshot_format));
     }
-    Facts facts = std::move(doc["facts"]);
-    for (const auto& [collector, collected] : facts.items()) {
+    for (const auto& [collector, collected] : doc["facts"].items()) {
         read_collector(file, collector, collected);
     }
-    return facts;
+    return Facts::read(doc["facts"], file);
 }
 
 } // namespace doctor::engine

@@ -44,7 +44,7 @@ Verdict findings_verdict(std::string subcommand, std::vector<Finding> findings, 
     return v;
 }
 
-void write_verdict_files(const VerdictFiles& files, const Verdict& verdict, const Facts& facts)
+void write_verdict_files(const VerdictFiles& files, const Verdict& verdict, const Facts* facts)
 {
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::vector<base::OutputFile> outputs;

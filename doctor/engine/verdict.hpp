@@ -50,8 +50,8 @@ struct JudgingOptions {
 
 /// Writes the files asked for, atomically, both staged before either replaces its target; a file
 /// that cannot be written is base::Error (exit 2), raised before the report is printed. `facts`
-/// are check's (their GPU metrics); null for the others.
-void write_verdict_files(const VerdictFiles& files, const Verdict& verdict, const Facts& facts);
+/// are check's (their GPU metrics); nullptr for the others.
+void write_verdict_files(const VerdictFiles& files, const Verdict& verdict, const Facts* facts);
 
 /// --quiet for nccl-log and profile: only the findings that are problems (warn, fail, error), then
 /// "N fail, N warn, N error".

@@ -3,6 +3,7 @@
 // The data gpudoctor fit looks names up in: model presets (share/gpukit/models.toml) and the GPU
 // table (share/gpukit/gpus.toml), both compiled in; users add models with --models FILE.
 
+#include "doctor/engine/gpu_table.hpp"
 #include "doctor/fit/model.hpp"
 
 #include <cstdint>
@@ -53,33 +54,8 @@ private:
     std::vector<ModelSpec> m_models;
 };
 
-/// One kind of GPU: its memory and its training speed relative to a V100.
-struct GpuSpec {
-    std::string name;
-    std::vector<std::string> aliases;
-    std::uint64_t memory = 0; ///< bytes, about what NVML reports as total
-    double speed = 1; ///< relative training throughput, V100 = 1; rough
-    std::string note; ///< e.g. that CUDA 12 dropped it
-    GpuTraits traits; ///< compute capability (required) and NVLink (unknown unless said)
-};
-
-/// The GPU table (share/gpukit/gpus.toml), compiled in.
-class GpuTable {
-public:
-    static GpuTable builtin();
-    static const char* builtin_toml();
-    /// Reads a table in the same format. Throws base::Error naming `origin`.
-    static GpuTable from_toml(const std::string& text, const std::string& origin);
-
-    /// Looks a name or alias up, ignoring case, spaces, '-' and '_', and a leading "NVIDIA" or
-    /// "Tesla" ("v100", "Tesla V100", "a100-80gb", "A100 80GB"); a family name (the part before
-    /// the first '-') that only one entry has is that entry. Throws base::Error for an unknown
-    /// name, with the closest one, and for a family of several ("A100": A100-40GB or A100-80GB).
-    const GpuSpec& find(const std::string& name) const;
-    const std::vector<GpuSpec>& gpus() const { return m_gpus; }
-
-private:
-    std::vector<GpuSpec> m_gpus;
-};
+/// The GPU table is gpudoctor's one table of GPUs (doctor/engine/gpu_table.hpp).
+using engine::GpuModel;
+using engine::GpuTable;
 
 } // namespace doctor::fit

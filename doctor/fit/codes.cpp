@@ -4,9 +4,9 @@ namespace doctor::fit {
 
 using base::Severity;
 
-const std::vector<base::CodeText>& fit_codes()
+const std::vector<base::FindingCode>& fit_codes()
 {
-    static const std::vector<base::CodeText> codes = {
+    static const std::vector<base::FindingCode> codes = {
         {"fit.nothing_fits", Severity::fail, "not even batch 1 fits on a GPU",
             "The model states (weights, gradients, optimizer states) and one sample's activations need more than "
             "the GPU offers after the CUDA context, workspaces and the margin.",

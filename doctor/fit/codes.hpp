@@ -12,7 +12,7 @@
 namespace doctor::fit {
 
 /// Every code fit reports (`fit.*`), with its severity, explanation and remedy.
-const std::vector<base::CodeText>& fit_codes();
+const std::vector<base::FindingCode>& fit_codes();
 
 /// A finding of `code` from fit_codes().
 base::Finding fit_finding(std::string_view code, std::string subject, std::string message);

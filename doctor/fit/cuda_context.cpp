@@ -17,7 +17,7 @@ namespace doctor::fit {
 namespace {
 
 // share/gpukit/cuda_context.py, compiled in as `cuda_context_py`.
-#include "doctor/cuda_context_py.inc"
+#include "share/cuda_context_py.inc"
 
 // The last line the interpreter printed, quoted for a message.
 std::string last_words(const std::string& output)

@@ -33,28 +33,6 @@ std::uint64_t tensorflow_reserve(unsigned major)
 
 } // namespace
 
-std::optional<ComputeCapability> parse_compute_capability(const std::string& text)
-{
-    const auto dot = text.find('.');
-    if (dot == std::string::npos || dot == 0 || dot + 1 >= text.size()) {
-        return std::nullopt;
-    }
-    ComputeCapability cc;
-    const char* end = text.data() + text.size();
-    const auto major = std::from_chars(text.data(), text.data() + dot, cc.major);
-    const auto minor = std::from_chars(text.data() + dot + 1, end, cc.minor);
-    if (major.ec != std::errc{} || major.ptr != text.data() + dot || minor.ec != std::errc{} || minor.ptr != end ||
-        cc.major == 0 || cc.major > 99 || cc.minor > 9) {
-        return std::nullopt;
-    }
-    return cc;
-}
-
-std::string to_string(const ComputeCapability& cc)
-{
-    return fmt::format("{}.{}", cc.major, cc.minor);
-}
-
 std::uint64_t Workspaces::total() const
 {
     if (given) {

@@ -5,6 +5,8 @@
 // They depend on the GPU's architecture (compute capability), on whether it talks to its peers
 // over NVLink, and on the setup (framework, parallel degrees). Pure.
 
+#include "doctor/engine/gpu_table.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,23 +15,11 @@ namespace doctor::fit {
 
 struct TrainingSetup;
 
-/// A CUDA compute capability, e.g. 9.0 for Hopper.
-struct ComputeCapability {
-    unsigned major = 0;
-    unsigned minor = 0;
-    friend bool operator==(const ComputeCapability&, const ComputeCapability&) = default;
-};
-/// "8.6" → {8, 6}; nullopt for anything else.
-std::optional<ComputeCapability> parse_compute_capability(const std::string& text);
-std::string to_string(const ComputeCapability& cc);
-
-/// What of a GPU the workspaces depend on; nullopt where it is not known (a size given with
-/// --gpu-mem), and then the larger choice is taken.
-struct GpuTraits {
-    std::optional<ComputeCapability> compute_capability;
-    std::optional<bool> nvlink; ///< whether it reaches its peers over NVLink (more NCCL channels)
-    friend bool operator==(const GpuTraits&, const GpuTraits&) = default;
-};
+// A GPU's compute capability and NVLink, as the GPU table and NVML give them.
+using engine::ComputeCapability;
+using engine::GpuTraits;
+using engine::parse_compute_capability;
+using engine::to_string;
 
 /// The workspaces of one training process on one GPU.
 struct Workspaces {

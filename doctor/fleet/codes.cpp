@@ -4,9 +4,9 @@ namespace doctor::fleet {
 
 using base::Severity;
 
-const std::vector<base::CodeText>& fleet_codes()
+const std::vector<base::FindingCode>& fleet_codes()
 {
-    static const std::vector<base::CodeText> codes = {
+    static const std::vector<base::FindingCode> codes = {
         {"fleet.node_fit", Severity::pass, "the node is fit",
             "The node's snapshot was judged and nothing failed (with --strict: nothing warned either, and its "
             "measurements are not outliers). It is in --healthy-hostfile.",

@@ -11,6 +11,6 @@
 namespace doctor::fleet {
 
 /// Every code fleet reports itself (`fleet.*`), with its severity, explanation and remedy.
-const std::vector<base::CodeText>& fleet_codes();
+const std::vector<base::FindingCode>& fleet_codes();
 
 } // namespace doctor::fleet

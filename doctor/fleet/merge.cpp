@@ -67,41 +67,55 @@ std::string counted(const std::vector<std::string>& values)
 }
 
 /// What `describe` says of each GPU in NVML's facts.
-std::vector<std::string> per_gpu(const json& facts, std::string (*describe)(const json& gpu))
+std::vector<std::string> per_gpu(const engine::Facts& facts, std::string (*describe)(const facts::NvmlGpu& gpu))
 {
     std::vector<std::string> out;
-    if (const json* gpus = at(facts, {"nvml", "gpus"}); gpus != nullptr && gpus->is_array()) {
-        for (const auto& g : *gpus) {
-            out.push_back(g.is_object() ? describe(g) : std::string());
+    if (const auto* nvml = facts.nvml().get(); nvml != nullptr && nvml->gpus) {
+        for (const auto& g : *nvml->gpus) {
+            out.push_back(describe(g));
         }
     }
     return out;
 }
 
-std::string gpu_count(const json& facts)
+std::string gpu_count(const engine::Facts& facts)
 {
-    const json* gpus = at(facts, {"nvml", "gpus"});
-    return gpus != nullptr && gpus->is_array() ? std::to_string(gpus->size()) : "";
+    const auto* nvml = facts.nvml().get();
+    return nvml != nullptr && nvml->gpus ? std::to_string(nvml->gpus->size()) : "";
 }
 
-std::string gpu_models(const json& facts)
+std::string gpu_models(const engine::Facts& facts)
 {
-    return counted(per_gpu(facts, [](const json& g) { return text_of(at(g, {"name"})); }));
+    return counted(per_gpu(facts, [](const facts::NvmlGpu& g) { return g.name.value_or(""); }));
 }
 
-std::string pcie_links(const json& facts)
+/// An optional number as text, "" when missing.
+template <typename T> std::string text_of(const std::optional<T>& value)
 {
-    return counted(per_gpu(facts, [](const json& g) {
-        const std::string gen = text_of(at(g, {"pcie_gen"}));
-        const std::string width = text_of(at(g, {"pcie_width"}));
+    return value ? fmt::format("{}", *value) : std::string();
+}
+
+std::string pcie_links(const engine::Facts& facts)
+{
+    return counted(per_gpu(facts, [](const facts::NvmlGpu& g) {
+        const std::string gen = text_of(g.pcie_gen);
+        const std::string width = text_of(g.pcie_width);
         return gen.empty() && width.empty() ? std::string() : fmt::format("gen{} x{}", gen, width);
     }));
 }
 
-std::string infiniband_ports(const json& facts)
+/// A collector's facts as JSON, for the collectors without a struct of their own; null when absent.
+const json& raw_of(const engine::Facts& facts, const char* collector)
+{
+    static const json missing;
+    const json* raw = facts.raw(collector);
+    return raw != nullptr ? *raw : missing;
+}
+
+std::string infiniband_ports(const engine::Facts& facts)
 {
     std::vector<std::string> ports;
-    if (const json* devices = at(facts, {"network", "infiniband"}); devices != nullptr && devices->is_array()) {
+    if (const json* devices = at(raw_of(facts, "network"), {"infiniband"}); devices != nullptr && devices->is_array()) {
         for (const auto& d : *devices) {
             const json* list = at(d, {"ports"});
             for (std::size_t i = 0; list != nullptr && list->is_array() && i < list->size(); ++i) {
@@ -114,9 +128,9 @@ std::string infiniband_ports(const json& facts)
     return fmt::format("{}", fmt::join(ports, "; "));
 }
 
-std::string framework(const json& facts, const char* name)
+std::string framework(const engine::Facts& facts, const char* name)
 {
-    const json* fw = at(facts, {"frameworks", "frameworks", name});
+    const json* fw = at(raw_of(facts, "frameworks"), {"frameworks", name});
     if (fw == nullptr) {
         return "";
     }
@@ -127,56 +141,84 @@ std::string framework(const json& facts, const char* name)
     return text_of(at(*fw, {"version"}));
 }
 
-/// A fact that should be equal across the nodes of a job: where a snapshot has it (a path of up to
-/// three keys), or how it is made from several facts.
+/// A fact that should be equal across the nodes of a job and how it is read.
 struct Comparable {
     const char* name;
-    std::array<const char*, 3> path{};
-    std::string (*read)(const json& facts) = nullptr;
+    std::string (*read)(const engine::Facts& facts);
 };
 
-// In the order the reports list them.
-constexpr Comparable comparables[] = {
-    {"driver", {"nvml", "driver_version"}},
-    {"cuda driver", {"nvml", "cuda_driver_version"}},
-    {"gpus", {}, gpu_count},
-    {"gpu model", {}, gpu_models},
-    {"pcie link", {}, pcie_links},
-    {"cuda runtime", {"libraries", "cudart", "version"}},
-    {"cudnn", {"libraries", "cudnn", "version"}},
-    {"nccl", {"libraries", "nccl", "version"}},
-    {"cublas", {"libraries", "cublas", "version"}},
-    {"python", {"frameworks", "python_version"}},
-    {"torch", {}, [](const json& f) { return framework(f, "torch"); }},
-    {"tensorflow", {}, [](const json& f) { return framework(f, "tensorflow"); }},
-    {"jax", {}, [](const json& f) { return framework(f, "jax"); }},
-    {"mpi", {"mpi", "mpirun_version", "version"}},
-    {"kernel", {"host", "kernel"}},
-    {"infiniband", {}, infiniband_ports},
-    {"/dev/shm bytes", {"limits", "shm", "bytes"}},
-    {"locked memory (soft)", {"limits", "memlock", "soft"}},
-    {"open files (soft)", {"limits", "nofile", "soft"}},
-};
-
-std::string value_of(const Comparable& c, const json& facts)
+/// A fact of a collector without a struct of its own: where it is in its JSON (up to 3 keys).
+template <std::size_t N>
+std::string raw_text(const engine::Facts& facts, const char* collector, const char* (&&path)[N])
 {
-    if (c.read != nullptr) {
-        return c.read(facts);
-    }
-    const json* node = &facts;
-    for (const char* key : c.path) {
-        if (key != nullptr) {
-            node = node == nullptr ? nullptr : at(*node, {key});
-        }
+    const json* node = &raw_of(facts, collector);
+    for (const char* key : path) {
+        node = node == nullptr ? nullptr : at(*node, {key});
     }
     return text_of(node);
 }
 
+// In the order the reports list them.
+const Comparable comparables[] = {
+    {"driver",
+        [](const engine::Facts& f) {
+            return f.nvml().get() != nullptr ? f.nvml().get()->driver_version.value_or("") : std::string();
+        }},
+    {"cuda driver",
+        [](const engine::Facts& f) {
+            return f.nvml().get() != nullptr ? text_of(f.nvml().get()->cuda_driver_version) : std::string();
+        }},
+    {"gpus", gpu_count},
+    {"gpu model", gpu_models},
+    {"pcie link", pcie_links},
+    {"cuda runtime",
+        [](const engine::Facts& f) {
+            return raw_text(f, "libraries", {"cudart", "version"});
+        }},
+    {"cudnn",
+        [](const engine::Facts& f) {
+            return raw_text(f, "libraries", {"cudnn", "version"});
+        }},
+    {"nccl",
+        [](const engine::Facts& f) {
+            return raw_text(f, "libraries", {"nccl", "version"});
+        }},
+    {"cublas",
+        [](const engine::Facts& f) {
+            return raw_text(f, "libraries", {"cublas", "version"});
+        }},
+    {"python", [](const engine::Facts& f) { return raw_text(f, "frameworks", {"python_version"}); }},
+    {"torch", [](const engine::Facts& f) { return framework(f, "torch"); }},
+    {"tensorflow", [](const engine::Facts& f) { return framework(f, "tensorflow"); }},
+    {"jax", [](const engine::Facts& f) { return framework(f, "jax"); }},
+    {"mpi",
+        [](const engine::Facts& f) {
+            return raw_text(f, "mpi", {"mpirun_version", "version"});
+        }},
+    {"kernel",
+        [](const engine::Facts& f) {
+            return f.host().get() != nullptr ? f.host().get()->kernel.value_or("") : std::string();
+        }},
+    {"infiniband", infiniband_ports},
+    {"/dev/shm bytes",
+        [](const engine::Facts& f) {
+            return raw_text(f, "limits", {"shm", "bytes"});
+        }},
+    {"locked memory (soft)",
+        [](const engine::Facts& f) {
+            return raw_text(f, "limits", {"memlock", "soft"});
+        }},
+    {"open files (soft)",
+        [](const engine::Facts& f) {
+            return raw_text(f, "limits", {"nofile", "soft"});
+        }},
+};
+
 /// The slowest GPU's median of one copy direction in check --deep's bandwidth facts.
-std::optional<double> slowest_copy(const json& facts, const char* direction)
+std::optional<double> slowest_copy(const engine::Facts& facts, const char* direction)
 {
     std::optional<double> slowest;
-    const json* gpus = at(facts, {"bandwidth", "gpus"});
+    const json* gpus = at(raw_of(facts, "bandwidth"), {"gpus"});
     for (std::size_t i = 0; gpus != nullptr && gpus->is_array() && i < gpus->size(); ++i) {
         const json* v = at((*gpus)[i], {direction, "median_gbps"});
         if (v != nullptr && v->is_number()) {
@@ -189,19 +231,19 @@ std::optional<double> slowest_copy(const json& facts, const char* direction)
 /// A measurement of check --deep compared across the nodes.
 struct Measured {
     const char* name;
-    std::optional<double> (*read)(const json& facts);
+    std::optional<double> (*read)(const engine::Facts& facts);
 };
 
 constexpr Measured measured[] = {
     {"all-reduce busbw",
-        [](const json& f) {
-            const json* v = at(f, {"allreduce", "busbw_gbps"});
+        [](const engine::Facts& f) {
+            const json* v = at(raw_of(f, "allreduce"), {"busbw_gbps"});
             return v != nullptr && v->is_number() && v->get<double>() > 0 ? std::optional<double>(v->get<double>())
                                                                           : std::nullopt;
         }},
-    {"host→device copy", [](const json& f) { return slowest_copy(f, "h2d"); }},
-    {"device→host copy", [](const json& f) { return slowest_copy(f, "d2h"); }},
-    {"device-local copy", [](const json& f) { return slowest_copy(f, "d2d"); }},
+    {"host→device copy", [](const engine::Facts& f) { return slowest_copy(f, "h2d"); }},
+    {"device→host copy", [](const engine::Facts& f) { return slowest_copy(f, "d2h"); }},
+    {"device-local copy", [](const engine::Facts& f) { return slowest_copy(f, "d2d"); }},
 };
 
 constexpr const char* none = "(none)";
@@ -238,16 +280,15 @@ NodeResult judge_node(
         const std::string_view text(output.text);
         node.answer = Answer::garbage;
         node.why = fmt::format("{}; it begins {}", e.what(), base::quote_input(text.substr(0, text.find('\n'))));
-        node.facts = nullptr;
+        node.facts = engine::Facts{};
     }
     return node;
 }
 
 /// The hostname in a node's facts, or "".
-std::string hostname_of(const json& facts)
+std::string hostname_of(const engine::Facts& facts)
 {
-    const json* host = at(facts, {"host", "hostname"});
-    return host != nullptr && host->is_string() ? host->get<std::string>() : "";
+    return facts.host().get() != nullptr ? facts.host().get()->hostname : std::string();
 }
 
 engine::Severity fail_on(const FleetReport& report)
@@ -357,9 +398,9 @@ std::vector<std::pair<std::string, std::string>> comparable_facts(const engine::
 {
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& c : comparables) {
-        out.emplace_back(c.name, value_of(c, facts));
+        out.emplace_back(c.name, c.read(facts));
     }
-    if (const json* vars = at(facts, {"env", "variables"}); vars != nullptr && vars->is_object()) {
+    if (const json* vars = at(raw_of(facts, "env"), {"variables"}); vars != nullptr && vars->is_object()) {
         for (const auto& [name, value] : vars->items()) {
             if (name.rfind("NCCL_", 0) == 0) {
                 out.emplace_back(name, text_of(&value));
@@ -530,7 +571,7 @@ nlohmann::json render_json(const FleetReport& report)
         }
         nodes.push_back({{"host", node.host}, {"answer", to_string(node.answer)},
             {"why", node.why.empty() ? json() : json(node.why)}, {"exit_code", is_fit(report, node) ? 0 : 1},
-            {"findings", findings}, {"facts", node.facts}});
+            {"findings", findings}, {"facts", node.answer == Answer::snapshot ? node.facts.write() : json(nullptr)}});
     }
     json groups = json::array();
     for (const auto& g : report.groups) {

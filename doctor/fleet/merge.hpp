@@ -46,7 +46,7 @@ struct NodeResult {
     std::string host;
     Answer answer = Answer::snapshot;
     std::string why; ///< not answered: what was seen
-    engine::Facts facts; ///< null when not answered
+    engine::Facts facts; ///< empty when not answered
     std::vector<engine::Finding> findings; ///< the warnings, failures and errors of check's probes
 };
 

@@ -1,5 +1,5 @@
 #include "base/cpu_set.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <sched.h>
 #include <vector>

@@ -2,8 +2,8 @@
 #include "base/gpu_bandwidth.hpp"
 #include "base/nccl/log.hpp"
 #include "base/nccl_allreduce.hpp"
-#include "doctor/probes/checks.hpp"
 #include "doctor/probes/deep.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -140,20 +140,15 @@ nlohmann::json collect_allreduce(const CollectContext& ctx)
     return out;
 }
 
-Severity severity_of(const std::string& nccl_severity)
-{
-    return nccl_severity == "fail" ? Severity::fail : nccl_severity == "warn" ? Severity::warn : Severity::pass;
-}
-
-std::vector<Finding> judge_allreduce(const Facts& facts, const Policy& policy)
+void judge_allreduce(const Facts& facts, const Policy& policy, Findings& out)
 {
     const nlohmann::json& ar = *collector_facts(facts, "allreduce");
     if (ar.contains("skipped")) {
         const bool single = ar.value("single_gpu", false);
-        return {{single ? "allreduce.single_gpu" : "allreduce.not_measured", Severity::skip, "host",
-            fmt::format("not measured: {}", ar["skipped"].get<std::string>()), "", nullptr}};
+        out.add(single ? "allreduce.single_gpu" : "allreduce.not_measured", "host",
+            fmt::format("not measured: {}", ar["skipped"].get<std::string>()));
+        return;
     }
-    std::vector<Finding> out;
     const int ranks = ar.value("ranks", 0);
     const double busbw = ar.value("busbw_gbps", 0.0);
     const double algbw = ar.value("algbw_gbps", 0.0);
@@ -170,23 +165,21 @@ std::vector<Finding> judge_allreduce(const Facts& facts, const Policy& policy)
     if (floor != nullptr && floor->allreduce_busbw_gbps && floor->allreduce_gpus == static_cast<unsigned>(ranks)) {
         numbers["floor_gbps"] = *floor->allreduce_busbw_gbps;
         if (busbw < *floor->allreduce_busbw_gbps) {
-            out.push_back({"allreduce.busbw_low", Severity::fail, "host",
-                fmt::format("{}, below {} GB/s (the policy's floor for {}× {})", measured,
-                    gbps_text(*floor->allreduce_busbw_gbps), ranks, floor->model),
-                "look at the transports below and the bandwidth probe's peer copies; check 'nvidia-smi nvlink -s', "
-                "the NVSwitch fabric manager, and NCCL variables that restrict it (NCCL_P2P_DISABLE, "
-                "NCCL_P2P_LEVEL, NCCL_ALGO, NCCL_PROTO); compare with nccl-tests all_reduce_perf -b 1G -e 1G -g N",
-                numbers});
+            out.add("allreduce.busbw_low", "host",
+                fmt::format("{}, below {} GB/s ({}'s floor for {}× {})", measured,
+                    gbps_text(*floor->allreduce_busbw_gbps), floor->source, ranks, floor->model),
+                numbers);
         } else {
-            out.push_back({"allreduce.busbw_ok", Severity::pass, "host",
+            out.add("allreduce.busbw_ok", "host",
                 fmt::format("{} (floor {} GB/s for {}× {})", measured, gbps_text(*floor->allreduce_busbw_gbps), ranks,
                     floor->model),
-                "", numbers});
+                numbers);
         }
     } else {
-        out.push_back({"allreduce.busbw_ok", Severity::pass, "host",
-            fmt::format("{} (no floor for {}× {} in the policy)", measured, ranks, model.empty() ? "this GPU" : model),
-            "", numbers});
+        out.add("allreduce.busbw_ok", "host",
+            fmt::format("{} (no floor for {}× {} in the GPU table or the policy)", measured, ranks,
+                model.empty() ? "this GPU" : model),
+            numbers);
     }
     const nlohmann::json log = ar.value("log", nlohmann::json::object());
     const nlohmann::json transports =
@@ -198,14 +191,14 @@ std::vector<Finding> judge_allreduce(const Facts& facts, const Policy& policy)
         }
     }
     if (!used.empty()) {
-        out.push_back({"allreduce.transports", Severity::pass, "host",
-            fmt::format("NCCL connected the GPUs over {}", fmt::join(used, ", ")), "", transports});
+        out.add("allreduce.transports", "host", fmt::format("NCCL connected the GPUs over {}", fmt::join(used, ", ")),
+            transports);
     }
+    // What NCCL's own log of the run shows, by nccl-log's rows.
     for (const auto& f : log.value("findings", nlohmann::json::array())) {
-        out.push_back({f.value("code", std::string("nccl.?")), severity_of(f.value("severity", std::string())), "host",
-            f.value("message", std::string()), f.value("remedy", std::string()), f});
+        out.add(base::code_in(base::nccl::finding_codes(), f.value("code", std::string())), "host",
+            f.value("message", std::string()), f);
     }
-    return out;
 }
 
 } // namespace
@@ -228,25 +221,28 @@ Probe allreduce_probe()
     p.deep = true;
     p.judge = judge_allreduce;
     p.codes = {
-        {"allreduce.busbw_ok", "NCCL all-reduce bus bandwidth is at or above its floor",
+        {"allreduce.busbw_ok", Severity::pass, "NCCL all-reduce bus bandwidth is at or above its floor",
             "One process drove every GPU (ncclCommInitAll) through warm-up and timed float32 all-reduces of "
             "[deep] allreduce_mib MiB per GPU, like nccl-tests' all_reduce_perf at one large size. busbw = "
             "algbw × 2(n−1)/n, the rate each GPU's links carry, comparable across GPU counts. The floor is the "
             "policy's for the GPU model and this GPU count; without one the number is reported, not judged. With "
             "NVLink SHARP (NVLS) busbw can exceed the link rate.",
             ""},
-        {"allreduce.busbw_low", "NCCL all-reduce bus bandwidth is below the floor",
+        {"allreduce.busbw_low", Severity::fail, "NCCL all-reduce bus bandwidth is below the floor",
             "The all-reduce ran slower than the policy's allreduce_busbw_gbps for this GPU model and count. "
             "Multi-GPU training steps slow with it. Causes: a degraded NVLink or NVSwitch, NCCL falling back to "
             "SHM or PCIe (the transports and nccl.* findings beside it say), NCCL variables that restrict it, or "
             "another job on the GPUs.",
-            "check the transports, 'nvidia-smi nvlink -s', the fabric manager and NCCL_* variables"},
-        {"allreduce.transports", "the transports NCCL chose between the GPUs",
+            "look at the transports below and the bandwidth probe's peer copies; check 'nvidia-smi nvlink -s', "
+            "the NVSwitch fabric manager, and NCCL variables that restrict it (NCCL_P2P_DISABLE, "
+            "NCCL_P2P_LEVEL, NCCL_ALGO, NCCL_PROTO); compare with nccl-tests all_reduce_perf -b 1G -e 1G -g N"},
+        {"allreduce.transports", Severity::pass, "the transports NCCL chose between the GPUs",
             "Read from NCCL's own INFO log of the all-reduce (the same reader as gpudoctor nccl-log). nccl.* "
             "findings beside it flag transports worse than the hardware allows.",
             ""},
-        {"allreduce.single_gpu", "all-reduce not measured: one GPU", "An all-reduce needs at least two GPUs.", ""},
-        {"allreduce.not_measured", "all-reduce not measured",
+        {"allreduce.single_gpu", Severity::skip, "all-reduce not measured: one GPU",
+            "An all-reduce needs at least two GPUs.", ""},
+        {"allreduce.not_measured", Severity::skip, "all-reduce not measured",
             "No CUDA driver, no GPU visible to CUDA, or no NCCL library (libnccl.so.2, or GPUKIT_NCCL_LIBRARY) "
             "to run it with.",
             "install NCCL (libnccl2) or point GPUKIT_NCCL_LIBRARY at the libnccl.so.2 your framework uses"},

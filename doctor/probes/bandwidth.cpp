@@ -3,8 +3,8 @@
 #include "base/pci_address.hpp"
 #include "base/sysroot.hpp"
 #include "base/topology.hpp"
-#include "doctor/probes/checks.hpp"
 #include "doctor/probes/deep.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -157,7 +157,7 @@ std::optional<Floor> floor_of(const Kind& kind, const nlohmann::json& gpu, const
 {
     const DeepFloor* model = policy.floor_for(gpu.value("name", std::string()));
     if (model != nullptr && (model->*kind.floor)) {
-        return Floor{*(model->*kind.floor), fmt::format("the policy's floor for {}", model->model)};
+        return Floor{*(model->*kind.floor), fmt::format("{}'s floor for {}", model->source, model->model)};
     }
     const nlohmann::json pcie = gpu.value("pcie", nlohmann::json());
     if (kind.pcie && pcie.is_object() && pcie.contains("max_gbps") && policy.pcie_fraction > 0) {
@@ -169,19 +169,15 @@ std::optional<Floor> floor_of(const Kind& kind, const nlohmann::json& gpu, const
     return std::nullopt;
 }
 
-void judge_gpus(const nlohmann::json& gpus, const Policy& policy, std::vector<Finding>& out)
+void judge_gpus(const nlohmann::json& gpus, const Policy& policy, Findings& out)
 {
     std::vector<bool> flagged(gpus.size(), false);
     for (std::size_t i = 0; i < gpus.size(); ++i) {
         const std::string error = gpus[i].value("error", std::string());
         if (!error.empty()) {
             flagged[i] = true;
-            out.push_back({"bandwidth.measure_failed", Severity::error, gpu_subject(gpus[i]),
-                fmt::format("a copy could not be measured: {}", error),
-                "an out-of-memory error means other processes hold the GPU's memory (nvidia-smi shows them): "
-                "run on an idle GPU or lower [deep] copy_mib in the policy; other CUDA errors: check dmesg for Xid "
-                "errors and nvidia-smi",
-                {{"error", error}}});
+            out.add("bandwidth.measure_failed", gpu_subject(gpus[i]),
+                fmt::format("a copy could not be measured: {}", error), {{"error", error}});
         }
     }
     std::vector<std::string> notes;
@@ -206,33 +202,25 @@ void judge_gpus(const nlohmann::json& gpus, const Policy& policy, std::vector<Fi
                 const nlohmann::json pcie = gpus[i].value("pcie", nlohmann::json());
                 const std::string now = link_text(pcie, "gt", "width");
                 const std::string max = link_text(pcie, "max_gt", "max_width");
-                std::string remedy = kind.pcie
-                    ? "check the GPU's PCIe link ('nvidia-smi -q -d PCIE' under load: it should run at its maximum "
-                      "generation and width), the slot and riser, BIOS PCIe settings, and that no other job copies "
-                      "at the same time"
-                    : "check for clock throttling and ECC or row-remap errors (gpudoctor check: gpus), and that the "
-                      "GPU is idle";
-                if (kind.pcie && now != "?" && max != "?" && now != max) {
-                    remedy += fmt::format("; sysfs shows the link at {} now, {} at most (an idle link may "
-                                          "slow down; a loaded one should not)",
-                        now, max);
-                }
-                out.push_back({kind.low_code, Severity::fail, gpu_subject(gpus[i]),
-                    fmt::format("{} copies run at {} GB/s, below {} GB/s ({})", kind.label, gbps_text(v),
-                        gbps_text(floor->gbps), floor->source),
-                    remedy, facts});
+                const bool slower_link = kind.pcie && now != "?" && max != "?" && now != max;
+                out.add(kind.low_code, gpu_subject(gpus[i]),
+                    fmt::format("{} copies run at {} GB/s, below {} GB/s ({}){}", kind.label, gbps_text(v),
+                        gbps_text(floor->gbps), floor->source,
+                        slower_link ? fmt::format("; sysfs shows the link at {} now, {} at most (an idle link may "
+                                                  "slow down; a loaded one should not)",
+                                          now, max)
+                                    : ""),
+                    facts);
                 continue;
             }
             const auto others = median_of_others(values, i);
             if (others && v < policy.outlier_fraction * *others) {
                 flagged[i] = true;
                 facts["others_median_gbps"] = *others;
-                out.push_back({"bandwidth.outlier", Severity::warn, gpu_subject(gpus[i]),
+                out.add("bandwidth.outlier", gpu_subject(gpus[i]),
                     fmt::format("{} copies run at {} GB/s, {:.0f}% of the other GPUs' median ({} GB/s)", kind.label,
                         gbps_text(v), 100 * v / *others, gbps_text(*others)),
-                    "compare this GPU's PCIe link and NUMA placement with the others' (gpudoctor topo; 'nvidia-smi "
-                    "-q -d PCIE'), and look for throttling or errors on it",
-                    facts});
+                    facts);
                 continue;
             }
             passing.push_back(v);
@@ -257,19 +245,17 @@ void judge_gpus(const nlohmann::json& gpus, const Policy& policy, std::vector<Fi
                 facts.push_back(gpus[i]);
             }
         }
-        out.push_back({"bandwidth.gpu_ok", Severity::pass, "host",
-            fmt::format("{} {}: {}", clean, clean == 1 ? "GPU" : "GPUs", fmt::join(notes, ", ")), "",
-            {{"gpus", facts}}});
+        out.add("bandwidth.gpu_ok", "host",
+            fmt::format("{} {}: {}", clean, clean == 1 ? "GPU" : "GPUs", fmt::join(notes, ", ")), {{"gpus", facts}});
     }
 }
 
-void judge_peers(const nlohmann::json& bw, const Policy& policy, std::vector<Finding>& out)
+void judge_peers(const nlohmann::json& bw, const Policy& policy, Findings& out)
 {
     const auto& gpus = bw["gpus"];
     const nlohmann::json peers = bw.value("peers", nlohmann::json::array());
     if (gpus.size() < 2) {
-        out.push_back({"bandwidth.p2p_single_gpu", Severity::skip, "host",
-            "peer copies not measured: one GPU, so no GPU pairs", "", nullptr});
+        out.add("bandwidth.p2p_single_gpu", "host", "peer copies not measured: one GPU, so no GPU pairs");
         return;
     }
     std::map<int, const nlohmann::json*> by_index;
@@ -294,13 +280,11 @@ void judge_peers(const nlohmann::json& bw, const Policy& policy, std::vector<Fin
         }
     }
     if (!no_access.empty()) {
-        out.push_back({"bandwidth.p2p_unavailable", Severity::warn, "host",
+        out.add("bandwidth.p2p_unavailable", "host",
             fmt::format("CUDA gives no peer access for {} of {} GPU pairs ({}): their copies are staged through host "
                         "memory, and NCCL uses slower paths",
                 no_access.size(), peers.size(), fmt::join(no_access, ", ")),
-            "see the p2p probe's findings (ACS, IOMMU, GPUs on different sockets without NVLink) and "
-            "'nvidia-smi topo -p2p rw'",
-            {{"pairs", no_access}}});
+            {{"pairs", no_access}});
     }
     std::vector<double> passing;
     std::vector<double> latencies;
@@ -309,10 +293,8 @@ void judge_peers(const nlohmann::json& bw, const Policy& policy, std::vector<Fin
         const auto& p = peers[i];
         const std::string error = p.value("error", std::string());
         if (!error.empty()) {
-            out.push_back({"bandwidth.measure_failed", Severity::error, pair_subject(p),
-                fmt::format("peer copies could not be measured: {}", error),
-                "check dmesg for Xid errors, 'nvidia-smi nvlink -s' and 'nvidia-smi topo -p2p rw'",
-                {{"error", error}}});
+            out.add("bandwidth.measure_failed", pair_subject(p),
+                fmt::format("peer copies could not be measured: {}", error), {{"error", error}});
             continue;
         }
         if (!values[i]) {
@@ -323,23 +305,18 @@ void judge_peers(const nlohmann::json& bw, const Policy& policy, std::vector<Fin
         const DeepFloor* model =
             src == by_index.end() ? nullptr : policy.floor_for(src->second->value("name", std::string()));
         if (model != nullptr && model->p2p_gbps && v < *model->p2p_gbps) {
-            out.push_back({"bandwidth.p2p_low", Severity::fail, pair_subject(p),
-                fmt::format("peer copies run at {} GB/s, below {} GB/s (the policy's floor for {})", gbps_text(v),
-                    gbps_text(*model->p2p_gbps), model->model),
-                "check the NVLinks of both GPUs ('nvidia-smi nvlink -s' for inactive links, 'nvidia-smi nvlink -e' "
-                "for errors), the NVSwitch fabric manager (systemctl status nvidia-fabricmanager), and that no "
-                "other job runs",
-                p});
+            out.add("bandwidth.p2p_low", pair_subject(p),
+                fmt::format("peer copies run at {} GB/s, below {} GB/s ({}'s floor for {})", gbps_text(v),
+                    gbps_text(*model->p2p_gbps), model->source, model->model),
+                p);
             continue;
         }
         const auto others = median_of_others(values, i);
         if (others && v < policy.outlier_fraction * *others) {
-            out.push_back({"bandwidth.outlier", Severity::warn, pair_subject(p),
+            out.add("bandwidth.outlier", pair_subject(p),
                 fmt::format("peer copies run at {} GB/s, {:.0f}% of the other pairs' median ({} GB/s)", gbps_text(v),
                     100 * v / *others, gbps_text(*others)),
-                "a slow pair often has a degraded NVLink or crosses a slower path: compare 'gpudoctor topo' and "
-                "'nvidia-smi nvlink -s' for these two GPUs",
-                p});
+                p);
             continue;
         }
         if (model != nullptr && model->p2p_gbps) {
@@ -357,24 +334,22 @@ void judge_peers(const nlohmann::json& bw, const Policy& policy, std::vector<Fin
             latency = *hi - *lo < 0.05 ? fmt::format(", latency {:.1f} µs", *lo)
                                        : fmt::format(", latency {:.1f}–{:.1f} µs", *lo, *hi);
         }
-        out.push_back({"bandwidth.p2p_ok", Severity::pass, "host",
+        out.add("bandwidth.p2p_ok", "host",
             fmt::format("{} GPU {}: peer copies {} GB/s{}{}", passing.size(), passing.size() == 1 ? "pair" : "pairs",
                 range_text(passing), floor_note, latency),
-            "", {{"pairs", passing.size()}}});
+            {{"pairs", passing.size()}});
     }
 }
 
-std::vector<Finding> judge_bandwidth(const Facts& facts, const Policy& policy)
+void judge_bandwidth(const Facts& facts, const Policy& policy, Findings& out)
 {
     const nlohmann::json& bw = *collector_facts(facts, "bandwidth");
     if (bw.contains("skipped")) {
-        return {{"bandwidth.not_measured", Severity::skip, "host",
-            fmt::format("not measured: {}", bw["skipped"].get<std::string>()), "", nullptr}};
+        out.add("bandwidth.not_measured", "host", fmt::format("not measured: {}", bw["skipped"].get<std::string>()));
+        return;
     }
-    std::vector<Finding> out;
     judge_gpus(bw.value("gpus", nlohmann::json::array()), policy, out);
     judge_peers(bw, policy, out);
-    return out;
 }
 
 } // namespace
@@ -443,49 +418,58 @@ Probe bandwidth_probe()
     p.deep = true;
     p.judge = judge_bandwidth;
     p.codes = {
-        {"bandwidth.gpu_ok", "copy bandwidth of the GPUs is at or above its floors",
+        {"bandwidth.gpu_ok", Severity::pass, "copy bandwidth of the GPUs is at or above its floors",
             "Host→device and device→host copies through pinned host memory, and copies within each GPU's memory, "
             "were timed with CUDA events (after a warm-up; median of the samples) and reached the policy's floor for "
             "the GPU model, or else the policy's share of the GPU's PCIe link, and no GPU lagged far behind the "
             "others.",
             ""},
-        {"bandwidth.h2d_low", "host→device copies are slower than the floor",
+        {"bandwidth.h2d_low", Severity::fail, "host→device copies are slower than the floor",
             "Copies from pinned host memory to the GPU ran below the floor: the policy's per-model floor "
             "([[deep.floor]] h2d_gbps), or else [deep] pcie_fraction of the PCIe link sysfs reports for the GPU. "
             "Causes: a link trained at a lower generation or width (a bad riser, slot or BIOS setting), host "
             "memory on the far socket, or another job copying at the same time. Input pipelines and "
             "checkpoint loads slow down with it.",
-            "check 'nvidia-smi -q -d PCIE' under load, the slot and the BIOS PCIe settings"},
-        {"bandwidth.d2h_low", "device→host copies are slower than the floor",
+            "check the GPU's PCIe link ('nvidia-smi -q -d PCIE' under load: it should run at its maximum generation "
+            "and width), the slot and riser, BIOS PCIe settings, and that no other job copies at the same time"},
+        {"bandwidth.d2h_low", Severity::fail, "device→host copies are slower than the floor",
             "As bandwidth.h2d_low, for copies from the GPU to pinned host memory (checkpoint saves, offloading).",
-            "check 'nvidia-smi -q -d PCIE' under load, the slot and the BIOS PCIe settings"},
-        {"bandwidth.d2d_low", "copies within the GPU's memory are slower than the floor",
+            "check the GPU's PCIe link ('nvidia-smi -q -d PCIE' under load: it should run at its maximum generation "
+            "and width), the slot and riser, BIOS PCIe settings, and that no other job copies at the same time"},
+        {"bandwidth.d2d_low", Severity::fail, "copies within the GPU's memory are slower than the floor",
             "A copy inside one GPU's memory ran below the policy's floor for the model ([[deep.floor]] d2d_gbps). "
             "Memory-bound kernels run at this speed: look for clock throttling, ECC errors or another process.",
-            "check the gpus probe's findings (throttling, ECC, other processes)"},
-        {"bandwidth.outlier", "one GPU or GPU pair is much slower than the others",
+            "check for clock throttling and ECC or row-remap errors (gpudoctor check: gpus), and that the GPU is idle"},
+        {"bandwidth.outlier", Severity::warn, "one GPU or GPU pair is much slower than the others",
             "Its median rate is below [deep] outlier_fraction of the median of the other GPUs (or pairs). A "
             "synchronous job runs at the pace of its slowest GPU, so one slow link slows every rank.",
-            "compare its PCIe link, NUMA placement and NVLinks with the others'"},
-        {"bandwidth.measure_failed", "a copy could not be measured",
+            "compare it with the others: its PCIe link and NUMA placement (gpudoctor topo; 'nvidia-smi -q -d PCIE'), "
+            "throttling or errors on it; for a slow pair, a degraded NVLink or a slower path ('nvidia-smi nvlink -s')"},
+        {"bandwidth.measure_failed", Severity::error, "a copy could not be measured",
             "An allocation or a copy failed, so this GPU or pair was not measured. Out of memory means other "
             "processes hold the GPU's memory; other errors point at the driver or the GPU.",
-            "run on an idle GPU or lower [deep] copy_mib; check dmesg for Xid errors"},
-        {"bandwidth.p2p_ok", "peer copies between GPUs are at or above their floor",
+            "an out-of-memory error means other processes hold the GPU's memory (nvidia-smi shows them): run on an "
+            "idle GPU or lower [deep] copy_mib in the policy; other CUDA errors: check dmesg for Xid errors, "
+            "'nvidia-smi nvlink -s' and 'nvidia-smi topo -p2p rw'"},
+        {"bandwidth.p2p_ok", Severity::pass, "peer copies between GPUs are at or above their floor",
             "Copies from each GPU's memory to every other GPU's (cuMemcpyPeerAsync with peer access enabled) "
             "reached the policy's floor for the model, where it has one, and no pair lagged far behind the others. "
             "The latency is the time of one 4-byte copy.",
             ""},
-        {"bandwidth.p2p_low", "peer copies between two GPUs are slower than the floor",
+        {"bandwidth.p2p_low", Severity::fail, "peer copies between two GPUs are slower than the floor",
             "A pair's copies ran below the policy's p2p_gbps floor for the GPU model: on NVLink systems this is an "
             "inactive or degraded NVLink, or an NVSwitch fabric problem; NCCL's all-reduce slows with it.",
-            "check 'nvidia-smi nvlink -s' and '-e', and the fabric manager"},
-        {"bandwidth.p2p_unavailable", "CUDA gives no peer access between some GPUs",
+            "check the NVLinks of both GPUs ('nvidia-smi nvlink -s' for inactive links, 'nvidia-smi nvlink -e' "
+            "for errors), the NVSwitch fabric manager (systemctl status nvidia-fabricmanager), and that no "
+            "other job runs"},
+        {"bandwidth.p2p_unavailable", Severity::warn, "CUDA gives no peer access between some GPUs",
             "cuDeviceCanAccessPeer said no for these pairs, so their copies (and NCCL's traffic) go through host "
             "memory.",
-            "see the p2p probe (ACS, IOMMU, sockets) and 'nvidia-smi topo -p2p rw'"},
-        {"bandwidth.p2p_single_gpu", "peer copies not measured: one GPU", "A node with one GPU has no pairs.", ""},
-        {"bandwidth.not_measured", "copy bandwidth not measured",
+            "see the p2p probe's findings (ACS, IOMMU, GPUs on different sockets without NVLink) and "
+            "'nvidia-smi topo -p2p rw'"},
+        {"bandwidth.p2p_single_gpu", Severity::skip, "peer copies not measured: one GPU",
+            "A node with one GPU has no pairs.", ""},
+        {"bandwidth.not_measured", Severity::skip, "copy bandwidth not measured",
             "There was nothing to measure: no CUDA driver library (a CPU node) or no GPU visible to CUDA "
             "(CUDA_VISIBLE_DEVICES).",
             ""},

@@ -1,7 +1,7 @@
 #include "base/cpu_set.hpp"
 #include "base/pci_address.hpp"
-#include "doctor/probes/checks.hpp"
 #include "doctor/probes/gpu_facts.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <charconv>
 #include <fmt/format.h>
@@ -126,63 +126,61 @@ Probe binding_probe()
     p.summary = "this process's CPU affinity sits near its GPU (run under gpurun on every rank)";
     p.collectors = {"affinity", "topology", "nvml"};
     p.codes = {
-        {"binding.ok", "the process runs on CPUs near its GPU",
+        {"binding.ok", Severity::pass, "the process runs on CPUs near its GPU",
             "Its CPU affinity lies within the CPUs local to its GPU (the GPU's NUMA node or package), so host-side "
             "copies and kernel launches do not cross the CPU interconnect.",
             ""},
-        {"binding.not_under_launcher", "no GPU assignment: not run under a launcher",
+        {"binding.not_under_launcher", Severity::skip, "no GPU assignment: not run under a launcher",
             "Neither GPURUN_GPU_BUS_ID nor a local rank (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK) is set, so there is "
             "no GPU to compare this process's affinity with. The binding probe is meant to run on every rank.",
             "run it under gpurun: gpurun -np 8 gpudoctor check --only binding"},
-        {"binding.gpu_unknown", "the process's GPU could not be found",
+        {"binding.gpu_unknown", Severity::skip, "the process's GPU could not be found",
             "The launcher's variables name a GPU that the topology does not list (a wrong CUDA_VISIBLE_DEVICES entry, "
             "a MIG UUID, a local rank past the GPU count).",
             "check CUDA_VISIBLE_DEVICES and the launcher's local rank"},
-        {"binding.locality_unknown", "the GPU's CPU locality is unknown",
+        {"binding.locality_unknown", Severity::skip, "the GPU's CPU locality is unknown",
             "Neither hwloc nor sysfs says which CPUs are near the GPU, so the binding cannot be judged (see "
             "topology.gpu_numa_unknown).",
             ""},
-        {"binding.remote", "the process runs on CPUs far from its GPU",
+        {"binding.remote", Severity::fail, "the process runs on CPUs far from its GPU",
             "None of the CPUs this process may run on is local to its GPU: every host↔GPU copy and kernel launch "
             "crosses the CPU interconnect (QPI/UPI/Infinity Fabric) and memory is allocated on the wrong NUMA node. "
             "Typical of mpirun --bind-to core with the default mapping, or of ranks that pick a GPU by global rank.",
-            "launch with gpurun (binds each rank near its GPU), or mpirun --map-by socket --bind-to socket with one "
-            "GPU per local rank"},
-        {"binding.partly_remote", "the process may run on CPUs far from its GPU",
+            "launch with gpurun, or mpirun --map-by socket --bind-to socket with one GPU per local "
+            "rank"},
+        {"binding.partly_remote", Severity::warn, "the process may run on CPUs far from its GPU",
             "Part of this process's CPU affinity is local to its GPU and part is not; the scheduler may move it to "
             "the far CPUs.",
             "bind to the GPU's NUMA node only (gpurun --bind=numa)"},
-        {"binding.unbound", "the process is not bound on a multi-NUMA node",
+        {"binding.unbound", Severity::warn, "the process is not bound on a multi-NUMA node",
             "The process may run on every CPU of a node with several NUMA nodes, so the OS is free to place it and "
             "its memory away from its GPU.",
-            "launch with gpurun, or bind with numactl/--bind-to so each rank stays on its GPU's NUMA node"},
+            "launch with gpurun, or bind each rank to its GPU's NUMA node (numactl, --bind-to)"},
     };
-    p.judge = [](const Facts& facts, const Policy&) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy&, Findings& out) {
         const auto& affinity = *collector_facts(facts, "affinity");
         const auto& topology = *collector_facts(facts, "topology");
         const auto* nvml = collector_facts(facts, "nvml");
         const auto env = affinity.value("env", nlohmann::json::object());
         auto a = assignment(env, topology, nvml);
         if (!a) {
-            out.push_back({"binding.not_under_launcher", Severity::skip, "host",
+            out.add("binding.not_under_launcher", "host",
                 "not checked: no GPU assignment (no GPURUN_GPU_BUS_ID, LOCAL_RANK or "
                 "OMPI_COMM_WORLD_LOCAL_RANK); run it under gpurun: gpurun -np 8 gpudoctor check --only "
-                "binding",
-                "", nullptr});
-            return out;
+                "binding");
+            return;
         }
         const auto gpus = topology.value("gpus", nlohmann::json::array());
         if (gpus.empty()) {
-            out.push_back(skip_without_gpus("binding",
+            out.skip(fmt::format("not checked: {}",
                 fmt::format("{} but the topology has no NVIDIA GPU ({})", a->how,
                     gpus_unavailable(facts).value_or("hwloc lists none"))));
-            return out;
+            return;
         }
         if (!a->error.empty()) {
-            out.push_back({"binding.gpu_unknown", Severity::skip, "host",
-                fmt::format("not checked: {} ({})", a->error, a->how), "", {{"env", env}}});
-            return out;
+            out.add(
+                "binding.gpu_unknown", "host", fmt::format("not checked: {} ({})", a->error, a->how), {{"env", env}});
+            return;
         }
         const nlohmann::json* gpu = nullptr;
         for (const auto& g : gpus) {
@@ -191,18 +189,17 @@ Probe binding_probe()
             }
         }
         if (gpu == nullptr) {
-            out.push_back({"binding.gpu_unknown", Severity::skip, "host",
-                fmt::format("not checked: GPU {} ({}) is not in the topology", a->bus_id, a->how), "", {{"env", env}}});
-            return out;
+            out.add("binding.gpu_unknown", "host",
+                fmt::format("not checked: GPU {} ({}) is not in the topology", a->bus_id, a->how), {{"env", env}});
+            return;
         }
         const std::string subject = fmt::format("gpu {} ({})", gpu->value("index", 0U), a->bus_id);
         const std::string local_text = gpu->value("cpus", std::string());
         if (local_text.empty() || affinity["cpus"].is_null()) {
-            out.push_back({"binding.locality_unknown", Severity::skip, subject,
+            out.add("binding.locality_unknown", subject,
                 local_text.empty() ? "not checked: which CPUs are near the GPU is unknown"
-                                   : "not checked: this process's affinity could not be read",
-                "", nullptr});
-            return out;
+                                   : "not checked: this process's affinity could not be read");
+            return;
         }
         const base::CpuSet mine = base::CpuSet::parse(affinity["cpus"].get<std::string>());
         const base::CpuSet local = base::CpuSet::parse(local_text);
@@ -216,29 +213,26 @@ Probe binding_probe()
         const nlohmann::json f = {{"affinity", mine.to_list()}, {"gpu_cpus", local.to_list()},
             {"gpu_numa", gpu->value("numa", nlohmann::json::array())}, {"assignment", a->how}};
         if (!mine.intersects(local)) {
-            out.push_back({"binding.remote", Severity::fail, subject,
+            out.add("binding.remote", subject,
                 fmt::format("this process runs on CPUs {}, none of them near its GPU (local CPUs {}; {})",
                     mine.to_list(), local.to_list(), a->how),
-                "launch with gpurun, or mpirun --map-by socket --bind-to socket with one GPU per local "
-                "rank",
-                f});
+                f);
         } else if (local.includes(mine)) {
-            out.push_back({"binding.ok", Severity::pass, subject,
-                fmt::format("CPUs {} are near the GPU (local CPUs {})", mine.to_list(), local.to_list()), "", f});
+            out.add("binding.ok", subject,
+                fmt::format("CPUs {} are near the GPU (local CPUs {})", mine.to_list(), local.to_list()), f);
         } else if (cpu_numa_nodes > 1 && !all.empty() && mine.includes(all)) {
-            out.push_back({"binding.unbound", Severity::warn, subject,
+            out.add("binding.unbound", subject,
                 fmt::format("this process may run on all {} CPUs ({}) of a node with {} NUMA nodes; its "
                             "GPU is near CPUs {}",
                     mine.size(), mine.to_list(), cpu_numa_nodes, local.to_list()),
-                "launch with gpurun, or bind each rank to its GPU's NUMA node (numactl, --bind-to)", f});
+                f);
         } else {
             const base::CpuSet far = mine.minus(local);
-            out.push_back({"binding.partly_remote", Severity::warn, subject,
+            out.add("binding.partly_remote", subject,
                 fmt::format("{} of this process's {} CPUs ({}) are not near its GPU (local CPUs {})", far.size(),
                     mine.size(), far.to_list(), local.to_list()),
-                "bind to the GPU's NUMA node only (gpurun --bind=numa)", f});
+                f);
         }
-        return out;
     };
     return p;
 }

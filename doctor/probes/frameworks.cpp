@@ -3,8 +3,8 @@
 #include "base/process.hpp"
 #include "base/python.hpp"
 #include "base/spelling.hpp"
-#include "doctor/probes/checks.hpp"
 #include "doctor/probes/gpu_facts.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -28,7 +28,7 @@ constexpr std::string_view progress_mark = "@gpukit-frameworks ";
 
 // share/gpukit/frameworks.py, compiled in as `frameworks_py`: run as `python3 -c <script>
 // [framework...]`; progress lines around each framework, then one JSON object.
-#include "doctor/frameworks_py.inc"
+#include "share/frameworks_py.inc"
 
 // ---------------------------------------------------------------------------------------------
 // Collector
@@ -384,7 +384,7 @@ std::optional<std::pair<int, int>> cuda_major_minor(const std::string& text)
 }
 
 // The pip command for the CUDA build of a framework; torch's index follows the driver's CUDA.
-std::string cuda_install_hint(const std::string& name, const Facts& facts)
+std::string cuda_install_command(const std::string& name, const Facts& facts)
 {
     if (name == "torch") {
         std::string tag = "cu121";
@@ -399,34 +399,44 @@ std::string cuda_install_hint(const std::string& name, const Facts& facts)
                 }
             }
         }
-        return fmt::format(
-            "install the CUDA build: pip install torch --index-url https://download.pytorch.org/whl/{}", tag);
+        return fmt::format("pip install torch --index-url https://download.pytorch.org/whl/{}", tag);
     }
     if (name == "tensorflow") {
-        return "install the CUDA build: pip install 'tensorflow[and-cuda]'";
+        return "pip install 'tensorflow[and-cuda]'";
     }
     if (name == "jax") {
-        return "install the CUDA build: pip install -U 'jax[cuda12]'";
+        return "pip install -U 'jax[cuda12]'";
     }
-    return fmt::format("install a CUDA build of {} (for mxnet: pip install mxnet-cu112)", name);
+    return "pip install mxnet-cu112";
 }
 
-// Why a GPU build sees no GPU, from the other facts: {cause, remedy}.
-std::pair<std::string, std::string> likely_cause(
+/// The framework's facts and the command that installs its CUDA build, which the remedy names.
+nlohmann::json with_install(nlohmann::json f, const std::string& name, const Facts& facts)
+{
+    f["install"] = cuda_install_command(name, facts);
+    return f;
+}
+
+/// The framework's facts and its pip package, which the remedy names.
+nlohmann::json with_package(nlohmann::json f, const std::string& name)
+{
+    f["package"] = name;
+    return f;
+}
+
+// Why a GPU build sees no GPU, from the other facts.
+std::string likely_cause(
     const FrameworkView& v, const nlohmann::json& f, const Facts& facts, const nlohmann::json& mine)
 {
     const auto nvml_gpus = nvml_gpu_count(facts);
     if (auto why = gpus_unavailable(facts); why && collector_facts(facts, "nvml") != nullptr) {
-        return {*why,
-            "install and load the NVIDIA driver (in a container: start it with --gpus all / the NVIDIA "
-            "container toolkit)"};
+        return *why;
     }
     if (auto cvd = cuda_visible_devices(facts, mine); cvd && hides_every_gpu(*cvd, nvml_gpus)) {
-        return {fmt::format("CUDA_VISIBLE_DEVICES=\"{}\" hides every GPU", *cvd),
-            "unset CUDA_VISIBLE_DEVICES or list GPUs that exist in it"};
+        return fmt::format("CUDA_VISIBLE_DEVICES=\"{}\" hides every GPU", *cvd);
     }
     if (nvml_gpus && *nvml_gpus == 0) {
-        return {"NVML sees no GPU either", "check nvidia-smi and dmesg (Xid errors): the driver finds no GPU"};
+        return "NVML sees no GPU either: the driver finds none (nvidia-smi and dmesg's Xid errors say why)";
     }
     const auto* nvml = collector_facts(facts, "nvml");
     if (nvml != nullptr && nvml->contains("cuda_driver_version") && (*nvml)["cuda_driver_version"].is_number() &&
@@ -435,24 +445,19 @@ std::pair<std::string, std::string> likely_cause(
         auto built = cuda_major_minor(v.build_cuda);
         std::pair<int, int> supports{driver / 1000, (driver % 1000) / 10};
         if (built && *built > supports) {
-            return {fmt::format("the driver supports CUDA {}.{}, {} was built for CUDA {}", supports.first,
-                        supports.second, v.name, v.build_cuda),
-                fmt::format("upgrade the NVIDIA driver to one that supports CUDA {}, or install a {} build for "
-                            "CUDA {}.{} or older",
-                    v.build_cuda, v.name, supports.first, supports.second)};
+            return fmt::format("the driver supports CUDA {}.{}, {} was built for CUDA {}", supports.first,
+                supports.second, v.name, v.build_cuda);
         }
     }
     if (std::string warning = known_text(f, "cuda_warning"); !warning.empty()) {
-        return {fmt::format("CUDA did not start: {}", warning),
-            "fix what the message names; check that /dev/nvidia* exist and are readable in this container"};
+        return fmt::format("CUDA did not start: {}", warning);
     }
     if (nvml_gpus) {
-        return {
-            fmt::format("NVML sees {} GPU{} but {} cannot use them", *nvml_gpus, *nvml_gpus == 1 ? "" : "s", v.name),
-            "check that /dev/nvidia* exist and are readable here (containers need the NVIDIA runtime) and that "
-            "the CUDA libraries the framework loads match the driver"};
+        return fmt::format("NVML sees {} GPU{} but {} cannot use them (are /dev/nvidia* readable here, and do the CUDA "
+                           "libraries it loads match the driver?)",
+            *nvml_gpus, *nvml_gpus == 1 ? "" : "s", v.name);
     }
-    return {"the cause is unknown (no NVML facts)", "run nvidia-smi; check the driver and CUDA_VISIBLE_DEVICES"};
+    return "the cause is unknown (no NVML facts)";
 }
 
 std::string pass_details(const FrameworkView& v, const nlohmann::json& f)
@@ -474,7 +479,7 @@ std::string pass_details(const FrameworkView& v, const nlohmann::json& f)
     return parts.empty() ? "" : fmt::format(" ({})", fmt::join(parts, ", "));
 }
 
-void judge_horovod(const nlohmann::json& f, std::vector<Finding>& out)
+void judge_horovod(const nlohmann::json& f, Findings& out)
 {
     FrameworkView v = view_of("horovod", f);
     std::vector<std::string> with_nccl;
@@ -504,20 +509,16 @@ void judge_horovod(const nlohmann::json& f, std::vector<Finding>& out)
     }
     const std::size_t loaded = bindings.size() - errors.size();
     if (!bindings.empty() && loaded == 0) {
-        out.push_back({"frameworks.broken_install", Severity::fail, "horovod",
+        out.add("frameworks.broken_install", "horovod",
             fmt::format("{}: none of its framework bindings loads: {}", v.label, fmt::join(errors, "; ")),
-            "reinstall horovod against the installed frameworks: pip install --no-cache-dir "
-            "--force-reinstall horovod (with HOROVOD_GPU_OPERATIONS=NCCL)",
-            f});
+            with_package(f, "horovod"));
         return;
     }
     if (!without_nccl.empty()) {
-        out.push_back({"frameworks.horovod_no_nccl", Severity::warn, "horovod",
+        out.add("frameworks.horovod_no_nccl", "horovod",
             fmt::format("{}: built without NCCL for {}: GPU allreduce goes through MPI or Gloo", v.label,
                 fmt::join(without_nccl, ", ")),
-            "reinstall horovod with NCCL: HOROVOD_GPU_OPERATIONS=NCCL pip install --no-cache-dir "
-            "--force-reinstall horovod",
-            f});
+            f);
     }
     if (without_nccl.empty() && errors.empty()) {
         std::string what = bindings.empty() ? "no framework to bind to is installed"
@@ -525,35 +526,28 @@ void judge_horovod(const nlohmann::json& f, std::vector<Finding>& out)
         if (with_nccl.empty() && !bindings.empty()) {
             what = "NCCL support unknown";
         }
-        out.push_back({"frameworks.ok", Severity::pass, "horovod",
+        out.add("frameworks.ok", "horovod",
             fmt::format("{}: {}{}", v.label, what,
                 controllers.empty() ? "" : fmt::format(", controllers {}", fmt::join(controllers, ", "))),
-            "", f});
+            f);
     }
     for (const auto& e : errors) {
-        out.push_back({"frameworks.broken_install", Severity::fail, "horovod",
-            fmt::format("{}: a binding does not load: {}", v.label, e),
-            "reinstall horovod against the installed version of that framework", f});
+        out.add("frameworks.broken_install", "horovod", fmt::format("{}: a binding does not load: {}", v.label, e),
+            with_package(f, "horovod"));
     }
 }
 
 void judge_framework(const std::string& name, const nlohmann::json& f, const Facts& facts, const nlohmann::json& mine,
-    const Policy& policy, std::vector<Finding>& out)
+    const Policy& policy, Findings& out)
 {
     if (f.contains("import_error") && f["import_error"].is_string()) {
         const std::string error = f["import_error"].get<std::string>();
         if (f.value("timed_out", false)) {
-            out.push_back(
-                {"frameworks.python_failed", Severity::error, name, fmt::format("{}: not checked: {}", name, error),
-                    "import it by hand (python3 -c 'import " + name +
-                        "') to see where it hangs; a wedged GPU driver shows in dmesg; or raise --timeout",
-                    f});
+            out.add("frameworks.python_failed", name, fmt::format("{}: not checked: {}", name, error), f);
             return;
         }
-        out.push_back({"frameworks.broken_install", Severity::fail, name,
-            fmt::format("{} is installed but does not import: {}", name, error),
-            fmt::format("reinstall it (pip install --force-reinstall {}) or fix the library the error names", name),
-            f});
+        out.add("frameworks.broken_install", name, fmt::format("{} is installed but does not import: {}", name, error),
+            with_package(f, name));
         return;
     }
     if (name == "horovod") {
@@ -565,73 +559,66 @@ void judge_framework(const std::string& name, const nlohmann::json& f, const Fac
     if (v.build == Build::cpu || v.build == Build::rocm) {
         const char* kind = v.build == Build::cpu ? "a CPU-only build" : "a ROCm (AMD GPU) build";
         if (none_expected) {
-            out.push_back({"frameworks.ok", Severity::pass, name,
-                fmt::format("{}: {}, and the policy expects no GPUs", v.label, kind), "", f});
+            out.add("frameworks.ok", name, fmt::format("{}: {}, and the policy expects no GPUs", v.label, kind), f);
             return;
         }
-        out.push_back({v.build == Build::cpu ? "frameworks.cpu_only_build" : "frameworks.rocm_build", Severity::fail,
-            name, fmt::format("{}: {}", v.label, kind), cuda_install_hint(name, facts), f});
+        out.add(v.build == Build::cpu ? "frameworks.cpu_only_build" : "frameworks.rocm_build", name,
+            fmt::format("{}: {}", v.label, kind), with_install(f, name, facts));
         return;
     }
     if (v.gpus && *v.gpus == 0) {
         if (none_expected) {
-            out.push_back({"frameworks.ok", Severity::pass, name,
-                fmt::format("{}: sees no GPU, and the policy expects none", v.label), "", f});
+            out.add("frameworks.ok", name, fmt::format("{}: sees no GPU, and the policy expects none", v.label), f);
             return;
         }
-        auto [cause, remedy] = likely_cause(v, f, facts, mine);
+        const std::string cause = likely_cause(v, f, facts, mine);
         const char* build = v.build == Build::cuda ? "a CUDA build" : "a build whose CUDA support is unknown";
-        out.push_back({"frameworks.no_gpu_visible", Severity::fail, name,
-            fmt::format("{}: {} that sees no GPU; likely cause: {}", v.label, build, cause), remedy, f});
+        out.add("frameworks.no_gpu_visible", name,
+            fmt::format("{}: {} that sees no GPU; likely cause: {}", v.label, build, cause), f);
         return;
     }
     const auto nvml_gpus = nvml_gpu_count(facts);
     bool warned = false;
     if (v.gpus && nvml_gpus && static_cast<std::size_t>(*v.gpus) < *nvml_gpus) {
         auto cvd = cuda_visible_devices(facts, mine);
-        out.push_back({"frameworks.fewer_gpus_visible", Severity::warn, name,
+        out.add("frameworks.fewer_gpus_visible", name,
             fmt::format("{} sees {} of the {} GPUs NVML sees{}", v.label, *v.gpus, *nvml_gpus,
                 cvd ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", *cvd) : ""),
-            cvd ? "widen or unset CUDA_VISIBLE_DEVICES unless the narrowing is deliberate (gpurun "
-                  "--gpu-visibility=isolate narrows it on purpose)"
-                : "check nvidia-smi for GPUs in an error state and the container's device list",
-            f});
+            f);
         warned = true;
     }
     if (name == "torch" && v.build == Build::cuda) {
         if (auto nccl = known_bool(f, "nccl_available"); nccl && !*nccl) {
-            out.push_back({"frameworks.no_nccl", Severity::warn, name,
+            out.add("frameworks.no_nccl", name,
                 fmt::format("{}: torch.distributed has no NCCL backend; multi-GPU training falls back to "
                             "Gloo",
                     v.label),
-                cuda_install_hint(name, facts), f});
+                with_install(f, name, facts));
             warned = true;
         }
     }
     if (!v.gpus) {
-        out.push_back({"frameworks.unknown", Severity::skip, name,
+        out.add("frameworks.unknown", name,
             fmt::format("not checked: {} does not say how many GPUs it sees{}", v.label,
                 f.contains("errors") ? fmt::format(" ({})", f["errors"].dump()) : ""),
-            "", f});
+            f);
         return;
     }
     if (!warned) {
         std::string sees =
             v.gpus ? fmt::format("sees {} GPU{}", *v.gpus, *v.gpus == 1 ? "" : "s") : std::string("GPU count unknown");
-        out.push_back(
-            {"frameworks.ok", Severity::pass, name, fmt::format("{}{}: {}", v.label, pass_details(v, f), sees), "", f});
+        out.add("frameworks.ok", name, fmt::format("{}{}: {}", v.label, pass_details(v, f), sees), f);
     }
 }
 
-std::vector<Finding> judge_frameworks(const Facts& facts, const Policy& policy)
+void judge_frameworks(const Facts& facts, const Policy& policy, Findings& out)
 {
-    std::vector<Finding> out;
     const auto& mine = *collector_facts(facts, "frameworks");
     const std::string python_error = mine.value("python_error", std::string());
     if (mine.contains("python") && mine["python"].is_null()) {
-        out.push_back({"frameworks.no_python", Severity::skip, "host",
-            fmt::format("not checked: {}", python_error.empty() ? "no python3" : python_error), "", mine});
-        return out;
+        out.add("frameworks.no_python", "host",
+            fmt::format("not checked: {}", python_error.empty() ? "no python3" : python_error), mine);
+        return;
     }
     const nlohmann::json frameworks =
         mine.contains("frameworks") && mine["frameworks"].is_object() ? mine["frameworks"] : nlohmann::json::object();
@@ -658,33 +645,29 @@ std::vector<Finding> judge_frameworks(const Facts& facts, const Policy& policy)
                 not_checked.push_back(n.is_string() ? n.get<std::string>() : n.dump());
             }
         }
-        const bool said = std::any_of(
-            out.begin(), out.end(), [&](const Finding& fi) { return fi.code == "frameworks.python_failed"; });
+        const bool said = std::any_of(out.list().begin(), out.list().end(),
+            [&](const Finding& fi) { return fi.code == "frameworks.python_failed"; });
         if (!said || !not_checked.empty()) {
-            out.push_back({"frameworks.python_failed", Severity::error, "host",
+            out.add("frameworks.python_failed", "host",
                 fmt::format("{}{}", python_error,
                     not_checked.empty() ? "" : fmt::format("; not checked: {}", fmt::join(not_checked, ", "))),
-                "run the interpreter by hand and import each framework to see what hangs or fails; raise "
-                "--timeout if imports are only slow",
-                {{"python", mine.value("python", std::string())}, {"python_error", python_error}}});
+                {{"python", mine.value("python", std::string())}, {"python_error", python_error}});
         }
     }
     if (!missing.empty() && checked.empty() && python_error.empty()) {
-        out.push_back({"frameworks.not_installed", Severity::skip, "host",
-            fmt::format("not checked: none of {} is installed for {}", fmt::join(missing, ", "), python), "",
-            {{"python", mine.value("python", std::string())}, {"not_installed", missing}}});
+        out.add("frameworks.not_installed", "host",
+            fmt::format("not checked: none of {} is installed for {}", fmt::join(missing, ", "), python),
+            {{"python", mine.value("python", std::string())}, {"not_installed", missing}});
     } else {
         for (const auto& name : missing) {
-            out.push_back({"frameworks.not_installed", Severity::skip, name,
-                fmt::format("not checked: {} is not installed for {}", name, python), "",
-                {{"python", mine.value("python", std::string())}}});
+            out.add("frameworks.not_installed", name,
+                fmt::format("not checked: {} is not installed for {}", name, python),
+                {{"python", mine.value("python", std::string())}});
         }
     }
     if (out.empty()) {
-        out.push_back({"frameworks.python_failed", Severity::error, "host", "the frameworks facts name no framework",
-            "run 'gpudoctor snapshot --only frameworks' again", mine});
+        out.add("frameworks.python_failed", "host", "the frameworks facts name no framework", mine);
     }
-    return out;
 }
 
 } // namespace
@@ -703,61 +686,69 @@ Probe frameworks_probe()
     p.summary = "PyTorch, TensorFlow, JAX, Horovod, MXNet: GPU builds, GPUs seen, NCCL/MPI compiled in";
     p.collectors = {"frameworks", "nvml"};
     p.codes = {
-        {"frameworks.ok", "the framework is a GPU build and sees the GPUs",
+        {"frameworks.ok", Severity::pass, "the framework is a GPU build and sees the GPUs",
             "It imports, was built with CUDA, and sees as many GPUs as NVML; the message lists its version and, for "
             "PyTorch, the CUDA, cuDNN and NCCL it was built with and whether MPI is compiled in.",
             ""},
-        {"frameworks.not_installed", "the framework is not installed",
+        {"frameworks.not_installed", Severity::skip, "the framework is not installed",
             "The interpreter (python3 in PATH, or GPUKIT_PYTHON) has no such module, so it was not checked. If jobs "
             "run in a virtual environment or a conda env, point GPUKIT_PYTHON at its python, or run gpudoctor with it "
             "activated.",
             ""},
-        {"frameworks.no_python", "no Python interpreter to check the frameworks with",
+        {"frameworks.no_python", Severity::skip, "no Python interpreter to check the frameworks with",
             "python3 is not in PATH (or GPUKIT_PYTHON names no executable), so no framework was checked.",
             "put the jobs' python3 in PATH or set GPUKIT_PYTHON to it"},
-        {"frameworks.python_failed", "the interpreter did not answer",
+        {"frameworks.python_failed", Severity::error, "the interpreter did not answer",
             "python3 timed out, crashed or printed no result while the frameworks were checked; a framework whose "
             "import or CUDA start hangs (a wedged driver) is named. The frameworks it did not reach are not checked.",
-            "import the framework by hand to see where it hangs; check dmesg; raise --timeout if imports are slow"},
-        {"frameworks.broken_install", "the framework is installed but does not import",
+            "import the framework by hand (python3 -c 'import NAME') to see where it hangs or fails (a wedged GPU "
+            "driver shows in dmesg), or raise --timeout if imports are only slow; when the facts name no framework, "
+            "run 'gpudoctor snapshot --only frameworks' again"},
+        {"frameworks.broken_install", Severity::fail, "the framework is installed but does not import",
             "Importing it raised an error other than 'module not found' (a missing shared library such as "
             "libcudart.so.12, an undefined symbol after an upgrade, a numpy it was not built for) or killed the "
             "interpreter. For Horovod: its binding for an installed framework does not load (built against another "
             "version).",
-            "reinstall the framework, or install the library the error names"},
-        {"frameworks.unknown", "the framework's GPU support could not be told",
+            "reinstall it (pip install --force-reinstall {package}) or install the library the error names; for a "
+            "Horovod binding that does not load, reinstall horovod against the installed frameworks: "
+            "HOROVOD_GPU_OPERATIONS=NCCL pip install --no-cache-dir --force-reinstall horovod"},
+        {"frameworks.unknown", Severity::skip, "the framework's GPU support could not be told",
             "It imports, but how many GPUs it sees could not be read (a very old or unusual version, or the call "
             "raised; the calls that failed are in the finding's facts). Not a pass.",
             ""},
-        {"frameworks.cpu_only_build", "the framework is a CPU-only build",
+        {"frameworks.cpu_only_build", Severity::fail, "the framework is a CPU-only build",
             "torch.version.cuda is None, tf.test.is_built_with_cuda() is false, JAX has no CUDA plugin, or MXNet "
             "lacks the CUDA feature: training runs on the CPU. pip's default index gives CPU wheels on some "
             "platforms, and a dependency resolver can replace a CUDA wheel by a CPU one. With --expect-gpus 0 this "
             "passes.",
-            "install the CUDA build (pip install torch --index-url https://download.pytorch.org/whl/cu121, "
-            "tensorflow[and-cuda], jax[cuda12])"},
-        {"frameworks.rocm_build", "the framework is a ROCm (AMD) build",
+            "install the CUDA build: {install}"},
+        {"frameworks.rocm_build", Severity::fail, "the framework is a ROCm (AMD) build",
             "The build targets AMD GPUs (torch.version.hip is set, or JAX sees ROCm devices); it cannot use NVIDIA "
             "GPUs.",
-            "install the CUDA build of the framework"},
-        {"frameworks.no_gpu_visible", "a GPU build that sees no GPU",
+            "install the CUDA build: {install}"},
+        {"frameworks.no_gpu_visible", Severity::fail, "a GPU build that sees no GPU",
             "The framework was built with CUDA but finds no GPU. The message names the likely cause from the other "
             "facts: no NVIDIA driver, CUDA_VISIBLE_DEVICES empty or -1 (or naming a GPU that does not exist), a driver "
             "that supports an older CUDA than the framework was built for (e.g. driver CUDA 12.4, torch built for "
             "12.6), or the error CUDA gave when it started.",
-            "fix the cause named: install or upgrade the driver, fix CUDA_VISIBLE_DEVICES, or install a build for the "
-            "driver's CUDA"},
-        {"frameworks.fewer_gpus_visible", "the framework sees fewer GPUs than NVML",
+            "fix the likely cause the message names: install and load the NVIDIA driver (a container: start it with "
+            "--gpus all or the NVIDIA container toolkit); unset CUDA_VISIBLE_DEVICES or list GPUs that exist in it; "
+            "upgrade the driver, or install a build for the CUDA it supports; check that /dev/nvidia* exist and are "
+            "readable here"},
+        {"frameworks.fewer_gpus_visible", Severity::warn, "the framework sees fewer GPUs than NVML",
             "Usually CUDA_VISIBLE_DEVICES narrows the set (on purpose under gpurun --gpu-visibility=isolate); "
             "otherwise a GPU in an error state or a container given only some devices.",
-            "unset or widen CUDA_VISIBLE_DEVICES unless the narrowing is deliberate"},
-        {"frameworks.no_nccl", "PyTorch has no NCCL backend",
+            "widen or unset CUDA_VISIBLE_DEVICES unless the narrowing is deliberate (gpurun --gpu-visibility=isolate "
+            "narrows it on purpose); without it, check nvidia-smi for GPUs in an error state and the container's "
+            "device list"},
+        {"frameworks.no_nccl", Severity::warn, "PyTorch has no NCCL backend",
             "torch.distributed.is_nccl_available() is false in a CUDA build: DistributedDataParallel on GPUs falls "
             "back to Gloo, which is much slower.",
-            "install an official CUDA wheel of PyTorch (they include NCCL)"},
-        {"frameworks.horovod_no_nccl", "Horovod was built without NCCL",
+            "install an official CUDA wheel of PyTorch (they include NCCL): {install}"},
+        {"frameworks.horovod_no_nccl", Severity::warn, "Horovod was built without NCCL",
             "nccl_built() is 0 for a Horovod binding: GPU allreduce goes through MPI or Gloo on host memory.",
-            "reinstall with HOROVOD_GPU_OPERATIONS=NCCL pip install --no-cache-dir --force-reinstall horovod"},
+            "reinstall horovod with NCCL: HOROVOD_GPU_OPERATIONS=NCCL pip install --no-cache-dir "
+            "--force-reinstall horovod"},
     };
     p.judge = judge_frameworks;
     return p;

@@ -6,15 +6,15 @@ namespace doctor::probes {
 
 std::optional<std::string> gpus_unavailable(const Facts& facts)
 {
-    const auto* nvml = collector_facts(facts, "nvml");
+    const auto* nvml = facts.nvml().get();
     if (nvml == nullptr) {
         return "the nvml facts were not collected";
     }
-    if (nvml->value("nvml_loaded", false)) {
+    if (nvml->nvml_loaded) {
         return std::nullopt;
     }
-    const std::string error = nvml->value("nvml_error", std::string("NVML did not load"));
-    if ((*nvml)["driver_file"].is_null()) {
+    const std::string error = nvml->nvml_error.value_or("NVML did not load");
+    if (!nvml->driver_file) {
         return fmt::format(
             "no NVIDIA driver: /proc/driver/nvidia/version is absent and NVML is unavailable ({})", error);
     }
@@ -26,9 +26,9 @@ std::string gpu_subject(const nlohmann::json& gpu)
     return fmt::format("gpu {} ({})", gpu.value("index", 0U), gpu.value("bus_id", std::string("?")));
 }
 
-Finding skip_without_gpus(const std::string& probe, const std::string& why)
+std::string gpu_subject(const facts::NvmlGpu& gpu)
 {
-    return {probe + ".skip", Severity::skip, "host", fmt::format("not checked: {}", why), "", nullptr};
+    return fmt::format("gpu {} ({})", gpu.index, gpu.bus_id);
 }
 
 } // namespace doctor::probes

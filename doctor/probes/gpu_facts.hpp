@@ -1,6 +1,6 @@
 #pragma once
 
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <optional>
 #include <string>
@@ -11,10 +11,8 @@ namespace doctor::probes {
 /// Why the GPUs cannot be looked at ("no NVIDIA driver: ..."), or nullopt when NVML answered.
 std::optional<std::string> gpus_unavailable(const Facts& facts);
 
-/// "gpu 3 (0000:47:00.0)" for a GPU object of the nvml facts.
+/// "gpu 3 (0000:47:00.0)" for a GPU of the nvml facts (or one a deep collector wrote as JSON).
+std::string gpu_subject(const facts::NvmlGpu& gpu);
 std::string gpu_subject(const nlohmann::json& gpu);
-
-/// A skip finding for a probe that needs GPUs when there are none to look at.
-Finding skip_without_gpus(const std::string& probe, const std::string& why);
 
 } // namespace doctor::probes

@@ -1,5 +1,5 @@
 #include "base/sysroot.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <sys/utsname.h>
 #include <thread>

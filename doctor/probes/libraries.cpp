@@ -2,7 +2,7 @@
 #include "base/dynamic_library.hpp"
 #include "base/error.hpp"
 #include "base/nccl_allreduce.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <cstddef>
 #include <fmt/format.h>
@@ -175,24 +175,24 @@ std::string summary_of_found(const nlohmann::json& facts)
 }
 
 void judge_library(const LibrarySpec& spec, const nlohmann::json& lib, const nlohmann::json& driver,
-    const Policy& policy, std::vector<Finding>& out)
+    const Policy& policy, Findings& out)
 {
     const std::string subject = spec.key;
     if (lib.contains("missing")) {
-        out.push_back({"libraries.not_found", Severity::skip, subject,
+        out.add("libraries.not_found", subject,
             fmt::format("{} not found ({}): not checked; frameworks such as PyTorch and TensorFlow often "
                         "bundle their own copy, so this matters only for programs that use the system's",
                 spec.title, lib["missing"].get<std::string>()),
-            "", lib});
+            lib);
         return;
     }
     if (!lib.contains("version")) {
-        out.push_back({"libraries.unusable", Severity::warn, subject,
-            fmt::format("{} could not say its version: {}", spec.title, lib.value("error", "?")),
-            fmt::format("check that {} is a real {} library (not a stub or a broken link), or point {} at "
-                        "the right file",
-                lib.value("file", "?"), spec.title, spec.override_env),
-            lib});
+        nlohmann::json facts = lib;
+        facts["file"] = lib.value("file", "?");
+        facts["library"] = spec.title;
+        facts["override"] = spec.override_env;
+        out.add("libraries.unusable", subject,
+            fmt::format("{} could not say its version: {}", spec.title, lib.value("error", "?")), facts);
         return;
     }
     const std::string key = spec.key;
@@ -206,38 +206,31 @@ void judge_library(const LibrarySpec& spec, const nlohmann::json& lib, const nlo
             // CUDA's minor version compatibility keeps most programs working (PTX JIT and newer APIs
             // fail), so that is a warning.
             const bool same_major = runtime / 1000 == supported / 1000;
-            out.push_back({same_major ? "libraries.runtime_newer_minor" : "libraries.runtime_newer_than_driver",
-                same_major ? Severity::warn : Severity::fail, subject,
+            out.add(same_major ? "libraries.runtime_newer_minor" : "libraries.runtime_newer_than_driver", subject,
                 fmt::format("CUDA runtime {} ({}) is newer than this driver supports (CUDA {}){}", version,
                     lib.value("file", "?"), driver_version,
                     same_major ? ": minor version compatibility runs most programs, but PTX JIT and newer APIs fail"
                                : ": programs built with it fail with 'CUDA driver version is insufficient'"),
-                fmt::format("upgrade the NVIDIA driver, or use a CUDA runtime of {} or older (or the "
-                            "cuda-compat package of the runtime's version, on data-centre GPUs)",
-                    driver_version),
-                {{"cudart", lib}, {"cuda_driver", driver}}});
+                {{"cudart", lib}, {"cuda_driver", driver}, {"driver_supports", driver_version}});
             return;
         }
-        out.push_back({"libraries.cudart", Severity::pass, subject,
-            fmt::format("{}; the driver supports CUDA {}", found_text(spec, lib), driver_version), "", lib});
+        out.add("libraries.cudart", subject,
+            fmt::format("{}; the driver supports CUDA {}", found_text(spec, lib), driver_version), lib);
         return;
     }
     if (key == "cudnn" && compare_versions(version, policy.min_cudnn) < 0) {
-        out.push_back({"libraries.cudnn_too_old", Severity::warn, subject,
+        out.add("libraries.cudnn_too_old", subject,
             fmt::format("{} is older than {} (policy libraries.min_cudnn)", found_text(spec, lib), policy.min_cudnn),
-            fmt::format("install cuDNN {} or newer, or lower libraries.min_cudnn in the policy", policy.min_cudnn),
-            {{"cudnn", lib}, {"min", policy.min_cudnn}}});
+            {{"cudnn", lib}, {"min", policy.min_cudnn}});
         return;
     }
     if (key == "nccl" && compare_versions(version, policy.min_nccl) < 0) {
-        out.push_back({"libraries.nccl_too_old", Severity::warn, subject,
+        out.add("libraries.nccl_too_old", subject,
             fmt::format("{} is older than {} (policy libraries.min_nccl)", found_text(spec, lib), policy.min_nccl),
-            fmt::format(
-                "install NCCL {} or newer (libnccl2), or lower libraries.min_nccl in the policy", policy.min_nccl),
-            {{"nccl", lib}, {"min", policy.min_nccl}}});
+            {{"nccl", lib}, {"min", policy.min_nccl}});
         return;
     }
-    out.push_back({"libraries." + key, Severity::pass, subject, found_text(spec, lib), "", lib});
+    out.add("libraries." + key, subject, found_text(spec, lib), lib);
 }
 
 } // namespace
@@ -265,93 +258,94 @@ Probe libraries_probe()
     p.summary = "CUDA driver API, CUDA runtime, cuDNN, cuBLAS and NCCL versions; runtime not newer than the driver";
     p.collectors = {"libraries"};
     p.codes = {
-        {"libraries.cuda_driver", "the CUDA driver library answers",
+        {"libraries.cuda_driver", Severity::pass, "the CUDA driver library answers",
             "libcuda.so.1 (or GPUKIT_CUDA_LIBRARY) loaded, cuInit succeeded and cuDriverGetVersion says which CUDA "
             "version the driver supports.",
             ""},
-        {"libraries.no_cuda_driver", "no CUDA driver library: the libraries were not checked",
+        {"libraries.no_cuda_driver", Severity::skip, "no CUDA driver library: the libraries were not checked",
             "libcuda.so.1 comes with the NVIDIA driver; without it no CUDA program can run and the runtime cannot be "
             "compared with a driver. The libraries probe is skipped (the driver probe says why there is no driver).",
             "install the NVIDIA driver, or start the container with the NVIDIA runtime so libcuda.so.1 is mounted"},
-        {"libraries.cuda_init_failed", "the CUDA driver library does not initialise",
+        {"libraries.cuda_init_failed", Severity::fail, "the CUDA driver library does not initialise",
             "cuInit(0) (or cuDriverGetVersion) failed, so CUDA programs cannot use the GPUs. CUDA_ERROR_NO_DEVICE "
             "with working NVML usually means CUDA_VISIBLE_DEVICES hides every GPU or /dev/nvidia* cannot be opened; "
             "CUDA_ERROR_STUB_LIBRARY means the toolkit's stub libcuda.so is found before the driver's; a version "
             "mismatch means the user-space driver does not match the kernel module.",
             "check CUDA_VISIBLE_DEVICES, permissions on /dev/nvidia*, that libcuda.so.1 is the driver's (not the "
-            "toolkit's stubs directory), and reboot after a driver upgrade"},
-        {"libraries.cudart", "the CUDA runtime is found and the driver supports it",
+            "toolkit's stubs directory), and reboot after a driver upgrade",
+            Severity::skip},
+        {"libraries.cudart", Severity::pass, "the CUDA runtime is found and the driver supports it",
             "libcudart was found on the library path and its version is not newer than the CUDA version the driver "
             "supports.",
             ""},
-        {"libraries.runtime_newer_than_driver", "the CUDA runtime is a newer major version than the driver supports",
+        {"libraries.runtime_newer_than_driver", Severity::fail,
+            "the CUDA runtime is a newer major version than the driver supports",
             "cudaRuntimeGetVersion is a newer major version than cuDriverGetVersion: programs built with this "
             "runtime fail with 'CUDA driver version is insufficient for CUDA runtime version'.",
-            "upgrade the NVIDIA driver, or use a CUDA runtime no newer than the driver supports (or the cuda-compat "
-            "package, on data-centre GPUs)"},
-        {"libraries.runtime_newer_minor", "the CUDA runtime is a newer minor version than the driver supports",
+            "upgrade the NVIDIA driver, or use a CUDA runtime of {driver_supports} or older (or the cuda-compat "
+            "package of the runtime's version, on data-centre GPUs)"},
+        {"libraries.runtime_newer_minor", Severity::warn,
+            "the CUDA runtime is a newer minor version than the driver supports",
             "cudaRuntimeGetVersion is greater than cuDriverGetVersion within one major version. CUDA's minor version "
             "compatibility runs most programs, but JIT compilation of newer PTX and APIs newer than the driver "
             "fail.",
-            "upgrade the NVIDIA driver, or use a CUDA runtime no newer than the driver supports (or the cuda-compat "
-            "package, on data-centre GPUs)"},
-        {"libraries.cudnn", "cuDNN is found and recent enough",
+            "upgrade the NVIDIA driver, or use a CUDA runtime of {driver_supports} or older (or the cuda-compat "
+            "package of the runtime's version, on data-centre GPUs)"},
+        {"libraries.cudnn", Severity::pass, "cuDNN is found and recent enough",
             "libcudnn was found and cudnnGetVersion is at least the policy's libraries.min_cudnn.", ""},
-        {"libraries.cudnn_too_old", "cuDNN is older than the policy allows",
+        {"libraries.cudnn_too_old", Severity::warn, "cuDNN is older than the policy allows",
             "Older cuDNN releases lack kernels and fixes that current frameworks expect.",
-            "install a newer cuDNN, or lower libraries.min_cudnn in the policy"},
-        {"libraries.cublas", "cuBLAS is found", "libcublas was found and cublasGetProperty says its version.", ""},
-        {"libraries.nccl", "NCCL is found and recent enough",
+            "install cuDNN {min} or newer, or lower libraries.min_cudnn in the policy"},
+        {"libraries.cublas", Severity::pass, "cuBLAS is found",
+            "libcublas was found and cublasGetProperty says its version.", ""},
+        {"libraries.nccl", Severity::pass, "NCCL is found and recent enough",
             "libnccl.so.2 (or GPUKIT_NCCL_LIBRARY) was found and ncclGetVersion is at least the policy's "
             "libraries.min_nccl.",
             ""},
-        {"libraries.nccl_too_old", "NCCL is older than the policy allows",
+        {"libraries.nccl_too_old", Severity::warn, "NCCL is older than the policy allows",
             "Older NCCL releases lack transports (NVLS, CUMEM) and fixes for hangs and performance.",
-            "install a newer NCCL (libnccl2), or lower libraries.min_nccl in the policy"},
-        {"libraries.not_found", "a CUDA library was not found: not checked",
+            "install NCCL {min} or newer (libnccl2), or lower libraries.min_nccl in the policy"},
+        {"libraries.not_found", Severity::skip, "a CUDA library was not found: not checked",
             "The dynamic loader found no file of this library (its env override, the library path, ld.so.cache). "
             "That is not a fault in itself: frameworks such as PyTorch and TensorFlow often bundle their own copies. "
             "It matters for programs that use the system's.",
             "install the library or add its directory to LD_LIBRARY_PATH, if your programs use the system's copy"},
-        {"libraries.unusable", "a CUDA library loaded but could not say its version",
+        {"libraries.unusable", Severity::warn, "a CUDA library loaded but could not say its version",
             "A file with the library's name loaded but lacks the version function or its call failed: a stub, a "
             "broken install or another library under that name.",
-            "check the file the finding names, or point the library's GPUKIT_*_LIBRARY override at the right one"},
+            "check that {file} is a real {library} library (not a stub or a broken link), or point {override} at the "
+            "right file"},
     };
-    p.judge = [](const Facts& facts, const Policy& policy) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
         const auto& f = *collector_facts(facts, "libraries");
         const nlohmann::json driver = f.value("cuda_driver", nlohmann::json::object());
         if (driver.contains("missing") || driver.empty()) {
-            out.push_back({"libraries.no_cuda_driver", Severity::skip, "libcuda",
+            out.add("libraries.no_cuda_driver", "libcuda",
                 fmt::format("no CUDA driver library ({}): libraries not checked{}",
                     driver.value("missing", std::string("no facts")), summary_of_found(f)),
-                "", f});
-            return out;
+                f);
+            return;
         }
         if (driver.contains("version_error") || driver.contains("init_error")) {
             const std::string why = driver.value("version_error", driver.value("init_error", std::string()));
             // On a node that is meant to have no GPU, cuInit's CUDA_ERROR_NO_DEVICE is the expected answer.
             const bool cpu_node = policy.expect_gpus && *policy.expect_gpus == 0;
-            out.push_back({"libraries.cuda_init_failed", cpu_node ? Severity::skip : Severity::fail, "libcuda",
+            out.add(cpu_node ? Severity::skip : Severity::fail, "libraries.cuda_init_failed", "libcuda",
                 fmt::format("{}{}", why,
                     driver.contains("version")
                         ? fmt::format(" (the driver supports CUDA {})", driver["version"].get<std::string>())
                         : ""),
-                "check CUDA_VISIBLE_DEVICES, permissions on /dev/nvidia*, that libcuda.so.1 is the "
-                "driver's and not the toolkit's stub, and reboot after a driver upgrade",
-                driver});
+                driver);
         } else {
-            out.push_back({"libraries.cuda_driver", Severity::pass, "libcuda",
+            out.add("libraries.cuda_driver", "libcuda",
                 fmt::format("CUDA driver API {} ({}), {} device{}", driver.value("version", "?"),
                     driver.value("file", "?"), driver.value("device_count", 0),
                     driver.value("device_count", 0) == 1 ? "" : "s"),
-                "", driver});
+                driver);
         }
         for (const auto& spec : library_specs()) {
             judge_library(spec, f.value(spec.key, nlohmann::json{{"missing", "no facts"}}), driver, policy, out);
         }
-        return out;
     };
     return p;
 }

@@ -1,5 +1,5 @@
 #include "base/sysroot.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -166,125 +166,114 @@ std::string limit_text(const Limit& l, bool bytes)
     return bytes ? size_text(static_cast<double>(l.value)) : std::to_string(l.value);
 }
 
-void judge_shm(const nlohmann::json& limits, const Policy& policy, std::vector<Finding>& out)
+void judge_shm(const nlohmann::json& limits, const Policy& policy, Findings& out)
 {
     const std::string subject = "/dev/shm";
     if (!limits.contains("shm") || !limits["shm"].is_object()) {
-        out.push_back({"limits.shm_unknown", Severity::skip, subject, "/dev/shm not checked: the facts have no 'shm'",
-            "", nullptr});
+        out.add("limits.shm_unknown", subject, "/dev/shm not checked: the facts have no 'shm'");
         return;
     }
     const auto& shm = limits["shm"];
     if (!shm.value("exists", true)) {
-        out.push_back({"limits.shm_missing", Severity::fail, subject,
+        out.add("limits.shm_missing", subject,
             "does not exist: NCCL's shared-memory transport and PyTorch DataLoader workers "
             "need it",
-            "mount a tmpfs on /dev/shm (docker: --shm-size=16g or --ipc=host; Kubernetes: an emptyDir "
-            "with medium: Memory mounted at /dev/shm)",
-            shm});
+            shm);
         return;
     }
     if (shm.value("unlimited", false)) {
-        out.push_back({"limits.shm_ok", Severity::pass, subject, "no size limit (tmpfs size=0)", "", shm});
+        out.add("limits.shm_ok", subject, "no size limit (tmpfs size=0)", shm);
         return;
     }
     if (!shm.contains("bytes") || !shm["bytes"].is_number()) {
-        out.push_back({"limits.shm_unknown", Severity::skip, subject,
-            fmt::format("size not checked: {}", shm.value("error", std::string("size unknown"))), "", shm});
+        out.add("limits.shm_unknown", subject,
+            fmt::format("size not checked: {}", shm.value("error", std::string("size unknown"))), shm);
         return;
     }
     const double bytes = shm["bytes"].get<double>();
     const double min = policy.min_shm_gib * gib_bytes;
     if (bytes < min) {
-        out.push_back({"limits.shm_small", Severity::warn, subject,
+        out.add("limits.shm_small", subject,
             fmt::format("{}, below {} (policy limits.min_shm_gib): NCCL's shared-memory "
                         "transport and DataLoader workers run out of room ('Bus error', 'unhandled "
                         "system error')",
                 size_text(bytes), size_text(min)),
-            "give the container a bigger /dev/shm (docker: --shm-size=16g or --ipc=host; Kubernetes: "
-            "an emptyDir with medium: Memory at /dev/shm); on a host: mount -o remount,size=16G /dev/shm",
-            shm});
+            shm);
         return;
     }
-    out.push_back({"limits.shm_ok", Severity::pass, subject,
-        fmt::format("{}, at least {}", size_text(bytes), size_text(min)), "", shm});
+    out.add("limits.shm_ok", subject, fmt::format("{}, at least {}", size_text(bytes), size_text(min)), shm);
 }
 
-void judge_memlock(const nlohmann::json& limits, const Policy& policy, std::vector<Finding>& out)
+void judge_memlock(const nlohmann::json& limits, const Policy& policy, Findings& out)
 {
     const std::string subject = "locked memory (ulimit -l)";
     if (!limits.contains("memlock") || !limits["memlock"].is_object() || limits["memlock"].contains("error")) {
         const nlohmann::json f = limits.value("memlock", nlohmann::json());
-        out.push_back({"limits.memlock_unknown", Severity::skip, subject,
+        out.add("limits.memlock_unknown", subject,
             fmt::format("memlock not checked: {}",
                 f.is_object() ? f.value("error", std::string("no facts")) : std::string("no facts")),
-            "", f});
+            f);
         return;
     }
     const auto& f = limits["memlock"];
     const Limit soft = read_limit(f.value("soft", nlohmann::json()));
     const Limit hard = read_limit(f.value("hard", nlohmann::json()));
     if (!soft.known) {
-        out.push_back({"limits.memlock_unknown", Severity::skip, subject,
-            fmt::format("memlock not checked: unreadable soft limit {}", f.value("soft", nlohmann::json()).dump()), "",
-            f});
+        out.add("limits.memlock_unknown", subject,
+            fmt::format("memlock not checked: unreadable soft limit {}", f.value("soft", nlohmann::json()).dump()), f);
         return;
     }
     if (policy.memlock_unlimited && !soft.unlimited) {
-        const std::string remedy = hard.unlimited
-            ? "raise it where the job starts: ulimit -l unlimited (the hard limit allows it)"
-            : "set '* - memlock unlimited' in /etc/security/limits.conf, LimitMEMLOCK=infinity for slurmd or "
-              "the service that starts jobs, or docker run --ulimit memlock=-1";
-        out.push_back({"limits.memlock_limited", Severity::warn, subject,
+        out.add("limits.memlock_limited", subject,
             fmt::format("limited to {} (hard {}): InfiniBand/RoCE memory registration "
                         "fails or NCCL falls back ('NET/IB : Unable to register memory')",
                 limit_text(soft, true), limit_text(hard, true)),
-            remedy, f});
+            f);
         return;
     }
-    out.push_back({"limits.memlock_ok", Severity::pass, subject,
+    out.add("limits.memlock_ok", subject,
         fmt::format("{}{}", limit_text(soft, true),
             policy.memlock_unlimited ? "" : " (policy limits.memlock_unlimited is off)"),
-        "", f});
+        f);
 }
 
-void judge_nofile(const nlohmann::json& limits, const Policy& policy, std::vector<Finding>& out)
+/// The limit's facts and the policy's minimum, which the remedy names.
+nlohmann::json with_min(nlohmann::json facts, unsigned long long min)
+{
+    facts["min"] = min;
+    return facts;
+}
+
+void judge_nofile(const nlohmann::json& limits, const Policy& policy, Findings& out)
 {
     const std::string subject = "open files (ulimit -n)";
     if (!limits.contains("nofile") || !limits["nofile"].is_object() || limits["nofile"].contains("error")) {
         const nlohmann::json f = limits.value("nofile", nlohmann::json());
-        out.push_back({"limits.nofile_unknown", Severity::skip, subject,
+        out.add("limits.nofile_unknown", subject,
             fmt::format("open files limit not checked: {}",
                 f.is_object() ? f.value("error", std::string("no facts")) : std::string("no facts")),
-            "", f});
+            f);
         return;
     }
     const auto& f = limits["nofile"];
     const Limit soft = read_limit(f.value("soft", nlohmann::json()));
     const Limit hard = read_limit(f.value("hard", nlohmann::json()));
     if (!soft.known) {
-        out.push_back({"limits.nofile_unknown", Severity::skip, subject,
+        out.add("limits.nofile_unknown", subject,
             fmt::format(
                 "open files limit not checked: unreadable soft limit {}", f.value("soft", nlohmann::json()).dump()),
-            "", f});
+            f);
         return;
     }
     if (!soft.unlimited && soft.value < policy.min_nofile) {
-        const bool hard_enough = hard.known && (hard.unlimited || hard.value >= policy.min_nofile);
-        const std::string remedy = hard_enough
-            ? fmt::format("raise it where the job starts: ulimit -n {}", limit_text(hard, false))
-            : fmt::format("raise the hard limit: '* - nofile {}' in /etc/security/limits.conf, "
-                          "LimitNOFILE= for slurmd, or docker run --ulimit nofile={}:{}",
-                  policy.min_nofile, policy.min_nofile, policy.min_nofile);
-        out.push_back({"limits.nofile_low", Severity::warn, subject,
+        out.add("limits.nofile_low", subject,
             fmt::format("{} (hard {}), below {} (policy limits.min_nofile): many "
                         "ranks, DataLoader workers and NCCL sockets fail with 'Too many open files'",
                 limit_text(soft, false), limit_text(hard, false), policy.min_nofile),
-            remedy, f});
+            with_min(f, policy.min_nofile));
         return;
     }
-    out.push_back({"limits.nofile_ok", Severity::pass, subject,
-        fmt::format("{}, at least {}", limit_text(soft, false), policy.min_nofile), "", f});
+    out.add("limits.nofile_ok", subject, fmt::format("{}, at least {}", limit_text(soft, false), policy.min_nofile), f);
 }
 
 } // namespace
@@ -310,43 +299,48 @@ Probe limits_probe()
     p.summary = "/dev/shm size, locked-memory and open-files limits against the policy";
     p.collectors = {"limits"};
     p.codes = {
-        {"limits.shm_ok", "/dev/shm is big enough", "/dev/shm is at least the policy's limits.min_shm_gib.", ""},
-        {"limits.shm_small", "/dev/shm is smaller than the policy allows",
+        {"limits.shm_ok", Severity::pass, "/dev/shm is big enough",
+            "/dev/shm is at least the policy's limits.min_shm_gib.", ""},
+        {"limits.shm_small", Severity::warn, "/dev/shm is smaller than the policy allows",
             "NCCL's shared-memory transport puts its buffers in /dev/shm, and PyTorch DataLoader workers pass "
             "batches through it. Docker's default of 64 MB is far too small: jobs die with 'Bus error' or NCCL "
             "'unhandled system error ... failed to extend /dev/shm'.",
-            "docker run --shm-size=16g (or --ipc=host); in Kubernetes mount an emptyDir with medium: Memory at "
-            "/dev/shm; on a host, mount -o remount,size=16G /dev/shm"},
-        {"limits.shm_missing", "/dev/shm does not exist",
+            "give the container a bigger /dev/shm (docker: --shm-size=16g or --ipc=host; Kubernetes: "
+            "an emptyDir with medium: Memory at /dev/shm); on a host: mount -o remount,size=16G /dev/shm"},
+        {"limits.shm_missing", Severity::fail, "/dev/shm does not exist",
             "Without /dev/shm NCCL cannot set up its shared-memory transport and Python multiprocessing fails.",
-            "mount a tmpfs on /dev/shm (docker: --shm-size or --ipc=host)"},
-        {"limits.shm_unknown", "/dev/shm size not checked",
+            "mount a tmpfs on /dev/shm (docker: --shm-size=16g or --ipc=host; Kubernetes: an emptyDir "
+            "with medium: Memory mounted at /dev/shm)"},
+        {"limits.shm_unknown", Severity::skip, "/dev/shm size not checked",
             "Neither the mount options nor statfs gave the size of /dev/shm.", ""},
-        {"limits.memlock_ok", "locked-memory limit is fine",
+        {"limits.memlock_ok", Severity::pass, "locked-memory limit is fine",
             "The locked-memory limit is unlimited (or the policy does not require it).", ""},
-        {"limits.memlock_limited", "locked memory is limited",
+        {"limits.memlock_limited", Severity::warn, "locked memory is limited",
             "InfiniBand and RoCE (and GPUDirect RDMA) pin the buffers they register; with a locked-memory limit "
             "registration fails and NCCL reports 'NET/IB : Unable to register memory' or falls back to sockets. "
             "These are the limits of the gpudoctor process: run it the way the job runs (in the container, under "
             "srun) to see the job's.",
-            "ulimit -l unlimited where the job starts; raise the hard limit in /etc/security/limits.conf, with "
-            "LimitMEMLOCK=infinity for slurmd, or docker run --ulimit memlock=-1"},
-        {"limits.memlock_unknown", "locked-memory limit not checked", "getrlimit(RLIMIT_MEMLOCK) gave no answer.", ""},
-        {"limits.nofile_ok", "open-files limit is fine", "The open-files limit is at least limits.min_nofile.", ""},
-        {"limits.nofile_low", "open-files limit is low",
+            "raise it where the job starts (ulimit -l unlimited) where the hard limit allows it; else set '* - memlock "
+            "unlimited' in /etc/security/limits.conf, LimitMEMLOCK=infinity for slurmd or the service that starts "
+            "jobs, or docker run --ulimit memlock=-1"},
+        {"limits.memlock_unknown", Severity::skip, "locked-memory limit not checked",
+            "getrlimit(RLIMIT_MEMLOCK) gave no answer.", ""},
+        {"limits.nofile_ok", Severity::pass, "open-files limit is fine",
+            "The open-files limit is at least limits.min_nofile.", ""},
+        {"limits.nofile_low", Severity::warn, "open-files limit is low",
             "Many ranks per node, DataLoader workers and NCCL's sockets each hold file descriptors; a low limit "
             "fails with 'Too many open files'.",
-            "ulimit -n <hard limit> where the job starts; raise the hard limit in /etc/security/limits.conf, "
-            "LimitNOFILE= for slurmd, or docker run --ulimit nofile=1048576:1048576"},
-        {"limits.nofile_unknown", "open-files limit not checked", "getrlimit(RLIMIT_NOFILE) gave no answer.", ""},
+            "raise it where the job starts (ulimit -n {min}) where the hard limit allows it; else raise the hard "
+            "limit: '* - nofile {min}' in /etc/security/limits.conf, LimitNOFILE= for slurmd, or docker run --ulimit "
+            "nofile={min}:{min}"},
+        {"limits.nofile_unknown", Severity::skip, "open-files limit not checked",
+            "getrlimit(RLIMIT_NOFILE) gave no answer.", ""},
     };
-    p.judge = [](const Facts& facts, const Policy& policy) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
         const auto& limits = *collector_facts(facts, "limits");
         judge_shm(limits, policy, out);
         judge_memlock(limits, policy, out);
         judge_nofile(limits, policy, out);
-        return out;
     };
     return p;
 }

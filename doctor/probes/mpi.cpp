@@ -1,7 +1,7 @@
 #include "base/error.hpp"
 #include "base/mpi_flavour.hpp"
 #include "base/process.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -257,48 +257,48 @@ Probe mpi_probe()
     p.summary = "mpirun found, its flavour, Open MPI built with CUDA support, UCX";
     p.collectors = {"mpi"};
     p.codes = {
-        {"mpi.found", "mpirun found", "The mpirun first in PATH, its flavour and version, and UCX if present.", ""},
-        {"mpi.not_found", "no mpirun in PATH",
+        {"mpi.found", Severity::pass, "mpirun found",
+            "The mpirun first in PATH, its flavour and version, and UCX if present.", ""},
+        {"mpi.not_found", Severity::warn, "no mpirun in PATH",
             "gpurun launches ranks with Open MPI's mpirun. Jobs started with torchrun, srun or a cluster scheduler "
             "do not need it.",
-            "install Open MPI (apt-get install openmpi-bin, or your cluster's module) or put its bin directory in "
-            "PATH; ignore this if jobs are launched with torchrun or srun"},
-        {"mpi.unresponsive", "mpirun --version did not work",
+            "install Open MPI (apt-get install openmpi-bin) or add its bin directory to PATH"},
+        {"mpi.unresponsive", Severity::warn, "mpirun --version did not work",
             "mpirun was found but `mpirun --version` timed out, could not be started or printed nothing gpudoctor "
             "recognises as an MPI.",
-            "run mpirun --version by hand; a broken installation or a wrapper script in PATH is the usual cause"},
-        {"mpi.not_openmpi", "mpirun is not Open MPI",
+            "run mpirun --version by hand; a broken installation or a wrapper script in PATH is the "
+            "usual cause"},
+        {"mpi.not_openmpi", Severity::warn, "mpirun is not Open MPI",
             "The mpirun first in PATH is MPICH, Intel MPI or unknown. gpurun drives Open MPI's mpirun; other MPIs "
             "work for jobs that launch themselves.",
-            "put Open MPI's bin directory first in PATH for gpurun"},
-        {"mpi.cuda_aware", "Open MPI is CUDA-aware",
+            "put Open MPI's bin directory first in PATH for gpurun (jobs that launch themselves are "
+            "unaffected)"},
+        {"mpi.cuda_aware", Severity::pass, "Open MPI is CUDA-aware",
             "Open MPI was built with CUDA support (its CUDA components are installed, or ompi_info says so): MPI "
             "calls can take GPU buffers.",
             ""},
-        {"mpi.no_cuda", "Open MPI without CUDA support",
+        {"mpi.no_cuda", Severity::warn, "Open MPI without CUDA support",
             "Open MPI has no CUDA component (accelerator/cuda, btl/smcuda, common_cuda), or ompi_info says "
             "mpi_built_with_cuda_support is false: passing GPU buffers to MPI calls (mpi4py, "
             "Horovod's MPI ops, CUDA-aware halo exchanges) crashes or copies through the host. NCCL-only jobs are "
             "unaffected.",
-            "use an Open MPI built --with-cuda (and UCX with CUDA), e.g. NVIDIA HPC-X or a CUDA-enabled module"},
-        {"mpi.cuda_unknown", "Open MPI CUDA support not checked",
+            "use an Open MPI built --with-cuda (e.g. NVIDIA HPC-X) if jobs pass GPU buffers to MPI"},
+        {"mpi.cuda_unknown", Severity::skip, "Open MPI CUDA support not checked",
             "ompi_info was not found next to mpirun or in PATH, did not answer, or did not print "
             "mpi_built_with_cuda_support.",
             ""},
     };
-    p.judge = [](const Facts& facts, const Policy&) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy&, Findings& out) {
         const auto& mpi = *collector_facts(facts, "mpi");
         const auto mpirun = mpi.value("mpirun", nlohmann::json());
         if (!mpirun.is_string()) {
-            out.push_back({"mpi.not_found", Severity::warn, "mpirun",
+            out.add("mpi.not_found", "mpirun",
                 fmt::format("no mpirun in PATH ({}): gpurun needs Open MPI's mpirun; torchrun and srun "
                             "users do not",
                     mpi.value("path_env", nlohmann::json()).is_string() ? mpi["path_env"].get<std::string>()
                                                                         : std::string("PATH unset")),
-                "install Open MPI (apt-get install openmpi-bin) or add its bin directory to PATH",
-                {{"path_env", mpi.value("path_env", nlohmann::json())}}});
-            return out;
+                {{"path_env", mpi.value("path_env", nlohmann::json())}});
+            return;
         }
         const std::string where = mpirun.get<std::string>();
         const auto version = mpi.value("mpirun_version", nlohmann::json::object());
@@ -317,35 +317,27 @@ Probe mpi_probe()
                 ? fmt::format("timed out after {} ms", version.value("timeout_ms", 0))
                 : fmt::format("exit status {}, output '{}'", version.value("exit_code", -1),
                       version.value("output", std::string()));
-            out.push_back({"mpi.unresponsive", Severity::warn, where,
-                fmt::format("mpirun --version gave no MPI flavour: {}", why),
-                "run mpirun --version by hand; a broken installation or a wrapper script in PATH is the "
-                "usual cause",
-                mpi});
-            return out;
+            out.add("mpi.unresponsive", where, fmt::format("mpirun --version gave no MPI flavour: {}", why), mpi);
+            return;
         }
         const std::string ver = version.value("version", std::string());
-        out.push_back({"mpi.found", Severity::pass, where,
-            fmt::format("{}{}{}", flavour, ver.empty() ? "" : " " + ver, ucx_text), "", version});
+        out.add("mpi.found", where, fmt::format("{}{}{}", flavour, ver.empty() ? "" : " " + ver, ucx_text), version);
         if (flavour != "Open MPI") {
-            out.push_back({"mpi.not_openmpi", Severity::warn, where,
-                fmt::format("{}, not Open MPI: gpurun drives Open MPI's mpirun", flavour),
-                "put Open MPI's bin directory first in PATH for gpurun (jobs that launch themselves are "
-                "unaffected)",
-                version});
-            return out;
+            out.add("mpi.not_openmpi", where, fmt::format("{}, not Open MPI: gpurun drives Open MPI's mpirun", flavour),
+                version);
+            return;
         }
         const auto info = mpi.value("ompi_info", nlohmann::json::object());
         const auto cuda = info.value("cuda_support", nlohmann::json());
         if (cuda.is_boolean() && cuda.get<bool>()) {
-            out.push_back({"mpi.cuda_aware", Severity::pass, where,
+            out.add("mpi.cuda_aware", where,
                 fmt::format("Open MPI is built with CUDA support{}", info.value("pml_ucx", false) ? " (pml ucx)" : ""),
-                "", info});
+                info);
         } else if (cuda.is_boolean()) {
-            out.push_back({"mpi.no_cuda", Severity::warn, where,
+            out.add("mpi.no_cuda", where,
                 "Open MPI is built without CUDA support: GPU buffers in MPI calls fail or copy through "
                 "the host (NCCL-only jobs are unaffected)",
-                "use an Open MPI built --with-cuda (e.g. NVIDIA HPC-X) if jobs pass GPU buffers to MPI", info});
+                info);
         } else {
             std::string why;
             if (!info.value("path", nlohmann::json()).is_string()) {
@@ -358,10 +350,8 @@ Probe mpi_probe()
                 why = fmt::format(
                     "ompi_info (exit status {}) printed no mpi_built_with_cuda_support", info.value("exit_code", -1));
             }
-            out.push_back({"mpi.cuda_unknown", Severity::skip, where,
-                fmt::format("Open MPI CUDA support not checked: {}", why), "", info});
+            out.add("mpi.cuda_unknown", where, fmt::format("Open MPI CUDA support not checked: {}", why), info);
         }
-        return out;
     };
     return p;
 }

@@ -1,6 +1,6 @@
 #include "base/spelling.hpp"
 #include "base/sysroot.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -100,23 +100,23 @@ std::string join(const std::vector<std::string>& items)
     return items.empty() ? std::string("none") : fmt::format("{}", fmt::join(items, ", "));
 }
 
-void judge_socket_ifname(const std::string& value, const nlohmann::json& env, std::vector<Finding>& out)
+void judge_socket_ifname(const std::string& value, const nlohmann::json& env, Findings& out)
 {
     const std::string subject = "NCCL_SOCKET_IFNAME";
     nlohmann::json facts = {{"NCCL_SOCKET_IFNAME", value}, {"interfaces", env.value("interfaces", nlohmann::json())}};
     if (value.size() <= 1) {
-        out.push_back({"nccl-env.socket_ifname_ignored", Severity::warn, subject,
+        out.add("nccl-env.socket_ifname_ignored", subject,
             fmt::format("NCCL_SOCKET_IFNAME='{}' is ignored: NCCL only reads values of 2 characters or "
                         "more, and picks an interface itself",
                 value),
-            "unset NCCL_SOCKET_IFNAME, or set it to the interface NCCL should use (e.g. =eth0)", facts});
+            facts);
         return;
     }
     if (!env.contains("interfaces") || !env["interfaces"].is_array()) {
-        out.push_back({"nccl-env.socket_ifname_unchecked", Severity::skip, subject,
+        out.add("nccl-env.socket_ifname_unchecked", subject,
             fmt::format("NCCL_SOCKET_IFNAME={} not checked: the network interfaces are unknown ({})", value,
                 env.value("interfaces_error", std::string("not collected"))),
-            "", facts});
+            facts);
         return;
     }
     std::vector<std::string> interfaces;
@@ -149,36 +149,34 @@ void judge_socket_ifname(const std::string& value, const nlohmann::json& env, st
     facts["selected"] = selected;
     const std::string have = join(interfaces);
     if (!list.exclude && selected.empty()) {
-        out.push_back({"nccl-env.socket_ifname_missing", Severity::fail, subject,
+        out.add("nccl-env.socket_ifname_missing", subject,
             fmt::format("NCCL_SOCKET_IFNAME={} matches no interface on this node{}: NCCL init fails with "
                         "'no socket interface found'; interfaces here: {}",
                 value, hints, have),
-            "set NCCL_SOCKET_IFNAME to an interface that exists (prefix match, '=' for exact names, '^' "
-            "to exclude), or unset it",
-            facts});
+            facts);
         return;
     }
     std::vector<std::string> usable;
     std::copy_if(
         selected.begin(), selected.end(), std::back_inserter(usable), [](const std::string& i) { return i != "lo"; });
     if (list.exclude && usable.empty()) {
-        out.push_back({"nccl-env.socket_ifname_missing", Severity::warn, subject,
+        out.add(Severity::warn, "nccl-env.socket_ifname_missing", subject,
             fmt::format("NCCL_SOCKET_IFNAME={} leaves {} on this node: inter-node bootstrap cannot work; "
                         "interfaces here: {}",
                 value, selected.empty() ? std::string("no interface") : "only loopback", have),
-            "exclude fewer interfaces, or name the one to use", facts});
+            facts);
         return;
     }
     if (!unmatched.empty()) {
-        out.push_back({"nccl-env.socket_ifname_partial", Severity::warn, subject,
+        out.add("nccl-env.socket_ifname_partial", subject,
             fmt::format("NCCL_SOCKET_IFNAME={}: {} {} no interface on this node{}; NCCL uses {}; "
                         "interfaces here: {}",
                 value, join(unmatched), unmatched.size() == 1 ? "names" : "name", hints, join(selected), have),
-            "fix the entries that name nothing (a typo, or an interface of another node type)", facts});
+            facts);
         return;
     }
-    out.push_back({"nccl-env.socket_ifname_ok", Severity::pass, subject,
-        fmt::format("NCCL_SOCKET_IFNAME={} selects {}", value, join(selected)), "", facts});
+    out.add("nccl-env.socket_ifname_ok", subject,
+        fmt::format("NCCL_SOCKET_IFNAME={} selects {}", value, join(selected)), facts);
 }
 
 bool node_has_rdma(const Facts& facts)
@@ -230,58 +228,59 @@ Probe nccl_env_probe()
     p.summary = "NCCL environment traps: P2P/IB/SHM disabled, a missing socket interface, debug output left on";
     p.collectors = {"env", "network"};
     p.codes = {
-        {"nccl-env.ok", "no NCCL environment traps", "None of the NCCL variables gpudoctor knows to be traps is set.",
-            ""},
-        {"nccl-env.p2p_disabled", "NCCL_P2P_DISABLE=1",
+        {"nccl-env.ok", Severity::pass, "no NCCL environment traps",
+            "None of the NCCL variables gpudoctor knows to be traps is set.", ""},
+        {"nccl-env.p2p_disabled", Severity::warn, "NCCL_P2P_DISABLE=1",
             "NCCL will not use NVLink or PCIe peer-to-peer between GPUs of this node: intra-node traffic goes through "
             "host shared memory at a fraction of the bandwidth. It is a warning, not a failure, because it is a known "
             "workaround for GPUs whose P2P hangs (ACS or IOMMU on the PCIe path, some consumer GPUs); the p2p probe "
             "says whether P2P works here.",
             "unset NCCL_P2P_DISABLE unless P2P is known to be broken on this node"},
-        {"nccl-env.ib_disabled", "NCCL_IB_DISABLE is set on a node with InfiniBand/RoCE",
+        {"nccl-env.ib_disabled", Severity::warn, "NCCL_IB_DISABLE is set on a node with InfiniBand/RoCE",
             "NCCL will not use the InfiniBand/RoCE HCAs and sends inter-node traffic over TCP sockets: an order of "
             "magnitude less bandwidth.",
             "unset NCCL_IB_DISABLE"},
-        {"nccl-env.shm_disabled", "NCCL_SHM_DISABLE is set",
+        {"nccl-env.shm_disabled", Severity::warn, "NCCL_SHM_DISABLE is set",
             "NCCL will not use shared memory between processes of this node; where P2P is not possible traffic goes "
             "through the network instead.",
             "unset NCCL_SHM_DISABLE (and give the container a big /dev/shm instead)"},
-        {"nccl-env.debug_on", "NCCL_DEBUG is INFO or TRACE",
+        {"nccl-env.debug_on", Severity::warn, "NCCL_DEBUG is INFO or TRACE",
             "Every rank prints NCCL's topology, channels and transports at startup (TRACE: on every call): logs "
             "flood and initialisation slows down on big jobs. Useful while debugging, not left on.",
-            "unset NCCL_DEBUG or set it to WARN"},
-        {"nccl-env.p2p_level_restrictive", "NCCL_P2P_LEVEL restricts GPU peer-to-peer",
+            "unset NCCL_DEBUG or set it to WARN once the job works"},
+        {"nccl-env.p2p_level_restrictive", Severity::warn, "NCCL_P2P_LEVEL restricts GPU peer-to-peer",
             "NCCL_P2P_LEVEL sets the farthest PCI path over which NCCL uses P2P between GPUs: LOC disables it, NVL "
             "allows NVLink only, PIX only GPUs behind the same PCIe switch. Other pairs go through host memory.",
             "unset NCCL_P2P_LEVEL so NCCL decides from the topology"},
-        {"nccl-env.gdr_level_restrictive", "NCCL_NET_GDR_LEVEL restricts GPUDirect RDMA",
+        {"nccl-env.gdr_level_restrictive", Severity::warn, "NCCL_NET_GDR_LEVEL restricts GPUDirect RDMA",
             "NCCL_NET_GDR_LEVEL sets the farthest PCI path between a GPU and a NIC over which NCCL uses GPUDirect "
             "RDMA: LOC disables it, PIX needs the NIC behind the GPU's own PCIe switch. Other pairs stage through "
             "host memory.",
             "unset NCCL_NET_GDR_LEVEL so NCCL decides from the topology"},
-        {"nccl-env.socket_ifname_ok", "NCCL_SOCKET_IFNAME names interfaces that exist",
+        {"nccl-env.socket_ifname_ok", Severity::pass, "NCCL_SOCKET_IFNAME names interfaces that exist",
             "NCCL's syntax: comma-separated prefixes, '=' before the list for exact names, '^' to exclude.", ""},
-        {"nccl-env.socket_ifname_missing", "NCCL_SOCKET_IFNAME selects no usable interface",
+        {"nccl-env.socket_ifname_missing", Severity::fail, "NCCL_SOCKET_IFNAME selects no usable interface",
             "Including: no interface on this node matches, so NCCL's bootstrap fails ('no socket interface found'). "
             "Excluding (^): nothing but loopback is left, so ranks on other nodes cannot connect. Interfaces are "
             "taken from /sys/class/net; NCCL also needs them to have an IP address.",
-            "set NCCL_SOCKET_IFNAME to an interface of this node (ip -br addr), or unset it"},
-        {"nccl-env.socket_ifname_partial", "some NCCL_SOCKET_IFNAME entries name nothing",
+            "set NCCL_SOCKET_IFNAME to an interface of this node (ip -br addr; a prefix, '=' for exact names, '^' to "
+            "exclude), exclude fewer interfaces, or unset it",
+            Severity::warn},
+        {"nccl-env.socket_ifname_partial", Severity::warn, "some NCCL_SOCKET_IFNAME entries name nothing",
             "NCCL uses the entries that match and ignores the rest; an entry that names nothing is usually a typo "
             "or an interface of another kind of node.",
-            "remove or fix the entries that name no interface"},
-        {"nccl-env.socket_ifname_ignored", "NCCL_SOCKET_IFNAME is too short to count",
+            "fix the entries that name nothing (a typo, or an interface of another node type)"},
+        {"nccl-env.socket_ifname_ignored", Severity::warn, "NCCL_SOCKET_IFNAME is too short to count",
             "NCCL ignores values shorter than 2 characters (an empty value too) and picks an interface itself.",
-            "unset it, or name the interface"},
-        {"nccl-env.socket_ifname_unchecked", "NCCL_SOCKET_IFNAME not checked",
+            "unset NCCL_SOCKET_IFNAME, or set it to the interface NCCL should use (e.g. =eth0)"},
+        {"nccl-env.socket_ifname_unchecked", Severity::skip, "NCCL_SOCKET_IFNAME not checked",
             "The network interfaces of the node (/sys/class/net) could not be listed.", ""},
-        {"nccl-env.no_visible_devices", "CUDA_VISIBLE_DEVICES hides every GPU",
+        {"nccl-env.no_visible_devices", Severity::warn, "CUDA_VISIBLE_DEVICES hides every GPU",
             "CUDA_VISIBLE_DEVICES is empty or starts with an invalid index such as -1: CUDA programs see no GPU "
             "(torch.cuda.is_available() is False) while nvidia-smi still lists them.",
             "unset CUDA_VISIBLE_DEVICES or list the GPUs to use (0,1,...)"},
     };
-    p.judge = [](const Facts& facts, const Policy& policy) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
         const auto& env = *collector_facts(facts, "env");
         const nlohmann::json variables = env.value("variables", nlohmann::json::object());
         auto get = [&](const char* name) -> std::optional<std::string> {
@@ -293,11 +292,11 @@ Probe nccl_env_probe()
         };
         auto one = [](const char* name, const std::string& value) { return nlohmann::json{{name, value}}; };
         if (auto v = get("NCCL_P2P_DISABLE"); v && nccl_int(*v) == 1) {
-            out.push_back({"nccl-env.p2p_disabled", Severity::warn, "NCCL_P2P_DISABLE",
+            out.add("nccl-env.p2p_disabled", "NCCL_P2P_DISABLE",
                 fmt::format("NCCL_P2P_DISABLE={}: intra-node GPU traffic leaves NVLink/PCIe P2P and goes "
                             "through host memory",
                     *v),
-                "unset NCCL_P2P_DISABLE unless P2P is known to be broken on this node", one("NCCL_P2P_DISABLE", *v)});
+                one("NCCL_P2P_DISABLE", *v));
         } else if (auto level = get("NCCL_P2P_LEVEL")) {
             const std::string l = nccl_level(*level);
             const char* what = l == "LOC" ? "disables GPU peer-to-peer altogether"
@@ -306,24 +305,23 @@ Probe nccl_env_probe()
                 : l == "PIX"              ? "allows P2P only between GPUs behind the same PCIe switch"
                                           : nullptr;
             if (what != nullptr) {
-                out.push_back({"nccl-env.p2p_level_restrictive", Severity::warn, "NCCL_P2P_LEVEL",
-                    fmt::format("NCCL_P2P_LEVEL={} ({}) {}", *level, l, what),
-                    "unset NCCL_P2P_LEVEL so NCCL decides from the topology", one("NCCL_P2P_LEVEL", *level)});
+                out.add("nccl-env.p2p_level_restrictive", "NCCL_P2P_LEVEL",
+                    fmt::format("NCCL_P2P_LEVEL={} ({}) {}", *level, l, what), one("NCCL_P2P_LEVEL", *level));
             }
         }
         if (auto v = get("NCCL_IB_DISABLE"); v && nccl_int(*v) != 0 && node_has_rdma(facts)) {
-            out.push_back({"nccl-env.ib_disabled", Severity::warn, "NCCL_IB_DISABLE",
+            out.add("nccl-env.ib_disabled", "NCCL_IB_DISABLE",
                 fmt::format("NCCL_IB_DISABLE={} on a node with InfiniBand/RoCE devices: inter-node "
                             "traffic goes over TCP sockets",
                     *v),
-                "unset NCCL_IB_DISABLE", one("NCCL_IB_DISABLE", *v)});
+                one("NCCL_IB_DISABLE", *v));
         }
         if (auto v = get("NCCL_SHM_DISABLE"); v && nccl_int(*v) != 0) {
-            out.push_back({"nccl-env.shm_disabled", Severity::warn, "NCCL_SHM_DISABLE",
+            out.add("nccl-env.shm_disabled", "NCCL_SHM_DISABLE",
                 fmt::format("NCCL_SHM_DISABLE={}: GPUs of this node that cannot use P2P talk through the "
                             "network instead of shared memory",
                     *v),
-                "unset NCCL_SHM_DISABLE", one("NCCL_SHM_DISABLE", *v)});
+                one("NCCL_SHM_DISABLE", *v));
         }
         if (auto level = get("NCCL_NET_GDR_LEVEL")) {
             const std::string l = nccl_level(*level);
@@ -332,18 +330,17 @@ Probe nccl_env_probe()
                 ? "uses GPUDirect RDMA only for a NIC behind the GPU's own PCIe switch"
                 : nullptr;
             if (what != nullptr) {
-                out.push_back({"nccl-env.gdr_level_restrictive", Severity::warn, "NCCL_NET_GDR_LEVEL",
-                    fmt::format("NCCL_NET_GDR_LEVEL={} ({}) {}", *level, l, what),
-                    "unset NCCL_NET_GDR_LEVEL so NCCL decides from the topology", one("NCCL_NET_GDR_LEVEL", *level)});
+                out.add("nccl-env.gdr_level_restrictive", "NCCL_NET_GDR_LEVEL",
+                    fmt::format("NCCL_NET_GDR_LEVEL={} ({}) {}", *level, l, what), one("NCCL_NET_GDR_LEVEL", *level));
             }
         }
         if (auto v = get("NCCL_DEBUG")) {
             std::string upper = *v;
             std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
             if (upper == "INFO" || upper == "TRACE") {
-                out.push_back({"nccl-env.debug_on", Severity::warn, "NCCL_DEBUG",
+                out.add("nccl-env.debug_on", "NCCL_DEBUG",
                     fmt::format("NCCL_DEBUG={}: every rank floods the log and initialisation slows down", *v),
-                    "unset NCCL_DEBUG or set it to WARN once the job works", one("NCCL_DEBUG", *v)});
+                    one("NCCL_DEBUG", *v));
             }
         }
         if (auto v = get("NCCL_SOCKET_IFNAME")) {
@@ -354,12 +351,12 @@ Probe nccl_env_probe()
             first.erase(0, first.find_first_not_of(' '));
             const bool cpu_node = policy.expect_gpus && *policy.expect_gpus == 0;
             if ((first.empty() || first[0] == '-') && !cpu_node) {
-                out.push_back({"nccl-env.no_visible_devices", Severity::warn, "CUDA_VISIBLE_DEVICES",
+                out.add("nccl-env.no_visible_devices", "CUDA_VISIBLE_DEVICES",
                     fmt::format("CUDA_VISIBLE_DEVICES='{}' hides every GPU from CUDA programs", *v),
-                    "unset CUDA_VISIBLE_DEVICES or list the GPUs to use (0,1,...)", one("CUDA_VISIBLE_DEVICES", *v)});
+                    one("CUDA_VISIBLE_DEVICES", *v));
             }
         }
-        const bool any_problem = std::any_of(out.begin(), out.end(),
+        const bool any_problem = std::any_of(out.list().begin(), out.list().end(),
             [](const Finding& f) { return f.severity == Severity::warn || f.severity == Severity::fail; });
         if (!any_problem) {
             std::vector<std::string> nccl;
@@ -368,13 +365,11 @@ Probe nccl_env_probe()
                     nccl.push_back(fmt::format("{}={}", name, value.get<std::string>()));
                 }
             }
-            out.insert(out.begin(),
-                {"nccl-env.ok", Severity::pass, "environment",
-                    nccl.empty() ? std::string("no NCCL_* variables set")
-                                 : fmt::format("no NCCL environment traps; set: {}", fmt::join(nccl, " ")),
-                    "", variables});
+            out.add_first("nccl-env.ok", "environment",
+                nccl.empty() ? std::string("no NCCL_* variables set")
+                             : fmt::format("no NCCL environment traps; set: {}", fmt::join(nccl, " ")),
+                variables);
         }
-        return out;
     };
     return p;
 }

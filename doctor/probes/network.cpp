@@ -1,5 +1,5 @@
 #include "base/sysroot.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -135,7 +135,7 @@ std::string link_layer(const nlohmann::json& port)
     return l.is_string() ? l.get<std::string>() : std::string("link layer unknown");
 }
 
-void judge_ports(const nlohmann::json& devices, const Policy& policy, std::vector<Finding>& out)
+void judge_ports(const nlohmann::json& devices, const Policy& policy, Findings& out)
 {
     bool any_up = false;
     for (const auto& d : devices) {
@@ -147,8 +147,8 @@ void judge_ports(const nlohmann::json& devices, const Policy& policy, std::vecto
         const std::string dev = d.value("name", std::string("?"));
         const auto ports = d.value("ports", nlohmann::json::array());
         if (ports.empty()) {
-            out.push_back({"network.port_unknown", Severity::skip, dev,
-                fmt::format("{}: no ports under /sys/class/infiniband/{}/ports", dev, dev), "", d});
+            out.add("network.port_unknown", dev,
+                fmt::format("{}: no ports under /sys/class/infiniband/{}/ports", dev, dev), d);
         }
         for (const auto& port : ports) {
             const std::string who = fmt::format("{} port {}", dev, port.value("port", 0));
@@ -157,47 +157,42 @@ void judge_ports(const nlohmann::json& devices, const Policy& policy, std::vecto
             nlohmann::json facts = port;
             facts["device"] = dev;
             if (state.empty()) {
-                out.push_back(
-                    {"network.port_unknown", Severity::skip, who, std::string("state not readable"), "", facts});
+                out.add("network.port_unknown", who, "state not readable", facts);
                 continue;
             }
             if (!port_up(port)) {
-                out.push_back({"network.port_down", any_up ? Severity::warn : Severity::fail, who,
+                out.add(any_up ? Severity::warn : Severity::fail, "network.port_down", who,
                     fmt::format("{} (phys_state {}), {}{}", state, phys.empty() ? std::string("unknown") : phys,
                         link_layer(port),
                         any_up ? ": NCCL uses the other ports, with less bandwidth"
                                : ": no port of this node is up, so NCCL falls back to TCP sockets between "
                                  "nodes"),
-                    "check the cable and the switch port (ibstat, ibv_devinfo); an InfiniBand port stuck in "
-                    "INIT needs a subnet manager (opensm)",
-                    facts});
+                    facts);
                 continue;
             }
             const auto rate = rate_gbps(port.value("rate", nlohmann::json()));
             if (!rate) {
-                out.push_back({"network.rate_unknown", Severity::skip, who,
-                    fmt::format("up but its rate is unreadable: {}", port.value("rate", nlohmann::json()).dump()), "",
-                    facts});
+                out.add("network.rate_unknown", who,
+                    fmt::format("up but its rate is unreadable: {}", port.value("rate", nlohmann::json()).dump()),
+                    facts);
                 continue;
             }
             facts["rate_gbps"] = *rate;
             if (*rate < policy.ib_min_rate_gbps) {
-                out.push_back({"network.rate_low", Severity::warn, who,
+                out.add("network.rate_low", who,
                     fmt::format("{1:g} Gb/s ({0}), below {2:g} Gb/s (policy "
                                 "network.ib_min_rate_gbps)",
                         link_layer(port), *rate, policy.ib_min_rate_gbps),
-                    "check the cable and switch port for a link trained at a lower speed or width "
-                    "(ibstat, mlxlink); or lower network.ib_min_rate_gbps for this cluster",
-                    facts});
+                    facts);
                 continue;
             }
-            out.push_back({"network.port_ok", Severity::pass, who,
-                fmt::format("ACTIVE at {}, {}", port.value("rate", std::string("?")), link_layer(port)), "", facts});
+            out.add("network.port_ok", who,
+                fmt::format("ACTIVE at {}, {}", port.value("rate", std::string("?")), link_layer(port)), facts);
         }
     }
 }
 
-void judge_peermem(const nlohmann::json& network, std::size_t gpus, std::vector<Finding>& out)
+void judge_peermem(const nlohmann::json& network, std::size_t gpus, Findings& out)
 {
     const auto peermem = network.value("peermem", nlohmann::json::object());
     std::vector<std::string> seen;
@@ -210,16 +205,13 @@ void judge_peermem(const nlohmann::json& network, std::size_t gpus, std::vector<
         }
     }
     if (!seen.empty()) {
-        out.push_back({"network.gdr_ok", Severity::pass, "host",
-            fmt::format("GPUDirect RDMA module present ({})", fmt::join(seen, ", ")), "", peermem});
+        out.add("network.gdr_ok", "host", fmt::format("GPUDirect RDMA module present ({})", fmt::join(seen, ", ")),
+            peermem);
     } else if (gpus > 0) {
-        out.push_back({"network.no_peermem", Severity::warn, "host",
+        out.add("network.no_peermem", "host",
             "InfiniBand/RoCE present but no GPUDirect RDMA module (nvidia_peermem): inter-node GPU traffic "
             "goes through host memory, about half the bandwidth",
-            "modprobe nvidia_peermem (ships with the NVIDIA driver; MOFED must be installed first), and "
-            "load it at boot; NCCL 2.19+ with the open GPU kernel modules on Linux 5.12+ can use DMA-BUF "
-            "instead",
-            peermem});
+            peermem);
     }
 }
 
@@ -243,7 +235,7 @@ std::string numa_text(const std::vector<unsigned>& numa)
 
 // The topology's nearest HCA is the closest in the PCI tree, even across sockets; "on its side of
 // the node" means the HCA shares a NUMA node with the GPU.
-void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, std::vector<Finding>& out)
+void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, Findings& out)
 {
     const auto gpus = topology.value("gpus", nlohmann::json::array());
     const auto hcas = topology.value("hcas", nlohmann::json::array());
@@ -252,10 +244,9 @@ void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, std::vect
     }
     if (hcas.empty()) {
         if (have_rdma) {
-            out.push_back({"network.gpu_nic_unknown", Severity::skip, "host",
+            out.add("network.gpu_nic_unknown", "host",
                 "NIC nearest each GPU not known: the topology shows no HCA (hwloc without PCI devices, or "
-                "a --topology file without them)",
-                "", nullptr});
+                "a --topology file without them)");
         }
         return;
     }
@@ -286,7 +277,7 @@ void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, std::vect
         }
         nlohmann::json facts = {
             {"gpu", g}, {"nearest_hca", hca_name.empty() ? nlohmann::json(nullptr) : hca}, {"hca_numa", hca_numa}};
-        out.push_back({"network.gpu_no_near_nic", Severity::warn, who,
+        out.add("network.gpu_no_near_nic", who,
             hca_name.empty() ? fmt::format("no InfiniBand/RoCE NIC on its side of the node (NUMA node {}): its "
                                            "inter-node traffic crosses the CPU interconnect",
                                    numa_text(gpu_numa))
@@ -294,13 +285,10 @@ void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, std::vect
                                            "nearest, {}, is on NUMA node {}: its inter-node traffic crosses the CPU "
                                            "interconnect",
                                    numa_text(gpu_numa), hca_name, numa_text(hca_numa)),
-            "put a NIC on each CPU socket that has GPUs, or place ranks so that the GPUs near a NIC "
-            "do the inter-node traffic",
-            facts});
+            facts);
     }
     if (!pairs.empty()) {
-        out.push_back({"network.gpu_nic", Severity::pass, "host",
-            fmt::format("nearest NIC: {}", fmt::join(pairs, ", ")), "", mapping});
+        out.add("network.gpu_nic", "host", fmt::format("nearest NIC: {}", fmt::join(pairs, ", ")), mapping);
     }
 }
 
@@ -325,69 +313,69 @@ Probe network_probe()
     p.summary = "InfiniBand/RoCE ports (state, rate), GPUDirect RDMA module, NIC nearest each GPU";
     p.collectors = {"network", "topology"};
     p.codes = {
-        {"network.no_rdma", "no InfiniBand/RoCE devices",
+        {"network.no_rdma", Severity::pass, "no InfiniBand/RoCE devices",
             "/sys/class/infiniband is empty or absent. A single-node job needs none; jobs across nodes use TCP "
             "sockets, an order of magnitude slower.",
             ""},
-        {"network.port_ok", "an InfiniBand/RoCE port is up",
+        {"network.port_ok", Severity::pass, "an InfiniBand/RoCE port is up",
             "state ACTIVE, phys_state LinkUp, rate at least the "
             "policy's network.ib_min_rate_gbps.",
             ""},
-        {"network.port_down", "an InfiniBand/RoCE port is not up",
+        {"network.port_down", Severity::fail, "an InfiniBand/RoCE port is not up",
             "The port's state is not ACTIVE or its phys_state not LinkUp (sysfs). A failure when no port of the node "
             "is up (NCCL falls back to TCP sockets between nodes); a warning when other ports are up (NCCL uses "
             "those, with less bandwidth; the port may also be deliberately unused). INIT with LinkUp means no subnet "
             "manager has configured the port; Polling means no link (cable, switch port).",
-            "check the cable and switch port (ibstat, ibv_devinfo); start a subnet manager (opensm) for a port stuck "
-            "in INIT"},
-        {"network.port_unknown", "an InfiniBand/RoCE port not checked",
+            "check the cable and the switch port (ibstat, ibv_devinfo); an InfiniBand port stuck in INIT needs a "
+            "subnet manager (opensm)",
+            Severity::warn},
+        {"network.port_unknown", Severity::skip, "an InfiniBand/RoCE port not checked",
             "The port's state file could not be read, or the device has no ports in sysfs.", ""},
-        {"network.rate_low", "an InfiniBand/RoCE port is slower than the policy",
+        {"network.rate_low", Severity::warn, "an InfiniBand/RoCE port is slower than the policy",
             "The port is up at a rate below network.ib_min_rate_gbps: a cable or switch port that trained at a lower "
             "speed or width, or an older HCA. Applies to RoCE ports too.",
-            "check the cable and switch port (ibstat, mlxlink); lower network.ib_min_rate_gbps if the cluster is "
-            "built that way"},
-        {"network.rate_unknown", "an InfiniBand/RoCE port's rate not checked",
+            "check the cable and switch port for a link trained at a lower speed or width "
+            "(ibstat, mlxlink); or lower network.ib_min_rate_gbps for this cluster"},
+        {"network.rate_unknown", Severity::skip, "an InfiniBand/RoCE port's rate not checked",
             "The port is up but its rate file does not read like '200 Gb/sec (4X HDR)'.", ""},
-        {"network.gdr_ok", "GPUDirect RDMA module present",
+        {"network.gdr_ok", Severity::pass, "GPUDirect RDMA module present",
             "One of NCCL's own tests for GPUDirect RDMA holds: /sys/kernel/mm/memory_peers/nv_mem*/version, "
             "/sys/module/nvidia_peermem/version, or nvidia_peermem in /proc/modules.",
             ""},
-        {"network.no_peermem", "no GPUDirect RDMA module",
+        {"network.no_peermem", Severity::warn, "no GPUDirect RDMA module",
             "The node has InfiniBand/RoCE and GPUs but neither nvidia_peermem nor nv_peer_mem is loaded: NCCL logs "
             "'GPU Direct RDMA Disabled' and inter-node GPU traffic is staged through host memory, about half the "
             "bandwidth. NCCL 2.19+ can use DMA-BUF instead with the open GPU kernel modules on Linux 5.12+, which "
             "this check cannot see.",
-            "modprobe nvidia_peermem (after MOFED is installed) and load it at boot"},
-        {"network.gpu_nic", "NIC nearest each GPU",
+            "modprobe nvidia_peermem (ships with the NVIDIA driver; MOFED must be installed first), and "
+            "load it at boot; NCCL 2.19+ with the open GPU kernel modules on Linux 5.12+ can use DMA-BUF "
+            "instead"},
+        {"network.gpu_nic", Severity::pass, "NIC nearest each GPU",
             "The InfiniBand/RoCE HCA on the same side of the node as each GPU (hwloc), the one NCCL should use for "
             "it.",
             ""},
-        {"network.gpu_no_near_nic", "a GPU has no NIC on its side of the node",
+        {"network.gpu_no_near_nic", Severity::warn, "a GPU has no NIC on its side of the node",
             "The node has HCAs, but none shares this GPU's CPU socket/NUMA node: its inter-node traffic crosses the "
             "CPU interconnect (SYS in nvidia-smi topo -m), and GPUDirect RDMA across the interconnect is slow or off.",
-            "put a NIC on each socket that has GPUs, or place ranks so that GPUs near a NIC carry inter-node "
-            "traffic"},
-        {"network.gpu_nic_unknown", "NIC nearest each GPU not known",
+            "put a NIC on each CPU socket that has GPUs, or place ranks so that the GPUs near a NIC "
+            "do the inter-node traffic"},
+        {"network.gpu_nic_unknown", Severity::skip, "NIC nearest each GPU not known",
             "The node has InfiniBand/RoCE devices but the topology shows no HCA, so GPU-NIC locality is unknown.", ""},
     };
-    p.judge = [](const Facts& facts, const Policy& policy) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
         const auto& network = *collector_facts(facts, "network");
         const auto& topology = *collector_facts(facts, "topology");
         const auto devices = network.value("infiniband", nlohmann::json::array());
         const bool have_rdma = !devices.empty();
         if (!have_rdma) {
-            out.push_back({"network.no_rdma", Severity::pass, "host",
+            out.add("network.no_rdma", "host",
                 "no InfiniBand/RoCE devices (a single-node job needs none; across nodes NCCL uses TCP "
-                "sockets)",
-                "", nullptr});
+                "sockets)");
         } else {
             judge_ports(devices, policy, out);
             judge_peermem(network, topology.value("gpus", nlohmann::json::array()).size(), out);
         }
         judge_nearest_nic(topology, have_rdma, out);
-        return out;
     };
     return p;
 }

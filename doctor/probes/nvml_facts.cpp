@@ -1,7 +1,7 @@
 #include "base/error.hpp"
 #include "base/nvml.hpp"
 #include "base/sysroot.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <regex>
 #include <tuple>

@@ -1,5 +1,5 @@
-#include "doctor/probes/checks.hpp"
 #include "doctor/probes/gpu_facts.hpp"
+#include "doctor/probes/table.hpp"
 #include "doctor/probes/topo_matrix.hpp"
 
 #include <fmt/format.h>
@@ -18,12 +18,11 @@ std::string p2p_status_name(int status)
 }
 
 // The peer-access matrix from NVML: NCCL uses P2P only where both READ and WRITE are OK.
-void judge_matrix(const nlohmann::json& nvml, std::vector<Finding>& out)
+void judge_matrix(const nlohmann::json& nvml, Findings& out)
 {
     const auto& gpus = nvml["gpus"];
     if (gpus.size() < 2) {
-        out.push_back({"p2p.single_gpu", Severity::skip, "host",
-            fmt::format("not checked: {} GPU, so no GPU pairs", gpus.size()), "", nullptr});
+        out.add("p2p.single_gpu", "host", fmt::format("not checked: {} GPU, so no GPU pairs", gpus.size()));
         return;
     }
     std::map<unsigned, const nlohmann::json*> by_index;
@@ -60,37 +59,30 @@ void judge_matrix(const nlohmann::json& nvml, std::vector<Finding>& out)
         const std::string link = p.contains("ancestor") ? link_from_ancestor(p["ancestor"].get<int>()) : "?";
         const std::string statuses = fmt::format("read {}, write {}", p2p_status_name(read), p2p_status_name(write));
         if (link == "SYS" && !any_nvlink) {
-            out.push_back({"p2p.unavailable_across_sockets", Severity::warn, subject(a, b),
+            out.add("p2p.unavailable_across_sockets", subject(a, b),
                 fmt::format("no P2P between GPUs on different sockets ({}; link SYS, no NVLink on this "
                             "node): expected on PCIe-only multi-socket nodes, traffic is staged "
                             "through host memory",
                     statuses),
-                "keep communicating ranks on one socket's GPUs; nothing is broken", p});
+                p);
         } else {
-            out.push_back({"p2p.unavailable", Severity::fail, subject(a, b),
+            out.add("p2p.unavailable", subject(a, b),
                 fmt::format("peer-to-peer is not available ({}; link {}): NCCL needs both READ and "
                             "WRITE and falls back to slower paths through host memory",
                     statuses, link),
-                read == 4 || write == 4
-                    ? "P2P is disabled by a driver registry key: remove it (NVreg_RegistryDwords) and "
-                      "reload the driver"
-                    : "check ACS and IOMMU (this probe's other findings), the BIOS PCIe settings and "
-                      "'nvidia-smi topo -p2p rw'; in a VM, ask for a P2P-capable GPU passthrough",
-                p});
+                p);
         }
     }
     if (!unknown.empty()) {
-        out.push_back({"p2p.status_unknown", Severity::skip, "host",
-            fmt::format("not checked: NVML gave no P2P status for GPU pairs {}", fmt::join(unknown, ", ")), "",
-            nullptr});
+        out.add("p2p.status_unknown", "host",
+            fmt::format("not checked: NVML gave no P2P status for GPU pairs {}", fmt::join(unknown, ", ")));
     }
     if (ok > 0 && ok == pairs.size()) {
-        out.push_back({"p2p.ok", Severity::pass, "host",
-            fmt::format("P2P read and write OK between all {} GPU pairs", ok), "", {{"pairs", ok}}});
+        out.add("p2p.ok", "host", fmt::format("P2P read and write OK between all {} GPU pairs", ok), {{"pairs", ok}});
     }
 }
 
-void judge_iommu(const nlohmann::json& pci, bool vm, std::vector<Finding>& out)
+void judge_iommu(const nlohmann::json& pci, bool vm, Findings& out)
 {
     const nlohmann::json& iommu = pci["iommu"];
     std::map<std::string, unsigned> gpu_types;
@@ -122,22 +114,20 @@ void judge_iommu(const nlohmann::json& pci, bool vm, std::vector<Finding>& out)
         {"gpu_group_types", gpu_types}, {"cmdline_options", options}};
     const std::string opts = options.empty() ? "none" : fmt::format("{}", fmt::join(options, " "));
     if (mode == "translated" && !vm) {
-        out.push_back({"p2p.iommu_translated", Severity::warn, "host",
+        out.add("p2p.iommu_translated", "host",
             fmt::format("the IOMMU translates DMA (group types {}; kernel options {}): GPU peer and "
                         "GPUDirect traffic is redirected through the root complex, slow or hanging",
                 gpu_types.empty() ? nlohmann::json(types).dump() : nlohmann::json(gpu_types).dump(), opts),
-            "boot with iommu=pt (passthrough; with intel_iommu=on or amd_iommu=on), or disable the "
-            "IOMMU (VT-d/AMD-Vi) in the BIOS if nothing needs it",
-            f});
+            f);
         return;
     }
     std::string why = mode == "off" ? "no IOMMU groups: the IOMMU is off or absent"
         : mode == "passthrough" ? fmt::format("the IOMMU is in passthrough (identity) mode (kernel options {})", opts)
                                 : "the IOMMU translates DMA, which is expected inside a VM";
-    out.push_back({"p2p.iommu_ok", Severity::pass, "host", why, "", f});
+    out.add("p2p.iommu_ok", "host", why, f);
 }
 
-void judge_acs(const nlohmann::json& pci, bool vm, const std::string& vm_evidence, std::vector<Finding>& out)
+void judge_acs(const nlohmann::json& pci, bool vm, const std::string& vm_evidence, Findings& out)
 {
     const auto bridges = pci.value("bridges", nlohmann::json::array());
     std::vector<std::string> unreadable;
@@ -154,33 +144,33 @@ void judge_acs(const nlohmann::json& pci, bool vm, const std::string& vm_evidenc
         }
     }
     if (!redirecting.empty() && vm) {
-        out.push_back({"p2p.acs_in_vm", Severity::pass, "host",
+        out.add("p2p.acs_in_vm", "host",
             fmt::format("ACS redirect is on at {} bridge(s) above the GPUs, as expected in a virtual "
                         "machine ({}): the hypervisor needs it to isolate passed-through devices",
                 redirecting.size(), vm_evidence),
-            "", {{"bridges", bridges}}});
+            {{"bridges", bridges}});
     } else {
         for (const nlohmann::json* b : redirecting) {
             const std::string bdf = b->value("bus_id", std::string("?"));
-            out.push_back({"p2p.acs_enabled", Severity::fail, fmt::format("bridge {}", bdf),
+            out.add("p2p.acs_enabled", fmt::format("bridge {}", bdf),
                 fmt::format("PCIe ACS redirect is on (ACS Control {}: request redirect {}, completion "
                             "redirect {}) on a bridge above the GPUs: peer-to-peer traffic is forced up "
                             "to the root complex, slow or broken (NCCL hangs, GPUDirect RDMA errors)",
                     b->value("acs_control", std::string("?")), b->value("request_redirect", false) ? "on" : "off",
                     b->value("completion_redirect", false) ? "on" : "off"),
-                fmt::format("disable ACS in the BIOS, or at every boot: setpci -s {} ECAP_ACS+6.w=0000", bdf), *b});
+                *b);
         }
     }
     if (!unreadable.empty()) {
-        out.push_back({"p2p.acs_unreadable", Severity::skip, "host",
+        out.add("p2p.acs_unreadable", "host",
             fmt::format("ACS not checked on {} bridge(s) ({}): their extended config space is "
                         "unreadable (needs root)",
                 unreadable.size(), fmt::join(unreadable, ", ")),
-            "", {{"bridges", unreadable}}});
+            {{"bridges", unreadable}});
     }
     if (redirecting.empty() && checked > 0) {
-        out.push_back({"p2p.acs_off", Severity::pass, "host",
-            fmt::format("no ACS redirect on the {} bridge(s) above the GPUs", checked), "", {{"bridges", bridges}}});
+        out.add("p2p.acs_off", "host", fmt::format("no ACS redirect on the {} bridge(s) above the GPUs", checked),
+            {{"bridges", bridges}});
     }
 }
 
@@ -193,81 +183,83 @@ Probe p2p_probe()
     p.summary = "GPU peer access (NVML READ and WRITE), PCIe ACS on bridges above the GPUs, IOMMU mode";
     p.collectors = {"nvml", "pci"};
     p.codes = {
-        {"p2p.ok", "peer-to-peer works between every GPU pair",
+        {"p2p.ok", Severity::pass, "peer-to-peer works between every GPU pair",
             "nvmlDeviceGetP2PStatus answers OK for both READ and WRITE between every pair, which is what NCCL needs "
             "to use P2P (NVLink or PCIe) inside the node.",
             ""},
-        {"p2p.unavailable", "no peer-to-peer between two GPUs",
+        {"p2p.unavailable", Severity::fail, "no peer-to-peer between two GPUs",
             "NVML reports READ or WRITE P2P as not OK (CHIPSET_NOT_SUPPORTED, GPU_NOT_SUPPORTED, "
             "IOH_TOPOLOGY_NOT_SUPPORTED, DISABLED_BY_REGKEY, NOT_SUPPORTED, UNKNOWN) for a pair that should have it. "
             "NCCL then copies through host memory (SHM), at a fraction of the bandwidth; for NVLink-connected GPUs it "
             "stops with 'P2P is disabled between NVLINK connected GPUs'. Common causes: PCIe ACS or a translating "
             "IOMMU (see p2p.acs_enabled, p2p.iommu_translated), BIOS settings, a VM without P2P passthrough, a "
             "driver registry key.",
-            "check ACS and the IOMMU, the BIOS PCIe settings and 'nvidia-smi topo -p2p rw'"},
-        {"p2p.unavailable_across_sockets", "no peer-to-peer between GPUs on different sockets (expected)",
+            "check ACS and the IOMMU (this probe's other findings), the BIOS PCIe settings and 'nvidia-smi topo -p2p "
+            "rw'; in a VM, ask for a P2P-capable GPU passthrough; status 4 means a driver registry key disabled P2P: "
+            "remove it (NVreg_RegistryDwords) and reload the driver"},
+        {"p2p.unavailable_across_sockets", Severity::warn,
+            "no peer-to-peer between GPUs on different sockets (expected)",
             "On PCIe-only nodes with several sockets, P2P across the CPU interconnect (QPI/UPI) is usually not "
             "supported, so NVML reports it unavailable for SYS pairs; NCCL stages such traffic through host memory. "
             "Nothing is broken, but jobs that span both sockets communicate more slowly.",
-            "keep communicating ranks on one socket's GPUs"},
-        {"p2p.status_unknown", "NVML gave no P2P status",
+            "keep communicating ranks on one socket's GPUs; nothing is broken"},
+        {"p2p.status_unknown", Severity::skip, "NVML gave no P2P status",
             "The NVML library lacks nvmlDeviceGetP2PStatus or it failed for some pairs, so P2P was not checked there.",
             ""},
-        {"p2p.single_gpu", "one GPU: no pairs", "With a single GPU there is no peer access to check.", ""},
-        {"p2p.acs_enabled", "PCIe ACS redirect on a bridge above the GPUs",
+        {"p2p.single_gpu", Severity::skip, "one GPU: no pairs", "With a single GPU there is no peer access to check.",
+            ""},
+        {"p2p.acs_enabled", Severity::fail, "PCIe ACS redirect on a bridge above the GPUs",
             "Access Control Services with Request or Completion Redirect on a PCIe switch port or root port sends "
             "all peer-to-peer traffic up to the root complex: GPU P2P and GPUDirect RDMA become slow or hang, or IB "
             "reports IBV_WC_LOC_PROT_ERR. NCCL's documentation says to disable ACS on bare metal. Read from "
             "the ACS extended capability (0x000D) in the bridge's config space, ACS Control at offset +6, bits 2 and "
             "3.",
-            "disable ACS in the BIOS, or at every boot: setpci -s <bridge> ECAP_ACS+6.w=0000"},
-        {"p2p.acs_off", "no ACS redirect above the GPUs", "The bridges above the GPUs do not redirect P2P traffic.",
-            ""},
-        {"p2p.acs_in_vm", "ACS redirect inside a virtual machine (expected)",
+            "disable ACS in the BIOS, or at every boot: setpci -s {bus_id} ECAP_ACS+6.w=0000"},
+        {"p2p.acs_off", Severity::pass, "no ACS redirect above the GPUs",
+            "The bridges above the GPUs do not redirect P2P traffic.", ""},
+        {"p2p.acs_in_vm", Severity::pass, "ACS redirect inside a virtual machine (expected)",
             "Hypervisors need ACS to isolate devices passed through to guests, so ACS redirect on the (virtual) "
             "bridges of a VM is expected and not a fault of the node.",
             ""},
-        {"p2p.acs_unreadable", "ACS not checked: config space needs root",
+        {"p2p.acs_unreadable", Severity::skip, "ACS not checked: config space needs root",
             "The PCIe extended config space (offset 0x100 and up of /sys/bus/pci/devices/<bdf>/config) is readable "
             "by root only; without it ACS cannot be checked. Also given when NVML lists GPUs but sysfs under --sysroot "
             "shows none (a container without /sys/bus/pci), so neither ACS nor the IOMMU could be looked at.",
             "run gpudoctor as root to check ACS"},
-        {"p2p.iommu_translated", "the IOMMU translates GPU DMA",
+        {"p2p.iommu_translated", Severity::warn, "the IOMMU translates GPU DMA",
             "IOMMU groups of type DMA or DMA-FQ (not identity) mean the IOMMU translates device addresses: P2P "
             "traffic is redirected to the CPU root complex, slow, or hangs; IO_PAGE_FAULTs and zeroed tensors have "
             "been reported. NCCL's maintainers recommend iommu=pt.",
-            "boot with iommu=pt, or disable the IOMMU in the BIOS"},
-        {"p2p.iommu_ok", "the IOMMU does not get in the way",
+            "boot with iommu=pt (passthrough; with intel_iommu=on or amd_iommu=on), or disable the "
+            "IOMMU (VT-d/AMD-Vi) in the BIOS if nothing needs it"},
+        {"p2p.iommu_ok", Severity::pass, "the IOMMU does not get in the way",
             "The IOMMU is off, in passthrough (identity) mode, or translating inside a VM where that is expected.", ""},
     };
-    p.judge = [](const Facts& facts, const Policy&) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy&, Findings& out) {
         const auto& pci = *collector_facts(facts, "pci");
         const auto unavailable = gpus_unavailable(facts);
         const bool sysfs_gpus = pci.contains("gpus") && pci["gpus"].is_array() && !pci["gpus"].empty();
         if (unavailable && !sysfs_gpus) {
-            out.push_back(skip_without_gpus("p2p", *unavailable + "; no NVIDIA GPU in sysfs either"));
-            return out;
+            out.skip(fmt::format("not checked: {}", *unavailable + "; no NVIDIA GPU in sysfs either"));
+            return;
         }
         const auto& vm_facts = pci.value("vm", nlohmann::json::object());
         const bool vm = vm_facts.value("virtual", false);
         const std::string evidence = vm_facts.value("evidence", std::string("virtual machine"));
         if (unavailable) {
-            out.push_back({"p2p.status_unknown", Severity::skip, "host",
-                fmt::format("P2P status not checked: {}", *unavailable), "", nullptr});
+            out.add("p2p.status_unknown", "host", fmt::format("P2P status not checked: {}", *unavailable));
         } else {
             judge_matrix(*collector_facts(facts, "nvml"), out);
         }
         if (!sysfs_gpus) {
-            out.push_back({"p2p.acs_unreadable", Severity::skip, "host",
-                "ACS and IOMMU not checked: no NVIDIA GPU under /sys/bus/pci/devices", "", nullptr});
-            return out;
+            out.add(
+                "p2p.acs_unreadable", "host", "ACS and IOMMU not checked: no NVIDIA GPU under /sys/bus/pci/devices");
+            return;
         }
         judge_acs(pci, vm, evidence, out);
         if (pci.contains("iommu")) {
             judge_iommu(pci, vm, out);
         }
-        return out;
     };
     return p;
 }

@@ -1,6 +1,6 @@
 #include "base/pci_address.hpp"
 #include "base/sysroot.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,6 +1,6 @@
+#include "doctor/probes/table.hpp"
 #include "base/error.hpp"
 #include "base/spelling.hpp"
-#include "doctor/probes/checks.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

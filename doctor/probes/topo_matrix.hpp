@@ -1,6 +1,6 @@
 #pragma once
 
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,5 +1,5 @@
-#include "doctor/probes/checks.hpp"
 #include "doctor/probes/gpu_facts.hpp"
+#include "doctor/probes/table.hpp"
 #include "doctor/probes/topo_matrix.hpp"
 
 #include <fmt/format.h>
@@ -50,12 +50,12 @@ Probe topology_probe()
     p.summary = "GPU↔GPU links (NVLink, PCIe, across sockets), each GPU's NUMA node, CPUs and nearest NIC";
     p.collectors = {"nvml", "topology"};
     p.codes = {
-        {"topology.ok", "the GPU topology is known and has no slow pairs",
+        {"topology.ok", Severity::pass, "the GPU topology is known and has no slow pairs",
             "Every GPU pair is linked by NVLink or within one socket's PCIe tree, and every GPU's NUMA node and CPUs "
             "are known. The message summarises the link classes (nvidia-smi topo -m legend) and where each GPU sits; "
             "'gpudoctor topo' prints the whole matrix.",
             ""},
-        {"topology.gpu_pairs_across_sockets", "GPU pairs talk across the CPU interconnect",
+        {"topology.gpu_pairs_across_sockets", Severity::warn, "GPU pairs talk across the CPU interconnect",
             "Some GPU pairs are SYS in the nvidia-smi topo -m legend (PCIe as well as the SMP interconnect between "
             "NUMA nodes: QPI/UPI/Infinity Fabric) and have no NVLink between them. Collective traffic such as NCCL "
             "all-reduce between them goes through the CPUs, at a fraction of NVLink or same-switch PCIe bandwidth, "
@@ -63,30 +63,29 @@ Probe topology_probe()
             "jobs that span the sockets will be slower than their GPU count suggests.",
             "keep communicating ranks on one socket's GPUs (CUDA_VISIBLE_DEVICES, one job per socket), or use a node "
             "with NVLink; 'gpudoctor topo' shows which pairs are SYS"},
-        {"topology.gpu_numa_unknown", "a GPU's CPU locality is unknown",
+        {"topology.gpu_numa_unknown", Severity::warn, "a GPU's CPU locality is unknown",
             "Neither hwloc nor sysfs (numa_node, local_cpulist) says which CPUs and NUMA node are near the GPU, so "
             "gpurun cannot pin its rank near it. Common in VMs whose firmware reports no NUMA affinity for PCI "
             "devices (numa_node -1) and with topology files that lack the PCI tree.",
-            "check /sys/bus/pci/devices/<bus id>/numa_node; in a VM, ask for a NUMA-aware guest topology; otherwise "
+            "check /sys/bus/pci/devices/{bus_id}/numa_node; in a VM, ask for a NUMA-aware guest topology; otherwise "
             "bind ranks by hand (gpurun --bind=none and numactl)"},
-        {"topology.single_gpu", "one GPU: no GPU pairs",
+        {"topology.single_gpu", Severity::pass, "one GPU: no GPU pairs",
             "The node has one GPU, so there is no GPU↔GPU link to judge; its NUMA node and CPUs are known.", ""},
-        {"topology.link_unknown", "the link between some GPU pairs is unknown",
+        {"topology.link_unknown", Severity::warn, "the link between some GPU pairs is unknown",
             "NVML gave no common-ancestor level for the pair and the hwloc PCI tree did not place both GPUs "
             "(a topology file without bridges, or GPUs hwloc does not list).",
             "run 'nvidia-smi topo -m' to see the links; write the topology again with lstopo --of xml"},
     };
-    p.judge = [](const Facts& facts, const Policy&) {
-        std::vector<Finding> out;
+    p.judge = [](const Facts& facts, const Policy&, Findings& out) {
         const TopoMatrix m = topo_matrix(facts);
         if (m.gpus.empty()) {
             std::string why = gpus_unavailable(facts).value_or("no NVIDIA GPU");
-            out.push_back(skip_without_gpus("topology",
+            out.skip(fmt::format("not checked: {}",
                 why +
                     (m.source == "hwloc" ? "; the hwloc PCI tree has no "
                                            "NVIDIA GPU either"
                                          : "")));
-            return out;
+            return;
         }
         std::vector<std::string> across;
         std::vector<std::string> unknown;
@@ -103,37 +102,31 @@ Probe topology_probe()
             }
         }
         if (!across.empty()) {
-            out.push_back({"topology.gpu_pairs_across_sockets", Severity::warn, "host",
+            out.add("topology.gpu_pairs_across_sockets", "host",
                 fmt::format("{} of {} GPU pairs are SYS (across NUMA nodes/sockets) without NVLink: {}; "
                             "all-reduce between them goes through the CPU interconnect",
                     across.size(), m.gpus.size() * (m.gpus.size() - 1) / 2, fmt::join(across, ", ")),
-                "keep communicating ranks on one socket's GPUs, or use a node with NVLink; 'gpudoctor "
-                "topo' shows the matrix",
-                {{"pairs", across_pairs}, {"source", m.source}}});
+                {{"pairs", across_pairs}, {"source", m.source}});
         }
         if (!unknown.empty()) {
-            out.push_back({"topology.link_unknown", Severity::warn, "host",
+            out.add("topology.link_unknown", "host",
                 fmt::format("the link of GPU pairs {} is unknown ({})", fmt::join(unknown, ", "),
                     m.notes.empty() ? "no common-ancestor level" : m.notes.front()),
-                "run 'nvidia-smi topo -m'; write the topology again with lstopo --of xml",
-                {{"pairs", unknown}, {"source", m.source}}});
+                {{"pairs", unknown}, {"source", m.source}});
         }
         for (const auto& g : m.gpus) {
             if (g.cpus.empty() || g.numa.empty()) {
-                out.push_back({"topology.gpu_numa_unknown", Severity::warn, gpu_label(g),
+                out.add("topology.gpu_numa_unknown", gpu_label(g),
                     fmt::format("which CPUs and NUMA node are near the GPU is unknown (CPUs '{}', NUMA "
                                 "'{}'){}",
                         g.cpus, fmt::join(g.numa, ","), m.notes.empty() ? "" : fmt::format("; {}", m.notes.front())),
-                    "check /sys/bus/pci/devices/" + g.bus_id +
-                        "/numa_node; in a VM ask for a NUMA-aware guest; else bind ranks by hand",
-                    {{"bus_id", g.bus_id}, {"cpus", g.cpus}, {"numa", g.numa}}});
+                    {{"bus_id", g.bus_id}, {"cpus", g.cpus}, {"numa", g.numa}});
             }
         }
         if (out.empty()) {
-            out.push_back({m.gpus.size() == 1 ? "topology.single_gpu" : "topology.ok", Severity::pass, "host",
-                summary(m), "", render_topo_json(m)});
+            out.add(
+                m.gpus.size() == 1 ? "topology.single_gpu" : "topology.ok", "host", summary(m), render_topo_json(m));
         }
-        return out;
     };
     return p;
 }

@@ -1,6 +1,6 @@
 #include "base/gpu_inventory.hpp"
 #include "base/topology.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 namespace doctor::probes {
 

@@ -2148,7 +2148,7 @@ TEST(NcclLogLimits, TheDefaultLimitsHoldOnAGeneratedLog)
     // The explanation states the defaults.
     const auto& codes = nccl::finding_codes();
     const auto row = std::find_if(
-        codes.begin(), codes.end(), [](const base::CodeText& c) { return std::string(c.code) == "nccl.truncated"; });
+        codes.begin(), codes.end(), [](const base::FindingCode& c) { return std::string(c.code) == "nccl.truncated"; });
     ASSERT_NE(row, codes.end());
     const std::string explanation = row->explanation;
     for (const std::string& said :

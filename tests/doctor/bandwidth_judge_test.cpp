@@ -1,14 +1,16 @@
 // The deep tier's rules, judged from hand-written facts: floors per model and from the PCIe link,
 // outliers, failed measurements, peer copies, the all-reduce floor and NCCL's own findings.
 #include "base/error.hpp"
+#include "base/nccl/log.hpp"
 #include "doctor/engine/runner.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 #include "tests/support/doctor_support.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <string>
 
+using base::code_in;
 using doctor::engine::Policy;
 using doctor::engine::Severity;
 using test_support::codes_with;
@@ -86,8 +88,8 @@ TEST(BandwidthJudge, HealthyH100NodePassesWithRangesAndFloors)
     const auto* ok = find_code(findings, "bandwidth.gpu_ok");
     ASSERT_NE(ok, nullptr);
     EXPECT_EQ(ok->message,
-        "8 GPUs: host→device 55.1 GB/s (floor 48.0 GB/s, the policy's floor for H100), device→host 55.4 GB/s "
-        "(floor 48.0 GB/s, the policy's floor for H100), device-local copy 2100 GB/s");
+        "8 GPUs: host→device 55.1 GB/s (floor 48.0 GB/s, the GPU table's floor for H100), device→host 55.4 GB/s "
+        "(floor 48.0 GB/s, the GPU table's floor for H100), device-local copy 2100 GB/s");
     const auto* p2p = find_code(findings, "bandwidth.p2p_ok");
     ASSERT_NE(p2p, nullptr);
     EXPECT_EQ(p2p->message, "56 GPU pairs: peer copies 370 GB/s (floor 335 GB/s for H100), latency 2.5 µs");
@@ -102,13 +104,14 @@ TEST(BandwidthJudge, HostCopiesBelowTheModelFloorFailOnThatGpu)
     ASSERT_NE(low, nullptr);
     EXPECT_EQ(low->severity, Severity::fail);
     EXPECT_EQ(low->subject, "gpu 2 (0000:02:00.0)");
-    EXPECT_EQ(low->message, "host→device copies run at 31.2 GB/s, below 48.0 GB/s (the policy's floor for H100)");
+    EXPECT_EQ(low->message, "host→device copies run at 31.2 GB/s, below 48.0 GB/s (the GPU table's floor for H100)");
     EXPECT_EQ(find_code(findings, "bandwidth.d2h_low"), nullptr);
     const auto* ok = find_code(findings, "bandwidth.gpu_ok");
     ASSERT_NE(ok, nullptr);
     EXPECT_EQ(ok->message.rfind("3 GPUs: ", 0), 0U) << ok->message;
-    EXPECT_EQ(doctor::engine::exit_code(
-                  doctor::engine::judge({&test_support::probe_named("bandwidth")}, facts, Policy::defaults()), false),
+    EXPECT_EQ(doctor::engine::exit_code(doctor::engine::judge({&test_support::probe_named("bandwidth")},
+                                            test_support::facts_of(facts), Policy::defaults()),
+                  false),
         1);
 }
 
@@ -126,9 +129,10 @@ TEST(BandwidthJudge, WithoutAModelFloorHostCopiesAreJudgedAgainstThePcieLink)
     EXPECT_EQ(low->subject, "gpu 1 (0000:01:00.0)");
     EXPECT_EQ(low->message,
         "device→host copies run at 6.10 GB/s, below 22.1 GB/s (70% of its PCIe Gen4 x16 link "
-        "(31.5 GB/s))");
-    EXPECT_NE(low->remedy.find("sysfs shows the link at Gen3 x8 now, Gen4 x16 at most"), std::string::npos)
-        << low->remedy;
+        "(31.5 GB/s)); sysfs shows the link at Gen3 x8 now, Gen4 x16 at most (an idle link may slow down; a "
+        "loaded one should not)");
+    EXPECT_EQ(low->remedy, code_in(test_support::probe_named("bandwidth").codes, "bandwidth.d2h_low").remedy)
+        << "the row's remedy";
     // 24 GB/s on Gen4 x16 is above 70% of 31.5: no failure for host→device.
     EXPECT_EQ(find_code(findings, "bandwidth.h2d_low"), nullptr);
 }
@@ -207,15 +211,16 @@ TEST(BandwidthJudge, PairsWithoutPeerAccessWarnAndSlowPairsFail)
     const auto* low = find_code(findings, "bandwidth.p2p_low");
     ASSERT_NE(low, nullptr);
     EXPECT_EQ(low->subject, "gpu 1 (0000:01:00.0) → gpu 2 (0000:02:00.0)");
-    EXPECT_EQ(low->message, "peer copies run at 150 GB/s, below 335 GB/s (the policy's floor for H100)");
+    EXPECT_EQ(low->message, "peer copies run at 150 GB/s, below 335 GB/s (the GPU table's floor for H100)");
     const auto* ok = find_code(findings, "bandwidth.p2p_ok");
     ASSERT_NE(ok, nullptr);
     EXPECT_EQ(ok->message.rfind("9 GPU pairs: ", 0), 0U) << ok->message;
 }
 
-TEST(BandwidthJudge, ThePcieModelIsTheLongerMatchAndHasNoNvlinkFloor)
+TEST(BandwidthJudge, ThePcieModelIsItsOwnRowAndHasNoNvlinkFloor)
 {
-    // "H100 PCIe" beats "H100": no 335 GB/s peer floor for cards without NVLink.
+    // NVML's "NVIDIA H100 PCIe" names the GPU table's H100-PCIe, not H100: no 335 GB/s peer floor
+    // for cards without NVLink.
     auto facts = node(2, "NVIDIA H100 PCIe", 50, 50, 1900, 40);
     const auto findings = judge_one("bandwidth", facts);
     EXPECT_EQ(find_code(findings, "bandwidth.p2p_low"), nullptr);
@@ -240,9 +245,18 @@ TEST(DeepPolicy, AUserFloorReplacesTheBuiltInOneForTheSameModel)
     ASSERT_NE(floor, nullptr);
     EXPECT_EQ(floor->h2d_gbps, 50.0);
     EXPECT_FALSE(floor->p2p_gbps.has_value()); // replaced whole, not merged
-    ASSERT_NE(policy.floor_for("NVIDIA H100 PCIe"), nullptr);
-    EXPECT_EQ(policy.floor_for("NVIDIA H100 PCIe")->model, "H100 PCIe");
+    EXPECT_EQ(floor->model, "H100");
+    EXPECT_EQ(floor->source, "the policy");
+    // The same GPU table row by any of its names; another row keeps its own.
+    EXPECT_EQ(policy.floor_for("H100-SXM5-80GB"), floor);
+    EXPECT_EQ(policy.floor_for("NVIDIA H100 PCIe"), nullptr) << "H100-PCIe has no floor";
+    ASSERT_NE(policy.floor_for("NVIDIA H200"), nullptr);
+    EXPECT_EQ(policy.floor_for("NVIDIA H200")->source, "the GPU table");
     EXPECT_EQ(policy.floor_for("Tesla T4"), nullptr);
+    // A GPU the table lacks is named by its own name.
+    policy.merge_toml("[[deep.floor]]\nmodel = \"Future GPU 9000\"\np2p_gbps = 900\n", "site.toml");
+    ASSERT_NE(policy.floor_for("NVIDIA Future GPU 9000"), nullptr);
+    EXPECT_EQ(policy.floor_for("NVIDIA Future GPU 9000")->p2p_gbps, 900.0);
 }
 
 TEST(DeepPolicy, SizesAndFractionsAreRead)
@@ -374,7 +388,7 @@ TEST(AllReduceJudge, BusbwBelowTheFloorFails)
     ASSERT_NE(low, nullptr);
     EXPECT_EQ(low->severity, Severity::fail);
     EXPECT_NE(low->message.find("busbw 150 GB/s"), std::string::npos);
-    EXPECT_NE(low->message.find("below 228 GB/s (the policy's floor for 8× A100-SXM)"), std::string::npos)
+    EXPECT_NE(low->message.find("below 228 GB/s (the GPU table's floor for 8× A100-80GB)"), std::string::npos)
         << low->message;
 }
 
@@ -384,7 +398,8 @@ TEST(AllReduceJudge, AnotherGpuCountHasNoFloorAndSaysSo)
     EXPECT_EQ(find_code(findings, "allreduce.busbw_low"), nullptr);
     const auto* ok = find_code(findings, "allreduce.busbw_ok");
     ASSERT_NE(ok, nullptr);
-    EXPECT_NE(ok->message.find("(no floor for 4× NVIDIA H100 80GB HBM3 in the policy)"), std::string::npos)
+    EXPECT_NE(
+        ok->message.find("(no floor for 4× NVIDIA H100 80GB HBM3 in the GPU table or the policy)"), std::string::npos)
         << ok->message;
 }
 
@@ -397,7 +412,8 @@ TEST(AllReduceJudge, NcclLogFindingsComeThroughWithTheirCodes)
     const auto* shm = find_code(findings, "nccl.shm_not_p2p");
     ASSERT_NE(shm, nullptr);
     EXPECT_EQ(shm->severity, Severity::warn);
-    EXPECT_EQ(shm->remedy, "unset NCCL_P2P_DISABLE");
+    // Its severity and remedy are nccl-log's row's, whatever the facts say.
+    EXPECT_EQ(shm->remedy, code_in(base::nccl::finding_codes(), "nccl.shm_not_p2p").remedy);
 }
 
 TEST(AllReduceJudge, OneGpuIsASkipNamedSo)

@@ -70,9 +70,9 @@ protected:
         std::ofstream(dir / "current_link_width") << width << "\n";
     }
 
-    doctor::engine::Facts collect(const std::string& collector)
+    nlohmann::json collect(const std::string& collector)
     {
-        return doctor::engine::collect({&test_support::collector_named(collector)}, m_ctx);
+        return doctor::engine::collect({&test_support::collector_named(collector)}, m_ctx).write();
     }
 
     TempDir m_sysroot;
@@ -98,7 +98,7 @@ TEST_F(DeepCollect, BandwidthOfTwoGpusEndToEnd)
     set("FAKE_CUDA_P2P_GBPS", "40");
     link("0000:07:00.0", "16.0 GT/s PCIe", 16, "16.0 GT/s PCIe", 16);
     link("0000:0f:00.0", "16.0 GT/s PCIe", 16, "2.5 GT/s PCIe", 16);
-    const doctor::engine::Facts facts = collect("bandwidth");
+    const nlohmann::json facts = collect("bandwidth");
     const auto& bw = facts["bandwidth"];
     ASSERT_FALSE(bw.contains("error")) << bw.dump(2);
     ASSERT_EQ(bw["gpus"].size(), 2U);
@@ -128,8 +128,8 @@ TEST_F(DeepCollect, BandwidthOfTwoGpusEndToEnd)
     const auto* low = find_code(findings, "bandwidth.h2d_low");
     ASSERT_NE(low, nullptr);
     EXPECT_EQ(low->subject, "gpu 1 (0000:0f:00.0)");
-    EXPECT_NE(low->remedy.find("sysfs shows the link at Gen1 x16 now, Gen4 x16 at most"), std::string::npos)
-        << low->remedy;
+    EXPECT_NE(low->message.find("sysfs shows the link at Gen1 x16 now, Gen4 x16 at most"), std::string::npos)
+        << low->message;
     const auto* ok = find_code(findings, "bandwidth.gpu_ok");
     ASSERT_NE(ok, nullptr);
     EXPECT_EQ(ok->message.rfind("1 GPU: ", 0), 0U) << ok->message;
@@ -139,7 +139,7 @@ TEST_F(DeepCollect, AFailingAllocationOnOneGpuKeepsTheOther)
 {
     set("FAKE_CUDA_DEVICE_COUNT", "2");
     set("FAKE_CUDA_ALLOC_FAIL", "1");
-    const doctor::engine::Facts facts = collect("bandwidth");
+    const nlohmann::json facts = collect("bandwidth");
     const auto& bw = facts["bandwidth"];
     ASSERT_FALSE(bw.contains("error")) << bw.dump(2);
     EXPECT_EQ(bw["gpus"][0]["error"], "");
@@ -162,7 +162,7 @@ TEST_F(DeepCollect, PairsWithoutPeerAccessAreNotCopied)
     set("FAKE_CUDA_DEVICE_COUNT", "3");
     set("FAKE_CUDA_NAMES", "NVIDIA RTX A6000");
     set("FAKE_CUDA_NO_PEER", "0-2");
-    const doctor::engine::Facts facts = collect("bandwidth");
+    const nlohmann::json facts = collect("bandwidth");
     const auto& peers = facts["bandwidth"]["peers"];
     ASSERT_EQ(peers.size(), 6U);
     unsigned without = 0;
@@ -183,11 +183,12 @@ TEST_F(DeepCollect, AHungCopyTimesOutAndTheQuickCollectorsStillReport)
     set("FAKE_CUDA_HANG_IN", "cuMemcpyHtoDAsync_v2");
     m_ctx.deep_timeout = std::chrono::seconds(1);
     const auto start = std::chrono::steady_clock::now();
-    const doctor::engine::Facts facts = doctor::engine::collect(
-        {&test_support::collector_named("host"), &test_support::collector_named("bandwidth")}, m_ctx);
+    const nlohmann::json facts = doctor::engine::collect(
+        {&test_support::collector_named("host"), &test_support::collector_named("bandwidth")}, m_ctx)
+                                     .write();
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
-    EXPECT_EQ(doctor::engine::collector_error(facts, "bandwidth"), "timed out after 1 s");
-    EXPECT_EQ(doctor::engine::collector_error(facts, "host"), "");
+    EXPECT_EQ(test_support::facts_of(facts).error("bandwidth"), "timed out after 1 s");
+    EXPECT_EQ(test_support::facts_of(facts).error("host"), "");
     const auto findings = test_support::judge_one("bandwidth", facts);
     ASSERT_EQ(findings.size(), 1U);
     EXPECT_EQ(findings[0].code, "bandwidth.error");
@@ -197,25 +198,25 @@ TEST_F(DeepCollect, AHungCopyTimesOutAndTheQuickCollectorsStillReport)
 TEST_F(DeepCollect, ACrashInTheDriverIsAnError)
 {
     set("FAKE_CUDA_CRASH_IN", "cuEventElapsedTime");
-    const doctor::engine::Facts facts = collect("bandwidth");
-    EXPECT_EQ(doctor::engine::collector_error(facts, "bandwidth"), "crashed (Segmentation fault)");
+    const nlohmann::json facts = collect("bandwidth");
+    EXPECT_EQ(test_support::facts_of(facts).error("bandwidth"), "crashed (Segmentation fault)");
 }
 
 TEST_F(DeepCollect, NoDriverLibraryIsNothingToMeasure)
 {
     use_cuda("/nonexistent/libcuda.so.1");
-    const doctor::engine::Facts facts = collect("bandwidth");
+    const nlohmann::json facts = collect("bandwidth");
     const std::string skipped = facts["bandwidth"].value("skipped", std::string());
     EXPECT_EQ(skipped.rfind("no CUDA driver library: ", 0), 0U) << facts.dump();
-    const doctor::engine::Facts ar = collect("allreduce");
+    const nlohmann::json ar = collect("allreduce");
     EXPECT_EQ(ar["allreduce"].value("skipped", std::string()).rfind("no CUDA driver library: ", 0), 0U) << ar.dump();
 }
 
 TEST_F(DeepCollect, ADriverLibraryWithoutCopiesIsAnErrorNamingTheSymbol)
 {
     use_cuda(FAKE_CUDA_NO_COPIES_PATH);
-    const doctor::engine::Facts facts = collect("bandwidth");
-    const std::string error = doctor::engine::collector_error(facts, "bandwidth");
+    const nlohmann::json facts = collect("bandwidth");
+    const std::string error = test_support::facts_of(facts).error("bandwidth");
     EXPECT_NE(error.find("lacks cuMemcpyPeerAsync"), std::string::npos) << error;
 }
 
@@ -225,7 +226,7 @@ TEST_F(DeepCollect, AllReduceOverTwoGpusWithNcclsTransports)
     set("FAKE_CUDA_NAMES", "NVIDIA H100 80GB HBM3");
     set("FAKE_NCCL_ALGBW_GBPS", "150");
     m_ctx.env["NCCL_P2P_LEVEL"] = "NVL";
-    const doctor::engine::Facts facts = collect("allreduce");
+    const nlohmann::json facts = collect("allreduce");
     const auto& ar = facts["allreduce"];
     ASSERT_FALSE(ar.contains("error")) << ar.dump(2);
     ASSERT_FALSE(ar.contains("skipped")) << ar.dump(2);
@@ -243,7 +244,8 @@ TEST_F(DeepCollect, AllReduceOverTwoGpusWithNcclsTransports)
     const auto findings = test_support::judge_one("allreduce", facts);
     const auto* ok = find_code(findings, "allreduce.busbw_ok");
     ASSERT_NE(ok, nullptr);
-    EXPECT_NE(ok->message.find("(no floor for 2× NVIDIA H100 80GB HBM3 in the policy)"), std::string::npos)
+    EXPECT_NE(
+        ok->message.find("(no floor for 2× NVIDIA H100 80GB HBM3 in the GPU table or the policy)"), std::string::npos)
         << ok->message;
     ASSERT_NE(find_code(findings, "allreduce.transports"), nullptr);
 }
@@ -254,21 +256,22 @@ TEST_F(DeepCollect, AllReduceOverEightGpusIsJudgedAgainstTheModelFloor)
     set("FAKE_CUDA_NAMES", "NVIDIA H100 80GB HBM3");
     // One slow GPU sets the pace: busbw = 200 × 2·7/8 = 350 GB/s, below H100's 460.
     set("FAKE_NCCL_ALGBW_GBPS", "300,300,300,200,300,300,300,300");
-    const doctor::engine::Facts facts = collect("allreduce");
+    const nlohmann::json facts = collect("allreduce");
     ASSERT_FALSE(facts["allreduce"].contains("error")) << facts.dump(2);
     EXPECT_NEAR(facts["allreduce"]["busbw_gbps"].get<double>(), 350, 0.5);
     const auto findings = test_support::judge_one("allreduce", facts);
     const auto* low = find_code(findings, "allreduce.busbw_low");
     ASSERT_NE(low, nullptr);
-    EXPECT_NE(low->message.find("below 460 GB/s (the policy's floor for 8× H100)"), std::string::npos) << low->message;
+    EXPECT_NE(low->message.find("below 460 GB/s (the GPU table's floor for 8× H100)"), std::string::npos)
+        << low->message;
 }
 
 TEST_F(DeepCollect, AnNcclInitFailureIsAnErrorWithNcclsText)
 {
     set("FAKE_CUDA_DEVICE_COUNT", "2");
     set("FAKE_NCCL_INIT_ERROR", "2");
-    const doctor::engine::Facts facts = collect("allreduce");
-    const std::string error = doctor::engine::collector_error(facts, "allreduce");
+    const nlohmann::json facts = collect("allreduce");
+    const std::string error = test_support::facts_of(facts).error("allreduce");
     EXPECT_NE(error.find("ncclCommInitAll over GPUs 0,1 failed: unhandled system error"), std::string::npos) << error;
     EXPECT_TRUE(std::filesystem::is_empty(m_tmp.path()));
 }
@@ -276,7 +279,7 @@ TEST_F(DeepCollect, AnNcclInitFailureIsAnErrorWithNcclsText)
 TEST_F(DeepCollect, AllReduceNeedsTwoGpusAndAnNcclLibrary)
 {
     set("FAKE_CUDA_DEVICE_COUNT", "1");
-    doctor::engine::Facts facts = collect("allreduce");
+    nlohmann::json facts = collect("allreduce");
     EXPECT_EQ(facts["allreduce"].value("skipped", std::string()), "1 GPU: an all-reduce needs two");
     EXPECT_TRUE(facts["allreduce"].value("single_gpu", false));
     set("FAKE_CUDA_DEVICE_COUNT", "2");
@@ -293,8 +296,8 @@ TEST_F(DeepCollect, AHungAllReduceTimesOut)
     set("FAKE_CUDA_DEVICE_COUNT", "2");
     set("FAKE_NCCL_HANG_IN", "ncclAllReduce");
     m_ctx.deep_timeout = std::chrono::seconds(1);
-    const doctor::engine::Facts facts = collect("allreduce");
-    EXPECT_EQ(doctor::engine::collector_error(facts, "allreduce"), "timed out after 1 s");
+    const nlohmann::json facts = collect("allreduce");
+    EXPECT_EQ(test_support::facts_of(facts).error("allreduce"), "timed out after 1 s");
 }
 
 TEST(DeepRunner, DeepCollectorsRunAfterTheQuickOnesAndOneAtATime)
@@ -321,7 +324,7 @@ TEST(DeepRunner, DeepCollectorsRunAfterTheQuickOnesAndOneAtATime)
     const doctor::engine::Collector deep1 = timed("deep1", true);
     const doctor::engine::Collector deep2 = timed("deep2", true);
     doctor::engine::CollectContext ctx;
-    const doctor::engine::Facts facts = doctor::engine::collect({&deep1, &quick1, &deep2, &quick2}, ctx);
+    const nlohmann::json facts = doctor::engine::collect({&deep1, &quick1, &deep2, &quick2}, ctx).write();
     auto start = [&](const char* n) { return facts[n]["start"].get<long long>(); };
     auto end = [&](const char* n) { return facts[n]["end"].get<long long>(); };
     // The quick ones overlap each other; each deep one starts after everything before it ended.
@@ -372,6 +375,6 @@ TEST_F(DeepCollect, ADeepSnapshotIsJudgedElsewhere)
     ASSERT_FALSE(findings.empty());
     EXPECT_EQ(findings[0]["code"], "bandwidth.h2d_low") << findings.dump(2);
     EXPECT_EQ(findings[0]["subject"], "gpu 1 (0000:0f:00.0)");
-    EXPECT_NE(findings[0]["message"].get<std::string>().find("the policy's floor for A100-SXM"), std::string::npos);
+    EXPECT_NE(findings[0]["message"].get<std::string>().find("the GPU table's floor for A100-80GB"), std::string::npos);
     EXPECT_EQ(report["measurements"]["bandwidth"]["gpus"].size(), 2U);
 }

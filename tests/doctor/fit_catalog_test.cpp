@@ -222,7 +222,7 @@ TEST(GpuTable, BuiltinCoversK80ToB200AndK80IsHalfAV100)
     EXPECT_FALSE(table.find("K80").note.empty());
     // Memory about what NVML reports: a V100-16GB shows 16160 MiB (15.78 GiB).
     EXPECT_NEAR(static_cast<double>(table.find("V100").memory) / (1 << 30), 15.78, 0.01);
-    for (const auto& g : table.gpus()) {
+    for (const auto& g : table.models()) {
         EXPECT_GT(g.memory, 8ull << 30) << g.name;
         EXPECT_GT(g.speed, 0) << g.name;
     }
@@ -236,7 +236,12 @@ TEST(GpuTable, FindsAliasesWhateverTheSpelling)
     EXPECT_EQ(table.find("NVIDIA A100-SXM4-80GB").name, "A100-80GB");
     EXPECT_EQ(table.find("a100_80gb").name, "A100-80GB");
     EXPECT_EQ(table.find("a100 80GB").name, "A100-80GB");
-    EXPECT_EQ(table.find("V100S").name, "V100-32GB");
+    EXPECT_EQ(table.find("V100S").name, "V100-PCIe-32GB");
+    // The SXM and PCIe cards are rows of their own, each by NVML's name: their floors differ.
+    EXPECT_EQ(table.find("Tesla V100-SXM2-32GB").name, "V100-32GB");
+    EXPECT_EQ(table.find("Tesla V100-PCIE-16GB").name, "V100-PCIe");
+    EXPECT_EQ(table.find("NVIDIA A100 80GB PCIe").name, "A100-PCIe-80GB");
+    EXPECT_EQ(table.find("NVIDIA H100 NVL").name, "H100-NVL");
     EXPECT_EQ(table.find("h100 pcie").name, "H100-PCIe");
     // GeForce and workstation cards by the names NVML gives them, on new drivers and old.
     EXPECT_EQ(table.find("NVIDIA GeForce RTX 3090").name, "RTX-3090");
@@ -257,7 +262,9 @@ TEST(GpuTable, UnknownAndAmbiguousNames)
     EXPECT_NE(typo.find("GPU V10O: not in the GPU table (did you mean V100?)"), std::string::npos) << typo;
     const std::string ambiguous = error_of([&] { table.find("A100"); });
     EXPECT_NE(
-        ambiguous.find("GPU A100: more than one in the table (A100-40GB, A100-80GB); name one"), std::string::npos)
+        ambiguous.find(
+            "GPU A100: more than one in the table (A100-40GB, A100-PCIe-40GB, A100-80GB, A100-PCIe-80GB); name one"),
+        std::string::npos)
         << ambiguous;
 }
 

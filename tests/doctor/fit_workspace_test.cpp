@@ -152,7 +152,7 @@ TEST(FitWorkspace, EachGpuLosesItsOwnWorkspaces)
 TEST(FitWorkspace, TheGpuTableGivesEachModelItsComputeCapability)
 {
     const GpuTable table = GpuTable::builtin();
-    for (const auto& g : table.gpus()) {
+    for (const auto& g : table.models()) {
         EXPECT_TRUE(g.traits.compute_capability) << g.name;
     }
     EXPECT_EQ(table.find("V100").traits.compute_capability, (ComputeCapability{7, 0}));

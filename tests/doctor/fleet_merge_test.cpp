@@ -1,7 +1,8 @@
 #include "base/error.hpp"
 #include "doctor/engine/policy.hpp"
 #include "doctor/fleet/merge.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
+#include "tests/support/doctor_support.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -34,7 +35,9 @@ json node_facts(const std::string& host)
             {{"shm", {{"bytes", 68719476736.0}, {"exists", true}, {"mounted", true}, {"fstype", "tmpfs"}}},
                 {"memlock", {{"soft", "unlimited"}, {"hard", "unlimited"}}},
                 {"nofile", {{"soft", 1048576}, {"hard", 1048576}}}}},
-        {"nvml", {{"driver_version", "550.54.15"}, {"cuda_driver_version", 12040}, {"gpus", gpus}}},
+        {"nvml",
+            {{"driver_file", "NVRM version: 550.54.15"}, {"nvml_loaded", true}, {"driver_version", "550.54.15"},
+                {"cuda_driver_version", 12040}, {"gpus", gpus}}},
         {"libraries", {{"nccl", {{"version", "2.21.5"}}}, {"cudnn", {{"version", "9.1.0"}}}}},
         {"env", {{"variables", {{"NCCL_IB_HCA", "mlx5"}}}, {"interfaces", {"ib0", "lo"}}}}};
 }
@@ -228,9 +231,13 @@ TEST(FleetMerge, ASlowNodeAmongMeasuredOnesIsAnOutlier)
     const std::vector<std::pair<std::string, json>> nodes{{"n01", measured("n01", 180.0, 24.1)},
         {"n02", measured("n02", 176.0, 24.5)}, {"n03", measured("n03", 61.0, 24.3)},
         {"n04", measured("n04", 181.0, 9.7)}};
-    std::vector<std::pair<std::string, const json*>> view;
+    std::vector<doctor::engine::Facts> read;
     for (const auto& [host, facts] : nodes) {
-        view.emplace_back(host, &facts);
+        read.push_back(test_support::facts_of(facts));
+    }
+    std::vector<std::pair<std::string, const doctor::engine::Facts*>> view;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        view.emplace_back(nodes[i].first, &read[i]);
     }
     const auto outliers = doctor::fleet::find_outliers(view, 0.6);
     ASSERT_EQ(outliers.size(), 2u);

@@ -22,7 +22,7 @@ doctor::engine::Facts four_gpus(const char* second_name = "NVIDIA A100-SXM4-80GB
         gpus.push_back(nlohmann::json{{"index", i}, {"bus_id", fmt::format("0000:{:02x}:00.0", 0x07 + 8 * i)},
             {"name", i == 1 ? second_name : "NVIDIA A100-SXM4-80GB"}, {"uuid", fmt::format("GPU-{}aaa", i)}});
     }
-    return {{"nvml", {{"nvml_loaded", true}, {"gpus", gpus}}}};
+    return test_support::facts_of({{"nvml", {{"driver_file", nullptr}, {"nvml_loaded", true}, {"gpus", gpus}}}});
 }
 
 TEST(GpuScope, SubjectsNameGpusOnlyAsGpuAndANumber)

@@ -19,13 +19,13 @@ namespace {
 /// Collects the nvml facts from the fake NVML with `fixture`, as the real collector does.
 class GpusProbe : public ::testing::Test {
 protected:
-    doctor::engine::Facts collect(const nlohmann::json& fixture, const std::string& sysroot = "/")
+    nlohmann::json collect(const nlohmann::json& fixture, const std::string& sysroot = "/")
     {
         test_support::FakeNvmlFixture fake(m_dir, fixture.dump());
         doctor::engine::CollectContext ctx;
         ctx.sysroot = sysroot;
         ctx.env["GPUKIT_NVML_LIBRARY"] = FAKE_NVML_PATH;
-        doctor::engine::Facts facts;
+        nlohmann::json facts;
         facts["nvml"] = test_support::collector_named("nvml").collect(ctx);
         facts["topology"] = {{"gpus", nlohmann::json::array()}};
         return facts;
@@ -157,7 +157,7 @@ TEST_F(GpusProbe, OtherProcessesModesAndPersistence)
 
 TEST_F(GpusProbe, NoDriverFailsUnlessACpuNodeIsExpected)
 {
-    doctor::engine::Facts facts;
+    nlohmann::json facts;
     facts["nvml"] = {{"driver_file", nullptr}, {"nvml_loaded", false}, {"nvml_error", "cannot load libnvidia-ml.so.1"}};
     facts["topology"] = {{"gpus", nlohmann::json::array()}};
     auto findings = test_support::judge_one("gpus", facts);

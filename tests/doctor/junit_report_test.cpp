@@ -62,7 +62,8 @@ TEST(XmlEscape, EntitiesAndControlCharacters)
 TEST(JunitReport, OneTestcasePerFindingWithFailuresAndSkips)
 {
     const std::string xml = doctor::engine::render_junit(
-        doctor::engine::check_verdict(results(), {{"host", {{"hostname", "gpu-a01"}}}}, false), 0, "0.1.0");
+        doctor::engine::check_verdict(results(), test_support::facts_of({{"host", {{"hostname", "gpu-a01"}}}}), false),
+        0, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("<testsuites name=\"gpudoctor\" tests=\"5\" failures=\"2\" errors=\"0\" skipped=\"1\">"),
         std::string::npos)
@@ -90,8 +91,8 @@ TEST(JunitReport, OneTestcasePerFindingWithFailuresAndSkips)
 
 TEST(JunitReport, StrictWarningsFail)
 {
-    const std::string xml =
-        doctor::engine::render_junit(doctor::engine::check_verdict(results(), {}, true), 1732950000, "0.1.0");
+    const std::string xml = doctor::engine::render_junit(
+        doctor::engine::check_verdict(results(), doctor::engine::Facts{}, true), 1732950000, "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("failures=\"3\""), std::string::npos);
     EXPECT_NE(xml.find("<failure type=\"warn\" message=\"persistence mode is off\">"), std::string::npos);
@@ -106,7 +107,8 @@ TEST(JunitReport, HostileTextStaysWellFormed)
         {make_finding("nccl-env.socket_ifname_missing", Severity::fail, "NCCL_SOCKET_IFNAME=\"<eth>&'\"",
             "]]> </failure> \x02\n<x>", "a & b")}}};
     const std::string xml = doctor::engine::render_junit(
-        doctor::engine::check_verdict(odd, {{"host", {{"hostname", "n<1>"}}}}, false), 0, "0.1.0");
+        doctor::engine::check_verdict(odd, test_support::facts_of({{"host", {{"hostname", "n<1>"}}}}), false), 0,
+        "0.1.0");
     EXPECT_TRUE(well_formed(xml)) << xml;
     EXPECT_NE(xml.find("hostname=\"n&lt;1&gt;\""), std::string::npos);
 }

@@ -39,15 +39,15 @@ protected:
     }
     static void set(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
 
-    doctor::engine::Facts collect()
+    nlohmann::json collect()
     {
         doctor::engine::CollectContext ctx;
         ctx.env = m_env;
-        doctor::engine::Facts facts;
+        nlohmann::json facts;
         facts["libraries"] = test_support::collector_named("libraries").collect(ctx);
         return facts;
     }
-    std::vector<doctor::engine::Finding> judge(const doctor::engine::Facts& facts)
+    std::vector<doctor::engine::Finding> judge(const nlohmann::json& facts)
     {
         return test_support::judge_one("libraries", facts);
     }

@@ -96,18 +96,20 @@ std::vector<ProbeResult> results()
 
 doctor::engine::Facts facts()
 {
-    return {{"nvml",
+    return test_support::facts_of(
+        {{"nvml",
+             {{"driver_file", nullptr}, {"nvml_loaded", true},
+                 {"gpus",
+                     {{{"index", 0}, {"bus_id", "0000:07:00.0"}, {"ecc_corrected", 2}, {"ecc_uncorrected", 0}},
+                         {{"index", 1}, {"bus_id", "0000:0f:00.0"}, {"ecc_uncorrected", 4},
+                             {"ecc_uncorrected_volatile", 1}}}}}},
+            {"bandwidth",
                 {{"gpus",
-                    {{{"index", 0}, {"bus_id", "0000:07:00.0"}, {"ecc_corrected", 2}, {"ecc_uncorrected", 0}},
-                        {{"index", 1}, {"bus_id", "0000:0f:00.0"}, {"ecc_uncorrected", 4},
-                            {"ecc_uncorrected_volatile", 1}}}}}},
-        {"bandwidth",
-            {{"gpus",
-                 {{{"index", 0}, {"bus_id", "0000:07:00.0"}, {"h2d", {{"median_gbps", 24.5}}},
-                      {"d2h", {{"median_gbps", 26}}}, {"d2d", {{"median_gbps", 700}}}},
-                     {{"index", 1}, {"bus_id", "0000:0f:00.0"}, {"h2d", nullptr}, {"error", "copy failed"}}}},
-                {"peers", {{{"src", 0}, {"dst", 1}, {"bandwidth", {{"median_gbps", 40}}}, {"latency_us", 2.5}}}}}},
-        {"allreduce", {{"ranks", 2}, {"busbw_gbps", 20.5}, {"algbw_gbps", 20.5}}}};
+                     {{{"index", 0}, {"bus_id", "0000:07:00.0"}, {"h2d", {{"median_gbps", 24.5}}},
+                          {"d2h", {{"median_gbps", 26}}}, {"d2d", {{"median_gbps", 700}}}},
+                         {{"index", 1}, {"bus_id", "0000:0f:00.0"}, {"h2d", nullptr}, {"error", "copy failed"}}}},
+                    {"peers", {{{"src", 0}, {"dst", 1}, {"bandwidth", {{"median_gbps", 40}}}, {"latency_us", 2.5}}}}}},
+            {"allreduce", {{"ranks", 2}, {"busbw_gbps", 20.5}, {"algbw_gbps", 20.5}}}});
 }
 
 // check's metrics, as run_gpudoctor writes them.
@@ -115,7 +117,7 @@ std::string check_metrics(
     const std::vector<ProbeResult>& results, const doctor::engine::Facts& facts, double now, bool strict = false)
 {
     return doctor::engine::render_prometheus(
-        doctor::engine::check_verdict(results, facts, strict), facts, now, "0.1.0");
+        doctor::engine::check_verdict(results, facts, strict), &facts, now, "0.1.0");
 }
 
 TEST(PrometheusLabelValue, EscapesBackslashQuoteAndNewline)
@@ -204,8 +206,8 @@ TEST(PrometheusReport, WithoutFactsOnlyTheJudgement)
     EXPECT_EQ(text.find("gpudoctor_gpus"), std::string::npos);
     EXPECT_EQ(text.find("bandwidth"), std::string::npos);
     // A broken collector's facts are {"error": ...}: no numbers either.
-    const std::string broken =
-        check_metrics(results(), {{"nvml", {{"error", "timed out"}}}, {"allreduce", {{"error", "crashed"}}}}, 1);
+    const std::string broken = check_metrics(results(),
+        test_support::facts_of({{"nvml", {{"error", "timed out"}}}, {"allreduce", {{"error", "crashed"}}}}), 1);
     EXPECT_EQ(exposition_problems(broken), std::vector<std::string>{});
     EXPECT_EQ(broken.find("gpudoctor_gpus"), std::string::npos);
     EXPECT_EQ(broken.find("allreduce"), std::string::npos);

@@ -54,7 +54,7 @@ TEST(TextReport, ControlCharactersFromTheFactsAreEscaped)
         {make_finding(
             "gpus.ecc_uncorrected", Severity::fail, "gpu 0 (\x1b]0;owned\x07)", "NVIDIA \x1b[2J\x1b[32mH100\r\nok")}}};
     results[0].findings[0].remedy = "drain\x1b[8m";
-    const doctor::engine::Facts facts = {{"host", {{"hostname", "n01\x1b[1A"}}}};
+    const doctor::engine::Facts facts = test_support::facts_of({{"host", {{"hostname", "n01\x1b[1A"}}}});
     const std::string text = doctor::engine::render_text(results, facts, {});
     EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
     EXPECT_EQ(text.find('\r'), std::string::npos) << text;
@@ -81,12 +81,12 @@ TEST(JsonReport, EachProbeSaysHowLongItsSlowestCollectorTook)
         {&none, {make_finding("none.ok", Severity::pass, "host", "fine")}}};
     doctor::engine::ReportOptions options;
     options.collector_seconds = {{"a", 0.0123}, {"b", 0.4567}};
-    const auto j = doctor::engine::render_json(results, nlohmann::json::object(), options);
+    const auto j = doctor::engine::render_json(results, doctor::engine::Facts{}, options);
     EXPECT_EQ(j["probes"][0]["seconds"], 0.457) << "they run at once: the slowest";
     EXPECT_FALSE(j["probes"][1].contains("seconds")) << "a collector not timed";
     EXPECT_EQ(j["collect_seconds"], (nlohmann::json{{"a", 0.012}, {"b", 0.457}}));
     // From a snapshot nothing was timed: no numbers at all.
-    const auto from = doctor::engine::render_json(results, nlohmann::json::object(), doctor::engine::ReportOptions{});
+    const auto from = doctor::engine::render_json(results, doctor::engine::Facts{}, doctor::engine::ReportOptions{});
     EXPECT_FALSE(from.contains("collect_seconds"));
     EXPECT_FALSE(from["probes"][0].contains("seconds"));
 }

@@ -134,7 +134,7 @@ TEST(TopologyProbe, NvlinkedPairsAcrossSocketsAreFineAndUnknownLocalityWarns)
                 {{"bus_id", "0000:9a:00.0"}, {"cpus", "4-7"}, {"numa", {1}}, {"hca", "mlx5_1"}},
                 {{"bus_id", "0000:9b:00.0"}, {"cpus", ""}, {"numa", nlohmann::json::array()}}}}};
     const nlohmann::json facts = {{"nvml", nvml}, {"topology", topology}};
-    const auto m = doctor::probes::topo_matrix(facts);
+    const auto m = doctor::probes::topo_matrix(test_support::facts_of(facts));
     ASSERT_EQ(m.source, "nvml");
     EXPECT_EQ(m.link[0][1], "NV2");
     EXPECT_EQ(m.link[1][0], "NV2");
@@ -160,7 +160,7 @@ TEST(TopologyProbe, NvswitchLinksCountForEveryPair)
     }
     nlohmann::json facts = {{"nvml", {{"driver_file", "x"}, {"nvml_loaded", true}, {"gpus", gpus}}},
         {"topology", {{"source", "live"}, {"gpus", nlohmann::json::array()}}}};
-    const auto m = doctor::probes::topo_matrix(facts);
+    const auto m = doctor::probes::topo_matrix(test_support::facts_of(facts));
     EXPECT_EQ(m.link[0][3], "NV3");
     EXPECT_EQ(m.link[2][1], "NV3");
     EXPECT_EQ(m.nvlinks(0, 3), 3U);
@@ -185,7 +185,7 @@ TEST(TopologyProbe, TopologyFileIsNeverMixedWithThisMachinesNvml)
     nlohmann::json nvml = {{"driver_file", "x"}, {"nvml_loaded", true},
         {"gpus", {{{"index", 0}, {"bus_id", "0000:07:00.0"}}}}, {"pairs", nlohmann::json::array()}};
     nlohmann::json facts = {{"nvml", nvml}, {"topology", topology_facts(mixed_node(), dir)}};
-    const auto m = doctor::probes::topo_matrix(facts);
+    const auto m = doctor::probes::topo_matrix(test_support::facts_of(facts));
     EXPECT_EQ(m.source, "hwloc");
     EXPECT_EQ(m.gpus.size(), 5U);
 }
@@ -206,7 +206,7 @@ TEST(TopologyCollector, NvmlCollectorFeedsTheMatrixFromTheFakeLibrary)
     ctx.env["GPUKIT_NVML_LIBRARY"] = FAKE_NVML_PATH;
     nlohmann::json facts = {{"nvml", test_support::collector_named("nvml").collect(ctx)},
         {"topology", {{"source", "live"}, {"gpus", nlohmann::json::array()}}}};
-    const auto m = doctor::probes::topo_matrix(facts);
+    const auto m = doctor::probes::topo_matrix(test_support::facts_of(facts));
     ASSERT_EQ(m.gpus.size(), 3U);
     EXPECT_EQ(m.link[0][1], "NV1");
     EXPECT_EQ(m.link[0][2], "SYS");

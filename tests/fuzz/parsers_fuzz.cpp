@@ -7,6 +7,9 @@
 #include "base/cpu_set.hpp"
 #include "base/error.hpp"
 #include "base/gpu_inventory.hpp"
+#include "base/launchers/backends.hpp"
+#include "base/launchers/hostfile.hpp"
+#include "base/launchers/node_list.hpp"
 #include "base/nccl/line_scan.hpp"
 #include "base/nccl/log.hpp"
 #include "base/nsys/reader.hpp"
@@ -20,13 +23,10 @@
 #include "doctor/fit/hf_config.hpp"
 #include "doctor/fit/search.hpp"
 #include "doctor/fleet/answers.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 #include "doctor/profile/report.hpp"
-#include "launcher/backends/backends.hpp"
 #include "launcher/helper_args.hpp"
-#include "launcher/hostfile.hpp"
 #include "launcher/node_handoff.hpp"
-#include "launcher/node_list.hpp"
 #include "launcher/pack.hpp"
 #include "launcher/rank_output.hpp"
 #include "launcher/rank_profiler.hpp"
@@ -87,11 +87,11 @@ void fuzz_hostfile(const std::string& text)
     // in the order given, every host either chosen or left out with a reason. A smaller host limit
     // than gpurun's keeps each run fast (a million hosts take seconds under the sanitizers).
     constexpr std::size_t limit = 20000;
-    std::vector<launcher::HostSlots> hosts;
+    std::vector<base::launchers::HostSlots> hosts;
     try {
-        hosts = launcher::parse_hostfile(text, "fuzz", limit);
+        hosts = base::launchers::parse_hostfile(text, "fuzz", limit);
     } catch (const base::Error&) {
-        hosts = launcher::parse_host_list(text, "--free-gpus", 0, limit);
+        hosts = base::launchers::parse_host_list(text, "--free-gpus", 0, limit);
     }
     if (hosts.size() > limit) {
         std::abort();
@@ -393,7 +393,7 @@ void fuzz_node_list(const std::string& text)
     // Slurm lists: a smaller limit than gpurun's keeps each run fast; what is over it must fail.
     constexpr std::size_t limit = 20000;
     try {
-        const auto names = launcher::expand_node_list(text, limit);
+        const auto names = base::launchers::expand_node_list(text, limit);
         if (names.empty() || names.size() > limit) {
             std::abort();
         }
@@ -415,10 +415,11 @@ void fuzz_node_list(const std::string& text)
                 return std::optional<std::vector<std::string>>();
             }
         };
-        const auto from_variable = read([&] { return launcher::parse_node_names(text, "SLURM_JOB_NODELIST", limit); });
+        const auto from_variable =
+            read([&] { return base::launchers::parse_node_names(text, "SLURM_JOB_NODELIST", limit); });
         const auto from_option = read([&] {
             std::vector<std::string> names;
-            for (const auto& h : launcher::parse_host_list(text, "-H", 1, limit)) {
+            for (const auto& h : base::launchers::parse_host_list(text, "-H", 1, limit)) {
                 names.push_back(h.name);
             }
             return names;
@@ -428,9 +429,9 @@ void fuzz_node_list(const std::string& text)
         }
     }
     // Per-node counts: what is accepted compresses to a text that expands to the same counts.
-    const auto counts = launcher::expand_count_list(text, limit);
+    const auto counts = base::launchers::expand_count_list(text, limit);
     if (counts.empty() || counts.size() > limit ||
-        launcher::expand_count_list(launcher::compress_count_list(counts), limit) != counts) {
+        base::launchers::expand_count_list(base::launchers::compress_count_list(counts), limit) != counts) {
         std::abort();
     }
 }
@@ -707,12 +708,12 @@ void fuzz_fleet_answers(const std::string& text)
 void fuzz_elf_needed(const std::string& text)
 {
     // The libraries an ELF file needs, from any bytes: no crash, and each name is in the bytes.
-    for (const auto& name : launcher::backends::elf_needed(text)) {
+    for (const auto& name : base::launchers::elf_needed(text)) {
         if (text.find(name) == std::string::npos) {
             std::abort();
         }
     }
-    launcher::backends::srun_mpi_for(text);
+    base::launchers::srun_mpi_for(text);
 }
 
 struct Target {

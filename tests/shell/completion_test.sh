@@ -59,7 +59,7 @@ expect_eq "fleet --h<TAB>" "--healthy-hostfile --help --host --hostfile" "$(repl
 expect_eq "fleet --launcher <TAB>" "auto local mpich openmpi srun" "$(reply_for _gpudoctor gpudoctor fleet --launcher '')"
 expect_eq "fleet --an<TAB>: the node's side is not offered" "" "$(reply_for _gpudoctor gpudoctor fleet --an)"
 expect_eq "fit --model bert<TAB>" "bert-base bert-large" "$(reply_for _gpudoctor gpudoctor fit --model bert)"
-expect_eq "fit --gpu-model K80,V100-<TAB>" "K80,V100-32GB" "$(reply_for _gpudoctor gpudoctor fit --gpu-model K80,V100-)"
+expect_eq "fit --gpu-model K80,V100-3<TAB>" "K80,V100-32GB" "$(reply_for _gpudoctor gpudoctor fit --gpu-model K80,V100-3)"
 expect_eq "fit --precision <TAB>" "amp bf16 bf16-pure fp16 fp16-pure fp32" "$(reply_for _gpudoctor gpudoctor fit --precision '')"
 expect_eq "fit --attention <TAB>" "eager flash sdpa" "$(reply_for _gpudoctor gpudoctor fit --attention '')"
 expect_eq "fit --loss <TAB>" "chunked fp32 fused" "$(reply_for _gpudoctor gpudoctor fit --loss '')"

@@ -2,7 +2,7 @@
 
 #include "doctor/engine/probe.hpp"
 #include "doctor/engine/runner.hpp"
-#include "doctor/probes/checks.hpp"
+#include "doctor/probes/table.hpp"
 
 #include <algorithm>
 #include <string>
@@ -32,6 +32,12 @@ inline const doctor::engine::Collector& collector_named(const std::string& name)
     throw std::runtime_error("no collector " + name);
 }
 
+/// Facts written as a snapshot's "facts" object, read as gpudoctor reads them.
+inline doctor::engine::Facts facts_of(const nlohmann::json& document)
+{
+    return doctor::engine::Facts::read(document, "the test's facts");
+}
+
 /// The findings of one probe judged on `facts` (with the runner's handling of missing and
 /// broken collectors).
 inline std::vector<doctor::engine::Finding> judge_one(const std::string& probe, const doctor::engine::Facts& facts,
@@ -39,6 +45,13 @@ inline std::vector<doctor::engine::Finding> judge_one(const std::string& probe, 
 {
     auto results = doctor::engine::judge({&probe_named(probe)}, facts, policy);
     return results.front().findings;
+}
+
+/// The same on facts written as a snapshot's "facts" object.
+inline std::vector<doctor::engine::Finding> judge_one(const std::string& probe, const nlohmann::json& facts,
+    const doctor::engine::Policy& policy = doctor::engine::Policy::defaults())
+{
+    return judge_one(probe, facts_of(facts), policy);
 }
 
 /// A finding made up for a renderer's test.

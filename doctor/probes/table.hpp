@@ -9,7 +9,6 @@
 namespace doctor::probes {
 
 // The checks speak the check engine's vocabulary.
-using engine::CodeInfo;
 using engine::CollectContext;
 using engine::Collector;
 using engine::collector_error;
@@ -18,6 +17,8 @@ using engine::compare_versions;
 using engine::DeepFloor;
 using engine::Facts;
 using engine::Finding;
+using engine::FindingCode;
+using engine::Findings;
 using engine::Policy;
 using engine::Probe;
 using engine::progress_line;
