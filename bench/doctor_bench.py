@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpudoctor check --quick wall time (DESIGN.md section 8, third row).
+"""gpudoctor check --quick wall time (docs/design.md, Performance: the third row).
 
 Target: < 0.5 s on a node without GPUs, < 2 s on 8 GPUs. The anchor, `dcgmi diag -r 1`, takes
 "seconds" and needs a running DCGM daemon; it is not installed here, so the table prints our

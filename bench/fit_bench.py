@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpudoctor fit --search: trials per search (DESIGN.md section 8, last row).
+"""gpudoctor fit --search: trials per search (docs/design.md, Performance: the last row).
 
 Target: no more than ceil(log2(max/min)) + 2 trials; anchor: PyTorch Lightning's
 Tuner.scale_batch_size(mode="binsearch"), the same doubling-then-bisecting search in-process, which
@@ -24,8 +24,8 @@ successful trials, which only very wide ranges reach). Plain bisection of [M, X]
 halve the interval) is shown for information.
 
 Per pair it prints the default search's worst and mean trial count and its share of exact
-answers, --exact's and Lightning's worst and mean, the DESIGN bound and --exact's worst case
-(`trial_bound`), and PASS when the default search's worst stays within the DESIGN bound. One more
+answers, --exact's and Lightning's worst and mean, the design bound and --exact's worst case
+(`trial_bound`), and PASS when the default search's worst stays within the design bound. One more
 run per pair with T < M checks "nothing fits" (1 trial).
 
 Then the default search again for every T >= M, with memory.sh, a step that tells its memory

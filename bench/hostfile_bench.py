@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpurun --dry-run on large hostfiles (DESIGN.md section 8: many nodes).
+"""gpurun --dry-run on large hostfiles (docs/design.md, Performance: many nodes).
 
 Target: `gpurun --dry-run` with a 1024-node hostfile (the same topology for every node) takes
 < 0.2 s, and the time grows linearly with the number of nodes.

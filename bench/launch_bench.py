@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Launch benchmarks for gpurun (DESIGN.md section 8, first two rows).
+"""Launch benchmarks for gpurun (docs/design.md, Performance: the first two rows).
 
   1. Launch overhead: `gpurun --cpu-only -np 2 true` against `mpirun -np 2 true` (and against
      mpirun with the very flags gpurun passes), run interleaved in one go; median ratio.
@@ -11,7 +11,7 @@
      helpers on its own node (GPURUN_NODE_PLAN, made here from gpurun --dry-run --json): no
      topology load. The helper job of the decomposition below is given it too, as gpurun's is.
      The live-topology GPU mode needs GPUs; its PCI scan is estimated from
-     `lstopo-no-graphics` with and without I/O discovery (the DESIGN anchor "hwloc load with
+     `lstopo-no-graphics` with and without I/O discovery (the design anchor "hwloc load with
      I/O ~ 9 ms"), and where no GPU is present the helper's run up to its "no GPUs" exit is
      timed too, for information.
 

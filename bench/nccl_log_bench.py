@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpudoctor nccl-log throughput and memory (DESIGN.md section 8, fourth row).
+"""gpudoctor nccl-log throughput and memory (docs/design.md, Performance: the fourth row).
 
 Targets, on the same file:
   1. wall time of `gpudoctor nccl-log FILE` (the text report) and of `gpudoctor nccl-log --json

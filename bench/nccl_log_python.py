@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A straightforward Python regex parser of NCCL_DEBUG=INFO logs: the anchor that
-bench/nccl_log_bench.py times `gpudoctor nccl-log` against (DESIGN.md section 8, "a Python regex
-parser").
+bench/nccl_log_bench.py times `gpudoctor nccl-log` against (docs/design.md, Performance: "a Python
+regex parser").
 
 It is what a user would write: read the file line by line, search every line for the NCCL prefix
 `host:pid:tid [dev] NCCL INFO|WARN` (unanchored, so launcher prefixes such as `[1,3]<stdout>:` or
