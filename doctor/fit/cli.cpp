@@ -561,19 +561,9 @@ int run_search(const FitOptions& o, const std::vector<std::string>& command, std
     return cut_short ? 1 : 0;
 }
 
-} // namespace
-
-int run_fit(const cli::Subcommand& self, int argc, char** argv)
+// The model's options: a preset, a config.json or its shape.
+void add_model_options(CLI::App& app, FitOptions& o)
 {
-    // Everything after the first "--" is the command to search with.
-    cli::CommandLine line = cli::split_at_dashes(argc, argv);
-    const std::vector<std::string>& command = line.command;
-    const bool after = line.dashes;
-
-    CLI::App app("The largest per-GPU batch that fits, by formula or by trial; the learning rate for the global "
-                 "batch; the split over unequal GPUs.",
-        "gpudoctor fit");
-    FitOptions o;
     app.add_option("--model", o.model, "A preset (see --list)")->type_name("NAME");
     app.add_option("--params", o.params, "Parameter count: 7B, 350M, 1.5e9 (overrides the preset's)")->type_name("N");
     base::add_number(app, "--layers", o.layers, "Transformer layers (and pipeline stages' layers)", "L");
@@ -599,6 +589,11 @@ int run_fit(const cli::Subcommand& self, int argc, char** argv)
            "The loss over the vocabulary: fp32 (default: the logits cast to fp32, as Hugging Face), chunked "
            "(LitGPT, torchtune's chunked losses) or fused (Megatron)")
         ->type_name("L");
+}
+
+// How it trains: the per-GPU batch, parallelism, LoRA, precision, optimizer, ZeRO, recomputation.
+void add_training_options(CLI::App& app, FitOptions& o)
+{
     base::add_number(app, "--batch", o.batch, "Also the memory at this per-GPU batch, with its parts", "N");
     base::add_number(app, "--tp", o.tp, "Tensor-parallel GPUs per layer (Megatron; default 1)", "T");
     app.add_flag("--sequence-parallel", o.sequence_parallel, "With --tp: the sequence split too (Megatron's -sp)");
@@ -631,6 +626,11 @@ int run_fit(const cli::Subcommand& self, int argc, char** argv)
         "DDP with gradient_as_bucket_view=True: the all-reduce buckets are the gradients, not a copy");
     app.add_option("--recompute", o.recompute, "Activation recomputation: none (default), selective, full")
         ->type_name("R");
+}
+
+// The GPUs and what takes their memory besides the model.
+void add_gpu_options(CLI::App& app, FitOptions& o)
+{
     app.add_option("--cuda-context", o.cuda_context,
            "The CUDA context and framework kernels per GPU, as measured (default 512MiB; nvidia-smi after "
            "torch.cuda.init() shows it), or measure: start the framework on one GPU of each model here and read NVML")
@@ -650,50 +650,35 @@ int run_fit(const cli::Subcommand& self, int argc, char** argv)
     base::add_number(
         app, "--gpu-count", o.gpu_count, "A number of GPUs like this node's (or of --gpu-mem SIZE each)", "N");
     app.add_option("--speeds", o.speeds, "Relative speeds, one per GPU: 1,2,2 (over the table's)")->type_name("LIST");
+}
+
+// The global batch and its learning rate.
+void add_global_batch_options(CLI::App& app, FitOptions& o)
+{
     base::add_number(app, "--global-batch", o.global_batch, "Split this global batch over the GPUs", "B");
     base::add_number(app, "--grad-accum", o.grad_accum,
         "Gradient accumulation: micro-batches per optimizer step (default 1); the global batch is per step", "N");
     base::add_number(app, "--base-lr", o.base_lr, "The learning rate tuned for --base-batch", "X");
     base::add_number(app, "--base-batch", o.base_batch, "The global batch --base-lr was tuned for", "B");
-    app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
-    app.add_flag("--json", o.json, "Print the answer as JSON");
-    bool no_color = false;
-    app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
-    engine::JudgingOptions judging;
-    cli::add_judging_options(app, judging, true);
-    app.add_flag("--list", o.list, "List the model presets and the GPU table");
-    app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
+}
+
+// The search by trial's bounds (--search itself is added with the modes).
+void add_search_options(CLI::App& app, FitOptions& o)
+{
     base::add_number(app, "--min", o.min, "Search: first batch tried (default 1)", "N");
     base::add_number(app, "--max", o.max, "Search: largest batch tried (default 4096)", "N");
     base::add_number(app, "--trial-timeout", o.trial_timeout, "Search: seconds each trial may run (default 600)", "S");
     base::add_number(app, "--margin", o.margin, "Search: share taken off the result, 0 to <1 (default 0)", "F");
     app.add_flag("--exact", o.exact,
         "Search: bisect to the last batch that fits, beyond the ceil(log2(max/min)) + 2 trial budget");
-    app.footer("Usage: gpudoctor fit --model NAME|--config config.json --precision P --optimizer O [--batch N] "
-               "[--gpu-mem SIZE] [--gpus LIST|--gpu-model LIST|--gpu-count N]\n"
-               "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
-               "Exit status: 0 an answer, 1 nothing fits (a finding at the --fail-on level) or the search stopped on "
-               "a failed trial, 2 usage or input error, 3 NVML needed and missing, or --cuda-context measure could "
-               "not measure. See gpudoctor(1).");
-    if (!cli::parse_subcommand(app, line, self.name)) {
-        return 0;
-    }
-    if (app.count("--gpu-count") > 0 && o.gpu_count == 0) {
-        throw Error("--gpu-count 0: expected a number of GPUs from 1 to 100000");
-    }
+}
 
-    ModelCatalog catalog = ModelCatalog::builtin();
-    if (!o.models_file.empty()) {
-        catalog.merge_toml(base::read_input_file(o.models_file, "--models"), o.models_file);
-    }
-    const GpuTable& table = GpuTable::builtin();
-    if (o.list) {
-        print_list(catalog, table, o.json);
-        return 0;
-    }
-
-    const bool analytic = !o.model.empty() || !o.params.empty() || !o.config.empty();
-    if (after && !o.search) {
+// Which of the two answers (the analytic fit, the search by trial, or both) the options ask for,
+// and the options that make sense in neither.
+void check_modes(const FitOptions& o, const CLI::App& app, const cli::CommandLine& line, bool analytic)
+{
+    const std::vector<std::string>& command = line.command;
+    if (line.dashes && !o.search) {
         throw Error("fit: a command after -- is run only with --search; add --search");
     }
     if (o.search && command.empty()) {
@@ -721,149 +706,220 @@ int run_fit(const cli::Subcommand& self, int argc, char** argv)
     } else {
         check_search(o, command, app);
     }
-    const base::Severity fail_on = base::parse_fail_on(judging.fail_on);
+}
 
-    std::optional<FitReport> report;
-    if (analytic) {
-        if (o.precision.empty() || o.optimizer.empty()) {
-            throw Error(fmt::format("fit: give {}; the memory per parameter depends on them",
-                o.precision.empty() && o.optimizer.empty()
-                    ? fmt::format("--precision ({}) and --optimizer ({})", fmt::join(precision_names(), ", "),
-                          fmt::join(optimizer_names(), ", "))
-                    : o.precision.empty() ? fmt::format("--precision ({})", fmt::join(precision_names(), ", "))
-                                          : fmt::format("--optimizer ({})", fmt::join(optimizer_names(), ", "))));
+// The options only the analytic fit reads, given without a model.
+void refuse_analytic_options(const CLI::App& app)
+{
+    for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--gpu-model", "--gpu-count",
+             "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
+             "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
+             "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--norm", "--image",
+             "--attention", "--loss", "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits", "--tp",
+             "--pp", "--sequence-parallel", "--bucket-view", "--offload", "--cuda-context", "--workspace",
+             "--grad-accum", "--decoder-layers", "--target-seq"}) {
+        if (app.count(option) > 0) {
+            throw Error(
+                fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));
         }
-        FitRequest q;
-        q.model = resolve_model(o, app, catalog);
-        q.layers_given = app.count("--layers") > 0;
-        q.setup.precision = named<Precision>("--precision", o.precision, precision_named, precision_names());
-        q.setup.optimizer = named<Optimizer>("--optimizer", o.optimizer, optimizer_named, optimizer_names());
-        q.setup.recompute = named<Recompute>("--recompute", o.recompute, recompute_named, recompute_names());
-        q.setup.framework = named<Framework>("--framework", o.framework, framework_named, framework_names());
-        // PyTorch 2 runs scaled_dot_product_attention, unless the model's implementation has only
-        // eager attention (T5); TensorFlow stores the scores.
-        const std::string attention = !o.attention.empty() ? o.attention
-            : q.setup.framework == Framework::tensorflow   ? "eager"
-            : q.model.attention                            ? to_string(*q.model.attention)
-                                                           : "sdpa";
-        q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
-        if (!o.loss.empty() && q.setup.framework == Framework::tensorflow) {
-            throw Error("--loss is how PyTorch code runs its cross-entropy; TensorFlow's output layer is counted as "
-                        "its graph keeps it: leave --loss out");
+    }
+}
+
+// How the model trains: --precision .. --lora-targets into q.setup.
+void request_setup(const FitOptions& o, const CLI::App& app, FitRequest& q)
+{
+    q.setup.precision = named<Precision>("--precision", o.precision, precision_named, precision_names());
+    q.setup.optimizer = named<Optimizer>("--optimizer", o.optimizer, optimizer_named, optimizer_names());
+    q.setup.recompute = named<Recompute>("--recompute", o.recompute, recompute_named, recompute_names());
+    q.setup.framework = named<Framework>("--framework", o.framework, framework_named, framework_names());
+    // PyTorch 2 runs scaled_dot_product_attention, unless the model's implementation has only
+    // eager attention (T5); TensorFlow stores the scores.
+    const std::string attention = !o.attention.empty() ? o.attention
+        : q.setup.framework == Framework::tensorflow   ? "eager"
+        : q.model.attention                            ? to_string(*q.model.attention)
+                                                       : "sdpa";
+    q.setup.attention = named<Attention>("--attention", attention, attention_named, attention_names());
+    if (!o.loss.empty() && q.setup.framework == Framework::tensorflow) {
+        throw Error("--loss is how PyTorch code runs its cross-entropy; TensorFlow's output layer is counted as "
+                    "its graph keeps it: leave --loss out");
+    }
+    q.setup.loss = named<Loss>("--loss", o.loss.empty() ? "fp32" : o.loss, loss_named, loss_names());
+    if (!o.loss.empty() && !counts_vocabulary(q.model)) {
+        throw Error(fmt::format("--loss: {} has no vocabulary to count a loss over; give --vocab with a "
+                                "transformer's shape, or leave --loss out",
+            q.model.name));
+    }
+    if (o.sequence_parallel && o.tp < 2) {
+        throw Error("--sequence-parallel splits the sequence over the tensor-parallel GPUs: add --tp 2 or more");
+    }
+    q.setup.tp = o.tp;
+    q.setup.pp = o.pp;
+    q.setup.sequence_parallel = o.sequence_parallel;
+    q.setup.offload = named<Offload>("--offload", o.offload, offload_named, offload_names());
+    q.setup.grad_accum = o.grad_accum; // plan_memory refuses 0
+    if (app.count("--lora-rank") > 0) {
+        if (o.lora_rank == 0) {
+            throw Error("--lora-rank 0: expected the adapters' rank, 1 or more (PEFT's default is 8)");
         }
-        q.setup.loss = named<Loss>("--loss", o.loss.empty() ? "fp32" : o.loss, loss_named, loss_names());
-        if (!o.loss.empty() && !counts_vocabulary(q.model)) {
-            throw Error(fmt::format("--loss: {} has no vocabulary to count a loss over; give --vocab with a "
-                                    "transformer's shape, or leave --loss out",
-                q.model.name));
+        q.setup.lora.rank = o.lora_rank;
+        q.setup.lora.base_bits = o.base_bits;
+        std::string bad;
+        const auto targets = lora_targets_named(o.lora_targets, bad);
+        if (!targets) {
+            throw Error(fmt::format("--lora-targets {}: '{}' is not a projection; expected q, k, v, o, gate, up, "
+                                    "down (commas between) or all",
+                o.lora_targets, bad));
         }
-        if (o.sequence_parallel && o.tp < 2) {
-            throw Error("--sequence-parallel splits the sequence over the tensor-parallel GPUs: add --tp 2 or more");
-        }
-        q.setup.tp = o.tp;
-        q.setup.pp = o.pp;
-        q.setup.sequence_parallel = o.sequence_parallel;
-        q.setup.offload = named<Offload>("--offload", o.offload, offload_named, offload_names());
-        q.setup.grad_accum = o.grad_accum; // plan_memory refuses 0
-        if (app.count("--lora-rank") > 0) {
-            if (o.lora_rank == 0) {
-                throw Error("--lora-rank 0: expected the adapters' rank, 1 or more (PEFT's default is 8)");
-            }
-            q.setup.lora.rank = o.lora_rank;
-            q.setup.lora.base_bits = o.base_bits;
-            std::string bad;
-            const auto targets = lora_targets_named(o.lora_targets, bad);
-            if (!targets) {
-                throw Error(fmt::format("--lora-targets {}: '{}' is not a projection; expected q, k, v, o, gate, up, "
-                                        "down (commas between) or all",
-                    o.lora_targets, bad));
-            }
-            q.setup.lora.targets = *targets;
-        } else {
-            for (const char* option : {"--lora-targets", "--base-bits"}) {
-                if (app.count(option) > 0) {
-                    throw Error(fmt::format("{} is for LoRA: add --lora-rank R", option));
-                }
-            }
-        }
-        if (app.count("--batch") > 0) {
-            if (o.batch == 0) {
-                throw Error("--batch 0: expected a per-GPU batch of 1 or more samples");
-            }
-            q.batch = o.batch;
-        }
-        if (o.zero > 3) {
-            throw Error(fmt::format("--zero {}: expected a ZeRO stage, 0 to 3", o.zero));
-        }
-        q.setup.zero = o.zero;
-        if (app.count("--dp") > 0 && o.dp == 0) {
-            throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
-        }
-        const bool measure_context = o.cuda_context == "measure";
-        if (!o.cuda_context.empty() && !measure_context) {
-            q.overheads.cuda_context = base::parse_byte_size(o.cuda_context, "--cuda-context");
-        }
-        if (app.count("--workspace") > 0) {
-            q.overheads.workspace = base::parse_byte_size(o.workspace, "--workspace");
-        }
-        q.gpus = resolve_gpus(o, table, q.findings);
-        q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
-        if (o.bucket_view && !has_ddp_buckets(q.setup)) {
-            throw Error("--bucket-view is PyTorch DDP's gradient_as_bucket_view=True; this setup has no DDP buckets "
-                        "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO or ZeRO-1, no --offload, --tp "
-                        "or --pp, and fp32, amp or a pure 16-bit precision): leave --bucket-view out");
-        }
-        q.setup.bucket_view = o.bucket_view;
-        if (app.count("--global-batch") > 0) {
-            if (o.global_batch == 0) {
-                throw Error("--global-batch 0: expected 1 or more samples");
-            }
-            q.global_batch = o.global_batch;
-        }
-        if (app.count("--base-lr") > 0) {
-            // At most 1e6: scaled by up to 2^32 (the global batch over 1) it stays a finite number.
-            if (!(o.base_lr > 0 && o.base_lr <= 1e6)) {
-                throw Error(fmt::format("--base-lr {}: expected a learning rate above 0 and at most 1e6", o.base_lr));
-            }
-            if (app.count("--base-batch") == 0) {
-                throw Error("--base-lr needs --base-batch: the global batch that learning rate was tuned for");
-            }
-            q.base_lr = o.base_lr;
-        }
-        if (app.count("--base-batch") > 0) {
-            if (o.base_batch == 0) {
-                throw Error("--base-batch 0: expected the batch the base learning rate was tuned for, 1 or more");
-            }
-            q.base_batch = o.base_batch;
-        }
-        if (measure_context) {
-            // Every input error (exit 2) before a measurement that takes seconds: the analysis is
-            // pure and quick, and runs again with the context measured.
-            analyse_fit(q);
-            q.contexts_measured = measure_contexts(q);
-            q.overheads.cuda_context = std::max_element(q.contexts_measured.begin(), q.contexts_measured.end(),
-                [](const ContextMeasurement& a, const ContextMeasurement& b) {
-                    return a.bytes < b.bytes;
-                })->bytes;
-        }
-        report = analyse_fit(q);
+        q.setup.lora.targets = *targets;
     } else {
-        for (const char* option : {"--precision", "--optimizer", "--gpu-mem", "--gpus", "--gpu-model", "--gpu-count",
-                 "--fail-on", "--junit", "--prometheus", "--quiet", "--speeds", "--global-batch", "--base-lr",
-                 "--base-batch", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--zero", "--dp", "--recompute",
-                 "--activation-bytes-per-sample", "--kv-heads", "--intermediate", "--mlp", "--norm", "--image",
-                 "--attention", "--loss", "--batch", "--framework", "--lora-rank", "--lora-targets", "--base-bits",
-                 "--tp", "--pp", "--sequence-parallel", "--bucket-view", "--offload", "--cuda-context", "--workspace",
-                 "--grad-accum", "--decoder-layers", "--target-seq"}) {
+        for (const char* option : {"--lora-targets", "--base-bits"}) {
             if (app.count(option) > 0) {
-                throw Error(
-                    fmt::format("{} is for the analytic fit: give --model or --params too, or leave it out", option));
+                throw Error(fmt::format("{} is for LoRA: add --lora-rank R", option));
             }
         }
     }
+}
 
+// The global batch and the learning rate's base.
+void request_global_batch(const FitOptions& o, const CLI::App& app, FitRequest& q)
+{
+    if (app.count("--global-batch") > 0) {
+        if (o.global_batch == 0) {
+            throw Error("--global-batch 0: expected 1 or more samples");
+        }
+        q.global_batch = o.global_batch;
+    }
+    if (app.count("--base-lr") > 0) {
+        // At most 1e6: scaled by up to 2^32 (the global batch over 1) it stays a finite number.
+        if (!(o.base_lr > 0 && o.base_lr <= 1e6)) {
+            throw Error(fmt::format("--base-lr {}: expected a learning rate above 0 and at most 1e6", o.base_lr));
+        }
+        if (app.count("--base-batch") == 0) {
+            throw Error("--base-lr needs --base-batch: the global batch that learning rate was tuned for");
+        }
+        q.base_lr = o.base_lr;
+    }
+    if (app.count("--base-batch") > 0) {
+        if (o.base_batch == 0) {
+            throw Error("--base-batch 0: expected the batch the base learning rate was tuned for, 1 or more");
+        }
+        q.base_batch = o.base_batch;
+    }
+}
+
+FitRequest analytic_request(
+    const FitOptions& o, const CLI::App& app, const ModelCatalog& catalog, const GpuTable& table)
+{
+    if (o.precision.empty() || o.optimizer.empty()) {
+        throw Error(fmt::format("fit: give {}; the memory per parameter depends on them",
+            o.precision.empty() && o.optimizer.empty()
+                ? fmt::format("--precision ({}) and --optimizer ({})", fmt::join(precision_names(), ", "),
+                      fmt::join(optimizer_names(), ", "))
+                : o.precision.empty() ? fmt::format("--precision ({})", fmt::join(precision_names(), ", "))
+                                      : fmt::format("--optimizer ({})", fmt::join(optimizer_names(), ", "))));
+    }
+    FitRequest q;
+    q.model = resolve_model(o, app, catalog);
+    q.layers_given = app.count("--layers") > 0;
+    request_setup(o, app, q);
+    if (app.count("--batch") > 0) {
+        if (o.batch == 0) {
+            throw Error("--batch 0: expected a per-GPU batch of 1 or more samples");
+        }
+        q.batch = o.batch;
+    }
+    if (o.zero > 3) {
+        throw Error(fmt::format("--zero {}: expected a ZeRO stage, 0 to 3", o.zero));
+    }
+    q.setup.zero = o.zero;
+    if (app.count("--dp") > 0 && o.dp == 0) {
+        throw Error("--dp 0: expected the number of data-parallel GPUs, 1 or more");
+    }
+    const bool measure_context = o.cuda_context == "measure";
+    if (!o.cuda_context.empty() && !measure_context) {
+        q.overheads.cuda_context = base::parse_byte_size(o.cuda_context, "--cuda-context");
+    }
+    if (app.count("--workspace") > 0) {
+        q.overheads.workspace = base::parse_byte_size(o.workspace, "--workspace");
+    }
+    q.gpus = resolve_gpus(o, table, q.findings);
+    q.setup.dp = app.count("--dp") > 0 ? o.dp : static_cast<unsigned>(q.gpus.size());
+    if (o.bucket_view && !has_ddp_buckets(q.setup)) {
+        throw Error("--bucket-view is PyTorch DDP's gradient_as_bucket_view=True; this setup has no DDP buckets "
+                    "(they need PyTorch over 2 or more data-parallel GPUs, no ZeRO or ZeRO-1, no --offload, --tp "
+                    "or --pp, and fp32, amp or a pure 16-bit precision): leave --bucket-view out");
+    }
+    q.setup.bucket_view = o.bucket_view;
+    request_global_batch(o, app, q);
+    if (measure_context) {
+        // Every input error (exit 2) before a measurement that takes seconds: the analysis is
+        // pure and quick, and runs again with the context measured.
+        analyse_fit(q);
+        q.contexts_measured = measure_contexts(q);
+        q.overheads.cuda_context = std::max_element(q.contexts_measured.begin(), q.contexts_measured.end(),
+            [](const ContextMeasurement& a, const ContextMeasurement& b) {
+                return a.bytes < b.bytes;
+            })->bytes;
+    }
+    return q;
+}
+
+} // namespace
+
+int run_fit(const cli::Subcommand& self, int argc, char** argv)
+{
+    // Everything after the first "--" is the command to search with.
+    cli::CommandLine line = cli::split_at_dashes(argc, argv);
+    CLI::App app("The largest per-GPU batch that fits, by formula or by trial; the learning rate for the global "
+                 "batch; the split over unequal GPUs.",
+        "gpudoctor fit");
+    FitOptions o;
+    add_model_options(app, o);
+    add_training_options(app, o);
+    add_gpu_options(app, o);
+    add_global_batch_options(app, o);
+    app.add_option("--models", o.models_file, "More presets (TOML, as share/gpukit/models.toml)")->type_name("FILE");
+    app.add_flag("--json", o.json, "Print the answer as JSON");
+    bool no_color = false;
+    app.add_flag("--no-color", no_color, "No colour (also when NO_COLOR is set)");
+    engine::JudgingOptions judging;
+    cli::add_judging_options(app, judging, true);
+    app.add_flag("--list", o.list, "List the model presets and the GPU table");
+    app.add_flag("--search", o.search, "Find the batch by running the command after -- (one argument holds {batch})");
+    add_search_options(app, o);
+    app.footer("Usage: gpudoctor fit --model NAME|--config config.json --precision P --optimizer O [--batch N] "
+               "[--gpu-mem SIZE] [--gpus LIST|--gpu-model LIST|--gpu-count N]\n"
+               "       gpudoctor fit --search [--min N --max N] -- CMD ARGS... ({batch} in one argument)\n"
+               "Exit status: 0 an answer, 1 nothing fits (a finding at the --fail-on level) or the search stopped on "
+               "a failed trial, 2 usage or input error, 3 NVML needed and missing, or --cuda-context measure could "
+               "not measure. See gpudoctor(1).");
+    if (!cli::parse_subcommand(app, line, self.name)) {
+        return 0;
+    }
+    if (app.count("--gpu-count") > 0 && o.gpu_count == 0) {
+        throw Error("--gpu-count 0: expected a number of GPUs from 1 to 100000");
+    }
+
+    ModelCatalog catalog = ModelCatalog::builtin();
+    if (!o.models_file.empty()) {
+        catalog.merge_toml(base::read_input_file(o.models_file, "--models"), o.models_file);
+    }
+    const GpuTable& table = GpuTable::builtin();
+    if (o.list) {
+        print_list(catalog, table, o.json);
+        return 0;
+    }
+    const bool analytic = !o.model.empty() || !o.params.empty() || !o.config.empty();
+    check_modes(o, app, line, analytic);
+    const base::Severity fail_on = base::parse_fail_on(judging.fail_on);
+    std::optional<FitReport> report;
+    if (analytic) {
+        report = analyse_fit(analytic_request(o, app, catalog, table));
+    } else {
+        refuse_analytic_options(app);
+    }
     if (o.search) {
-        return run_search(o, command, report);
+        return run_search(o, line.command, report);
     }
     // The extra files first: one that cannot be written is exit 2, before the report is printed.
     const engine::Verdict verdict = engine::findings_verdict("fit", report->findings, fail_on);

@@ -746,7 +746,10 @@ void plan_lora(const ModelSpec& model, const TrainingSetup& setup, StateMemory& 
 
 } // namespace
 
-MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads)
+namespace {
+
+// The setup's input errors that do not depend on the activations.
+void check_setup(const ModelSpec& model, const TrainingSetup& setup)
 {
     if (model.params == 0) {
         throw Error(fmt::format("model {}: no parameter count; give --params (e.g. 350M or 7B)", model.name));
@@ -776,10 +779,12 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
     if (setup.pp > 1 && model.layers > 0 && setup.pp > model.layers) {
         throw Error(fmt::format("--pp {}: more stages than the model's {} layers", setup.pp, model.layers));
     }
-    MemoryPlan plan;
-    plan.setup = setup;
-    const std::uint64_t p = model.params;
+}
 
+// Model states, sharded by ZeRO; the accumulation buffer and DDP's buckets.
+void plan_states(const ModelSpec& model, const TrainingSetup& setup, MemoryPlan& plan)
+{
+    const std::uint64_t p = model.params;
     // Model states, sharded by ZeRO.
     StateMemory& st = plan.states;
     st.per_param = state_bytes(setup.precision, setup.optimizer, setup.framework);
@@ -816,6 +821,146 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         plan.findings.push_back(fit_finding("fit.zero_over_one_gpu", "setup",
             fmt::format("ZeRO-{} over 1 data-parallel GPU shards nothing", setup.zero)));
     }
+}
+
+// A transformer shape the formulas can count: every size given, 64 bits enough, the heads dividing.
+void check_transformer_shape(const ModelSpec& model, const TrainingSetup& setup)
+{
+    const TransformerShape& shape = *model.transformer;
+    if (model.layers == 0 || shape.hidden == 0 || shape.heads == 0 || shape.seq == 0) {
+        throw Error(fmt::format("model {}: the transformer shape needs layers, hidden, heads and seq, each 1 or "
+                                "more",
+            model.name));
+    }
+    if (setup.framework == Framework::tensorflow && setup.attention != Attention::eager) {
+        throw Error(fmt::format("--attention {} with --framework tensorflow: TensorFlow's attention keeps its "
+                                "scores; leave --attention out (eager)",
+            to_string(setup.attention)));
+    }
+    {
+        // Shapes whose byte counts would not fit in 64 bits are refused (about 10^18 bytes).
+        const long double s = shape.seq;
+        const long double h = shape.hidden;
+        const long double inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
+        const long double a = shape.heads;
+        // An encoder-decoder's decoder runs at the target length t, its cross-attention over s.
+        const long double t = shape.output_seq();
+        const long double rough =
+            static_cast<long double>(model.layers) * (s * h * 200 + s * inner * 40 + a * s * s * 20) +
+            static_cast<long double>(shape.decoder_layers) *
+                (t * h * 200 + t * inner * 40 + a * t * t * 20 + a * t * s * 20) +
+            std::max(s, t) * static_cast<long double>(shape.vocab) * 16;
+        if (rough > 1e18L) {
+            throw Error(fmt::format("model {}: {} layers, hidden {}, {} heads at sequence {} need more than 10^18 "
+                                    "bytes of activations per sample; check the shape",
+                model.name, model.layers, shape.hidden, shape.heads, shape.seq));
+        }
+    }
+    if (shape.hidden % shape.heads != 0) {
+        throw Error(fmt::format(
+            "model {}: hidden {} is not a multiple of its {} attention heads", model.name, shape.hidden, shape.heads));
+    }
+    if (shape.kv_heads > shape.heads || (shape.kv_heads > 0 && shape.heads % shape.kv_heads != 0)) {
+        throw Error(fmt::format("model {}: {} key/value heads for {} attention heads; expected a divisor of the "
+                                "heads",
+            model.name, shape.kv_heads, shape.heads));
+    }
+}
+
+// The formula as the text shows it, from the bytes one layer keeps per s·h.
+std::string transformer_formula(const TransformerShape& shape, const TrainingSetup& setup, const ActivationBytes& act,
+    std::uint64_t whole, std::uint64_t scores)
+{
+    const std::uint64_t s = shape.output_seq();
+    const std::uint64_t sh = s * shape.hidden;
+    const double per_sh = static_cast<double>(whole - scores) / static_cast<double>(sh);
+    if (shape.decoder_layers > 0) {
+        return fmt::format("encoder at s = {}, decoder at s = {} with cross-attention", shape.seq, s);
+    }
+    if (setup.recompute == Recompute::full) {
+        return fmt::format("{:g}·s·h (the layer's input)", static_cast<double>(act.per_layer) / sh);
+    }
+    if (setup.attention != Attention::eager) {
+        return fmt::format("{:.4g}·s·h + 4·a·s ({} attention keeps no s×s scores)", per_sh, to_string(setup.attention));
+    }
+    if (setup.recompute == Recompute::selective) {
+        return fmt::format("{:.4g}·s·h (scores recomputed)", per_sh);
+    }
+    return fmt::format("{:.4g}·s·h + {:.4g}·a·s² (eager attention)", per_sh,
+        static_cast<double>(scores) / (static_cast<double>(shape.heads) * s * s));
+}
+
+void plan_transformer_activations(const ModelSpec& model, const TrainingSetup& setup, MemoryPlan& plan)
+{
+    const TransformerShape& shape = *model.transformer;
+    check_transformer_shape(model, setup);
+    ActivationBytes& act = plan.activations;
+    // One tensor-parallel GPU's share of a layer.
+    auto per_gpu = [&](Recompute recompute) {
+        TrainingSetup at = setup;
+        at.recompute = recompute;
+        const std::uint64_t layer =
+            transformer_layer_bytes(shape, at.precision, recompute, at.attention, at.framework, at.lora);
+        if (setup.tp == 1) {
+            return layer;
+        }
+        const std::uint64_t whole_on_each = setup.sequence_parallel ? 0 : replicated_layer_bytes(shape, at);
+        return whole_on_each + ceil_div(layer - whole_on_each, setup.tp);
+    };
+    act.per_layer = per_gpu(setup.recompute);
+    act.layers_total = act.per_layer * model.layers;
+    const std::uint64_t whole = per_gpu(Recompute::none);
+    act.rebuilt_layer = whole - act.per_layer;
+    if (shape.decoder_layers > 0) {
+        plan_encoder_decoder(model, setup, act);
+    }
+    // The output layer runs over the decoder's tokens.
+    const std::uint64_t s = shape.output_seq();
+    act.output_layer = output_layer_bytes(shape, static_cast<unsigned>(s), setup);
+    act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer + act.encoder_output;
+    act.source = "transformer formula";
+    // The scores as this GPU keeps them (its LoRA, its tensor-parallel share): what selective
+    // recompute drops.
+    const std::uint64_t scores = setup.attention == Attention::eager ? whole - per_gpu(Recompute::selective)
+                                                                     : 4 * std::uint64_t{shape.heads} * s;
+    act.formula = transformer_formula(shape, setup, act, whole, scores);
+    if (setup.precision == Precision::fp32) {
+        plan.findings.push_back(fit_finding("fit.fp32_activations", "model",
+            "fp32 activations: the 16-bit formula's tensors at 4 bytes (dropout masks stay 1 byte)"));
+    }
+}
+
+// A CNN preset's activations, as measured, with the allocator's transient share.
+void plan_measured_activations(
+    const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads, MemoryPlan& plan)
+{
+    ActivationBytes& act = plan.activations;
+    if (setup.precision == Precision::fp32) {
+        act.measured = model.measured_fp32 ? *model.measured_fp32 : 2 * *model.measured_16bit;
+    } else {
+        act.measured = model.measured_16bit ? *model.measured_16bit : *model.measured_fp32 / 2;
+    }
+    act.transient = scaled(act.measured, overheads.cnn_transient);
+    act.per_sample = act.measured + act.transient;
+    act.source = "measured";
+    act.formula = fmt::format("tensors saved for backward{}, plus {:g} % held in the allocator's cache",
+        model.image_size > 0 ? fmt::format(" at {0}×{0}", model.image_size) : "", overheads.cnn_transient * 100);
+    if (setup.recompute != Recompute::none) {
+        plan.findings.push_back(fit_finding("fit.recompute_not_counted", "model",
+            fmt::format("--recompute {} is not counted for {}: its activations were measured without "
+                        "recomputation",
+                to_string(setup.recompute), model.name)));
+    }
+}
+
+} // namespace
+
+MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const Overheads& overheads)
+{
+    check_setup(model, setup);
+    MemoryPlan plan;
+    plan.setup = setup;
+    plan_states(model, setup, plan);
 
     // Activations per sample.
     ActivationBytes& act = plan.activations;
@@ -824,109 +969,9 @@ MemoryPlan plan_memory(const ModelSpec& model, const TrainingSetup& setup, const
         act.source = "given";
         act.formula = "as given (--activation-bytes-per-sample)";
     } else if (model.transformer) {
-        const TransformerShape& shape = *model.transformer;
-        if (model.layers == 0 || shape.hidden == 0 || shape.heads == 0 || shape.seq == 0) {
-            throw Error(fmt::format("model {}: the transformer shape needs layers, hidden, heads and seq, each 1 or "
-                                    "more",
-                model.name));
-        }
-        if (setup.framework == Framework::tensorflow && setup.attention != Attention::eager) {
-            throw Error(fmt::format("--attention {} with --framework tensorflow: TensorFlow's attention keeps its "
-                                    "scores; leave --attention out (eager)",
-                to_string(setup.attention)));
-        }
-        {
-            // Shapes whose byte counts would not fit in 64 bits are refused (about 10^18 bytes).
-            const long double s = shape.seq;
-            const long double h = shape.hidden;
-            const long double inner = shape.intermediate == 0 ? 4 * h : shape.intermediate;
-            const long double a = shape.heads;
-            // An encoder-decoder's decoder runs at the target length t, its cross-attention over s.
-            const long double t = shape.output_seq();
-            const long double rough =
-                static_cast<long double>(model.layers) * (s * h * 200 + s * inner * 40 + a * s * s * 20) +
-                static_cast<long double>(shape.decoder_layers) *
-                    (t * h * 200 + t * inner * 40 + a * t * t * 20 + a * t * s * 20) +
-                std::max(s, t) * static_cast<long double>(shape.vocab) * 16;
-            if (rough > 1e18L) {
-                throw Error(fmt::format("model {}: {} layers, hidden {}, {} heads at sequence {} need more than 10^18 "
-                                        "bytes of activations per sample; check the shape",
-                    model.name, model.layers, shape.hidden, shape.heads, shape.seq));
-            }
-        }
-        if (shape.hidden % shape.heads != 0) {
-            throw Error(fmt::format("model {}: hidden {} is not a multiple of its {} attention heads", model.name,
-                shape.hidden, shape.heads));
-        }
-        if (shape.kv_heads > shape.heads || (shape.kv_heads > 0 && shape.heads % shape.kv_heads != 0)) {
-            throw Error(fmt::format("model {}: {} key/value heads for {} attention heads; expected a divisor of the "
-                                    "heads",
-                model.name, shape.kv_heads, shape.heads));
-        }
-        // One tensor-parallel GPU's share of a layer.
-        auto per_gpu = [&](Recompute recompute) {
-            TrainingSetup at = setup;
-            at.recompute = recompute;
-            const std::uint64_t layer =
-                transformer_layer_bytes(shape, at.precision, recompute, at.attention, at.framework, at.lora);
-            if (setup.tp == 1) {
-                return layer;
-            }
-            const std::uint64_t whole_on_each = setup.sequence_parallel ? 0 : replicated_layer_bytes(shape, at);
-            return whole_on_each + ceil_div(layer - whole_on_each, setup.tp);
-        };
-        act.per_layer = per_gpu(setup.recompute);
-        act.layers_total = act.per_layer * model.layers;
-        const std::uint64_t whole = per_gpu(Recompute::none);
-        act.rebuilt_layer = whole - act.per_layer;
-        if (shape.decoder_layers > 0) {
-            plan_encoder_decoder(model, setup, act);
-        }
-        // The output layer runs over the decoder's tokens.
-        const std::uint64_t s = shape.output_seq();
-        const std::uint64_t sh = s * shape.hidden;
-        act.output_layer = output_layer_bytes(shape, static_cast<unsigned>(s), setup);
-        act.per_sample = act.layers_total + act.rebuilt_layer + act.output_layer + act.encoder_output;
-        act.source = "transformer formula";
-        // The scores as this GPU keeps them (its LoRA, its tensor-parallel share): what selective
-        // recompute drops.
-        const std::uint64_t scores = setup.attention == Attention::eager ? whole - per_gpu(Recompute::selective)
-                                                                         : 4 * std::uint64_t{shape.heads} * s;
-        const double per_sh = static_cast<double>(whole - scores) / static_cast<double>(sh);
-        if (shape.decoder_layers > 0) {
-            act.formula = fmt::format("encoder at s = {}, decoder at s = {} with cross-attention", shape.seq, s);
-        } else if (setup.recompute == Recompute::full) {
-            act.formula = fmt::format("{:g}·s·h (the layer's input)", static_cast<double>(act.per_layer) / sh);
-        } else if (setup.attention != Attention::eager) {
-            act.formula = fmt::format(
-                "{:.4g}·s·h + 4·a·s ({} attention keeps no s×s scores)", per_sh, to_string(setup.attention));
-        } else if (setup.recompute == Recompute::selective) {
-            act.formula = fmt::format("{:.4g}·s·h (scores recomputed)", per_sh);
-        } else {
-            act.formula = fmt::format("{:.4g}·s·h + {:.4g}·a·s² (eager attention)", per_sh,
-                static_cast<double>(scores) / (static_cast<double>(shape.heads) * s * s));
-        }
-        if (setup.precision == Precision::fp32) {
-            plan.findings.push_back(fit_finding("fit.fp32_activations", "model",
-                "fp32 activations: the 16-bit formula's tensors at 4 bytes (dropout masks stay 1 byte)"));
-        }
+        plan_transformer_activations(model, setup, plan);
     } else if (model.measured_fp32 || model.measured_16bit) {
-        if (setup.precision == Precision::fp32) {
-            act.measured = model.measured_fp32 ? *model.measured_fp32 : 2 * *model.measured_16bit;
-        } else {
-            act.measured = model.measured_16bit ? *model.measured_16bit : *model.measured_fp32 / 2;
-        }
-        act.transient = scaled(act.measured, overheads.cnn_transient);
-        act.per_sample = act.measured + act.transient;
-        act.source = "measured";
-        act.formula = fmt::format("tensors saved for backward{}, plus {:g} % held in the allocator's cache",
-            model.image_size > 0 ? fmt::format(" at {0}×{0}", model.image_size) : "", overheads.cnn_transient * 100);
-        if (setup.recompute != Recompute::none) {
-            plan.findings.push_back(fit_finding("fit.recompute_not_counted", "model",
-                fmt::format("--recompute {} is not counted for {}: its activations were measured without "
-                            "recomputation",
-                    to_string(setup.recompute), model.name)));
-        }
+        plan_measured_activations(model, setup, overheads, plan);
     } else {
         throw Error(fmt::format("model {}: no way to count its activations; give the transformer shape (--layers, "
                                 "--hidden, --heads, --seq) or --activation-bytes-per-sample",

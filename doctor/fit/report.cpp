@@ -384,15 +384,26 @@ FitReport analyse_fit(const FitRequest& request)
     return r;
 }
 
-std::string render_fit_text(const FitReport& r, bool color)
+namespace {
+
+// One line of a breakdown: what, how much, why.
+void add_row(std::string& out, const std::string& label, std::uint64_t bytes, const std::string& detail)
+{
+    out += fmt::format("  {:<14}{:>11}  {}\n", label, format_bytes(bytes), detail);
+}
+
+// ", ÷ 8 (ZeRO-2)" where ZeRO from this stage on shards the state over the data-parallel GPUs.
+std::string sharded(const TrainingSetup& s, unsigned from_stage)
+{
+    return s.zero >= from_stage && s.dp > 1 ? fmt::format(", ÷ {} (ZeRO-{})", s.dp, s.zero) : std::string();
+}
+
+// The model, its shape and how it trains.
+void render_setup(const FitReport& r, std::string& out)
 {
     const FitRequest& q = r.request;
     const ModelSpec& m = q.model;
     const TrainingSetup& s = q.setup;
-    const StateMemory& st = r.plan.states;
-    const ActivationBytes& act = r.plan.activations;
-    std::string out;
-
     out += fmt::format("{}{}\n", m.name, m.description.empty() ? "" : ": " + m.description);
     out += fmt::format("  {}\n", shape_text(m));
     out += fmt::format("  {}, {}, {}, recompute {}{}\n\n", to_string(s.precision), to_string(s.optimizer), zero_text(s),
@@ -404,84 +415,98 @@ std::string render_fit_text(const FitReport& r, bool color)
             s.lora.rank > 0 ? fmt::format(", LoRA rank {} on {}, frozen weights {}-bit", s.lora.rank,
                                   fmt::join(lora_target_list(s.lora.targets), ","), s.lora.base_bits)
                             : ""));
+}
 
-    // The breakdown, in the order memory is spent.
-    auto row = [&](const std::string& label, std::uint64_t bytes, const std::string& detail) {
-        out += fmt::format("  {:<14}{:>11}  {}\n", label, format_bytes(bytes), detail);
-    };
-    auto sharded = [&](unsigned from_stage) {
-        return s.zero >= from_stage && s.dp > 1 ? fmt::format(", ÷ {} (ZeRO-{})", s.dp, s.zero) : std::string();
-    };
+// The model states per GPU, in the order memory is spent.
+void render_states(const FitReport& r, std::string& out)
+{
+    const TrainingSetup& s = r.request.setup;
+    const StateMemory& st = r.plan.states;
     out += fmt::format("Model states per GPU: {} ({} bytes per {}parameter{})\n", format_bytes(st.total()),
         st.per_param.total(), st.adapter_params > 0 ? "trained " : "",
         st.buckets > 0 ? fmt::format(", and {} for DDP's buckets", bucket_bytes(s)) : "");
     if (st.adapter_params > 0) {
-        row("weights", st.weights,
+        add_row(out, "weights", st.weights,
             fmt::format("frozen {} ({}-bit{}) + {} adapter parameters at {} B{}", format_bytes(st.frozen_weights),
                 s.lora.base_bits, s.lora.base_bits == 4 ? " NF4" : "", format_param_count(st.adapter_params),
-                st.per_param.weights, sharded(3)));
+                st.per_param.weights, sharded(s, 3)));
     } else {
-        row("weights", st.weights,
-            fmt::format("{} B/parameter, {}{}", st.per_param.weights, weight_words(s.precision), sharded(3)));
+        add_row(out, "weights", st.weights,
+            fmt::format("{} B/parameter, {}{}", st.per_param.weights, weight_words(s.precision), sharded(s, 3)));
     }
-    row("gradients", st.gradients,
+    add_row(out, "gradients", st.gradients,
         fmt::format("{} B/parameter, {}{}{}", st.per_param.gradients,
             sixteen_bit_states(s.precision) ? "16-bit" : "fp32",
-            s.framework == Framework::tensorflow ? ", and the clipped copy (fp32)" : "", sharded(2)));
-    row("optimizer", st.optimizer,
+            s.framework == Framework::tensorflow ? ", and the clipped copy (fp32)" : "", sharded(s, 2)));
+    add_row(out, "optimizer", st.optimizer,
         fmt::format(
-            "{} B/parameter, {}{}", st.per_param.optimizer, optimizer_words(s.precision, s.optimizer), sharded(1)));
+            "{} B/parameter, {}{}", st.per_param.optimizer, optimizer_words(s.precision, s.optimizer), sharded(s, 1)));
     if (st.zero3_gather > 0) {
-        row("ZeRO-3 gather", st.zero3_gather, "one layer's weights and gradients, gathered");
+        add_row(out, "ZeRO-3 gather", st.zero3_gather, "one layer's weights and gradients, gathered");
     }
     if (st.offloaded > 0) {
-        row("on the CPU", st.offloaded, "offloaded by ZeRO-Offload (host memory, not counted on the GPU)");
+        add_row(out, "on the CPU", st.offloaded, "offloaded by ZeRO-Offload (host memory, not counted on the GPU)");
     }
     if (st.dequantized > 0) {
-        row("dequantized", st.dequantized, "the largest projection in 16-bit while it computes");
+        add_row(out, "dequantized", st.dequantized, "the largest projection in 16-bit while it computes");
     }
     if (st.accumulation > 0) {
-        row("accumulation", st.accumulation,
+        add_row(out, "accumulation", st.accumulation,
             fmt::format("{} B/trained parameter, the fp32 buffer {} micro-batches' gradients add up in{}",
-                accumulation_bytes(s), s.grad_accum, sharded(2)));
+                accumulation_bytes(s), s.grad_accum, sharded(s, 2)));
     }
     if (st.buckets > 0) {
-        row("DDP buckets", st.buckets,
+        add_row(out, "DDP buckets", st.buckets,
             fmt::format("{} B/trained parameter, PyTorch DDP's all-reduce buckets over {} GPUs, a copy of the "
                         "gradients (--bucket-view: gradient_as_bucket_view=True)",
                 bucket_bytes(s), s.dp));
     }
+}
 
+void render_activations(const FitReport& r, std::string& out)
+{
+    const FitRequest& q = r.request;
+    const ModelSpec& m = q.model;
+    const TrainingSetup& s = q.setup;
+    const ActivationBytes& act = r.plan.activations;
     out += fmt::format("Activations per sample: {} ({})\n", format_bytes(act.per_sample), act.source);
     if (act.decoder_layers > 0) {
         const unsigned encoder_layers = m.layers - act.decoder_layers;
-        row("encoder", act.per_layer * encoder_layers,
+        add_row(out, "encoder", act.per_layer * encoder_layers,
             fmt::format("{} × {}, at s = {}", encoder_layers, format_bytes(act.per_layer), m.transformer->seq));
-        row("decoder", act.decoder_per_layer * act.decoder_layers,
+        add_row(out, "decoder", act.decoder_per_layer * act.decoder_layers,
             fmt::format("{} × {}, self- and cross-attention at s = {}", act.decoder_layers,
                 format_bytes(act.decoder_per_layer), m.transformer->output_seq()));
-        row("encoder output", act.encoder_output, "the input of every cross-attention's K and V");
+        add_row(out, "encoder output", act.encoder_output, "the input of every cross-attention's K and V");
     } else if (act.layers_total > 0) {
-        row("layers", act.layers_total, fmt::format("{} × {}, {}", m.layers, format_bytes(act.per_layer), act.formula));
+        add_row(out, "layers", act.layers_total,
+            fmt::format("{} × {}, {}", m.layers, format_bytes(act.per_layer), act.formula));
     }
     if (act.rebuilt_layer > 0) {
-        row("recomputed", act.rebuilt_layer, "the rest of one layer, rebuilt during its backward");
+        add_row(out, "recomputed", act.rebuilt_layer, "the rest of one layer, rebuilt during its backward");
     }
     if (act.output_layer > 0) {
-        row("output layer", act.output_layer, output_layer_text(s));
+        add_row(out, "output layer", act.output_layer, output_layer_text(s));
     }
     if (act.measured > 0) {
-        row("measured", act.measured,
+        add_row(out, "measured", act.measured,
             fmt::format("{}{}", s.precision == Precision::fp32 ? "fp32" : "16-bit",
                 m.image_size > 0 ? fmt::format(", {0}×{0}, saved for backward", m.image_size) : ""));
-        row("transient", act.transient,
+        add_row(out, "transient", act.transient,
             fmt::format("{:g} % more in nvidia-smi: the allocator's cached blocks, cuDNN's workspaces (not in "
                         "max_memory_allocated)",
                 q.overheads.cnn_transient * 100));
     }
     if (act.source == "given") {
-        row("given", act.per_sample, "--activation-bytes-per-sample");
+        add_row(out, "given", act.per_sample, "--activation-bytes-per-sample");
     }
+}
+
+// The CUDA context and workspaces, the estimate's uncertainty and the memory at --batch.
+void render_overheads(const FitReport& r, std::string& out)
+{
+    const FitRequest& q = r.request;
+    const TrainingSetup& s = q.setup;
     out += fmt::format(
         "Overhead per GPU: CUDA context {}, the workspaces below; margin {:g} % of its memory, for fragmentation\n",
         format_bytes(q.overheads.cuda_context), q.overheads.margin_fraction * 100);
@@ -492,12 +517,12 @@ std::string render_fit_text(const FitReport& r, bool color)
         GpuTraits traits = q.overheads.workspace ? GpuTraits{} : q.gpus[i].traits;
         traits.nvlink = r.nvlink;
         if (std::find(shown.begin(), shown.end(), traits) == shown.end()) {
-            row("workspaces", r.fits[i].workspaces.total(), describe(r.fits[i].workspaces, traits));
+            add_row(out, "workspaces", r.fits[i].workspaces.total(), describe(r.fits[i].workspaces, traits));
             shown.push_back(traits);
         }
     }
     for (const auto& c : q.contexts_measured) {
-        row("context", c.bytes,
+        add_row(out, "context", c.bytes,
             fmt::format("measured on GPU {} ({}): used {} → {}, less {} {} pool", c.index, c.gpu,
                 format_bytes(c.before), format_bytes(c.peak), format_bytes(c.reserved), to_string(s.framework)));
     }
@@ -523,8 +548,12 @@ std::string render_fit_text(const FitReport& r, bool color)
         }
         out += '\n';
     }
+}
 
-    // One row per GPU.
+// One row per GPU (or per run of equal GPUs).
+void render_gpu_table(const FitReport& r, std::string& out)
+{
+    const FitRequest& q = r.request;
     const bool several = q.gpus.size() > 1;
     std::vector<std::vector<std::string>> rows = {
         {"GPU", "name", "memory", "from", "margin", "left for activations", "max batch"}};
@@ -558,7 +587,11 @@ std::string render_fit_text(const FitReport& r, bool color)
         out += line + "\n";
     }
     out += "\n";
+}
 
+void render_max_batch(const FitReport& r, std::string& out)
+{
+    const bool several = r.request.gpus.size() > 1;
     if (r.failing_gpu) {
         const std::size_t w = *r.failing_gpu;
         const GpuFit& f = r.fits[w];
@@ -593,7 +626,14 @@ std::string render_fit_text(const FitReport& r, bool color)
                       ", where the upper estimate fits; {} at the central estimate", r.max_batch_per_gpu_central)
                 : "");
     }
+}
 
+// The global batch, its split over unequal GPUs and the pipeline's split of the layers.
+void render_global_batch(const FitReport& r, std::string& out)
+{
+    const FitRequest& q = r.request;
+    const TrainingSetup& s = q.setup;
+    const bool several = q.gpus.size() > 1;
     if (r.global_batch > 0) {
         std::string how;
         if (r.global_batch_from == "--global-batch") {
@@ -651,11 +691,25 @@ std::string render_fit_text(const FitReport& r, bool color)
         }
         out += fmt::format("Pipeline split of {} layers by speed: {}; contiguous stages, re-measure stage times and "
                            "check each stage's memory\n",
-            m.layers, fmt::join(parts, ", "));
+            q.model.layers, fmt::join(parts, ", "));
     }
+}
+
+} // namespace
+
+std::string render_fit_text(const FitReport& r, bool color)
+{
+    std::string out;
+    render_setup(r, out);
+    render_states(r, out);
+    render_activations(r, out);
+    render_overheads(r, out);
+    render_gpu_table(r, out);
+    render_max_batch(r, out);
+    render_global_batch(r, out);
     if (r.lr) {
         out += "\n";
-        render_lr(*r.lr, s.optimizer, out);
+        render_lr(*r.lr, r.request.setup.optimizer, out);
     }
     // The nothing-fits finding is the "Max batch per GPU" line above; the others are listed here.
     std::string listed;
@@ -670,14 +724,12 @@ std::string render_fit_text(const FitReport& r, bool color)
     return out;
 }
 
-nlohmann::json render_fit_json(const FitReport& r)
-{
-    using nlohmann::json;
-    const FitRequest& q = r.request;
-    const ModelSpec& m = q.model;
-    const StateMemory& st = r.plan.states;
-    const ActivationBytes& act = r.plan.activations;
+namespace {
 
+using nlohmann::json;
+
+json model_json(const ModelSpec& m)
+{
     json model = {{"name", m.name}, {"description", m.description}, {"params", m.params},
         {"layers", m.layers > 0 ? json(m.layers) : json(nullptr)}};
     if (m.transformer) {
@@ -698,8 +750,12 @@ nlohmann::json render_fit_json(const FitReport& r)
         model["image_size"] = m.image_size;
     }
 
+    return model;
+}
+
+json training_json(const FitRequest& q)
+{
     json doc;
-    doc["model"] = model;
     doc["training"] = {{"precision", to_string(q.setup.precision)}, {"optimizer", to_string(q.setup.optimizer)},
         {"zero", q.setup.zero}, {"dp", q.setup.dp}, {"recompute", to_string(q.setup.recompute)},
         {"attention", to_string(q.setup.attention)}, {"framework", to_string(q.setup.framework)},
@@ -714,6 +770,16 @@ nlohmann::json render_fit_json(const FitReport& r)
         doc["training"]["lora"] = {{"rank", q.setup.lora.rank}, {"base_bits", q.setup.lora.base_bits},
             {"targets", lora_target_list(q.setup.lora.targets)}};
     }
+    return doc["training"];
+}
+
+// Where the memory goes: the states, the activations per sample, the overheads.
+json breakdown_json(const FitReport& r)
+{
+    const FitRequest& q = r.request;
+    const StateMemory& st = r.plan.states;
+    const ActivationBytes& act = r.plan.activations;
+    json doc;
     doc["breakdown"] = {{"states",
                             {{"bytes", st.total()},
                                 {"bytes_per_param",
@@ -748,6 +814,12 @@ nlohmann::json render_fit_json(const FitReport& r)
         }
     }
     doc["breakdown"]["cuda_context_measured"] = measured;
+    return doc["breakdown"];
+}
+
+json gpus_json(const FitReport& r)
+{
+    const FitRequest& q = r.request;
     json gpus = json::array();
     for (std::size_t i = 0; i < q.gpus.size(); ++i) {
         const auto& g = q.gpus[i];
@@ -760,18 +832,35 @@ nlohmann::json render_fit_json(const FitReport& r)
             {"nvlink", g.traits.nvlink ? json(*g.traits.nvlink) : json(nullptr)},
             {"workspace", workspace_json(f.workspaces)}});
     }
-    doc["gpus"] = gpus;
+    return gpus;
+}
+
+// The memory at --batch, and whether each GPU holds it.
+json at_batch_json(const FitReport& r)
+{
+    const PeakMemory& p = *r.at_batch;
+    json fits = json::array();
+    for (std::size_t i = 0; i < r.request.gpus.size(); ++i) {
+        const std::int64_t spare = r.spare_at_batch[i];
+        fits.push_back({{"index", i}, {"fits", spare >= 0}, {"spare_bytes", spare}});
+    }
+    return {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.allocated()},
+        {"peak_upper_bytes", p.upper()}, {"allocated_upper_bytes", p.allocated_upper()}, {"states_bytes", p.states},
+        {"activations_bytes", p.activations}, {"cached_bytes", p.cached}, {"cuda_context_bytes", p.cuda_context},
+        {"workspace_bytes", p.workspaces.total()}, {"gpus", fits}};
+}
+
+} // namespace
+
+json render_fit_json(const FitReport& r)
+{
+    json doc;
+    doc["model"] = model_json(r.request.model);
+    doc["training"] = training_json(r.request);
+    doc["breakdown"] = breakdown_json(r);
+    doc["gpus"] = gpus_json(r);
     if (r.at_batch) {
-        const PeakMemory& p = *r.at_batch;
-        json fits = json::array();
-        for (std::size_t i = 0; i < q.gpus.size(); ++i) {
-            const std::int64_t spare = r.spare_at_batch[i];
-            fits.push_back({{"index", i}, {"fits", spare >= 0}, {"spare_bytes", spare}});
-        }
-        doc["at_batch"] = {{"batch", p.batch}, {"peak_bytes", p.total()}, {"allocated_bytes", p.allocated()},
-            {"peak_upper_bytes", p.upper()}, {"allocated_upper_bytes", p.allocated_upper()}, {"states_bytes", p.states},
-            {"activations_bytes", p.activations}, {"cached_bytes", p.cached}, {"cuda_context_bytes", p.cuda_context},
-            {"workspace_bytes", p.workspaces.total()}, {"gpus", fits}};
+        doc["at_batch"] = at_batch_json(r);
     }
     doc["max_batch_per_gpu"] = r.max_batch_per_gpu;
     doc["max_batch_per_gpu_central"] = r.max_batch_per_gpu_central;
