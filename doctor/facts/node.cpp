@@ -18,6 +18,14 @@ void read_into(Collected<T>& into, const nlohmann::json& j, const std::string& c
     into.facts = std::move(value);
 }
 
+/// Writes the facts of one collector read into its struct (those of a broken one stay as they came).
+template <typename T> void write_into(nlohmann::json& out, const char* collector, const Collected<T>& from)
+{
+    if (from.facts) {
+        out[collector] = write_struct(*from.facts);
+    }
+}
+
 } // namespace
 
 NodeFacts NodeFacts::read(const nlohmann::json& document, const std::string& origin)
@@ -36,11 +44,11 @@ NodeFacts NodeFacts::read(const nlohmann::json& document, const std::string& ori
 void NodeFacts::add(const std::string& collector, const nlohmann::json& facts, const std::string& origin)
 {
     m_raw[collector] = facts;
-    if (collector == "host") {
-        read_into(m_host, facts, collector, origin);
-    } else if (collector == "nvml") {
-        read_into(m_nvml, facts, collector, origin);
-    }
+    each_field(*this, [&](const char* name, auto& slot) {
+        if (collector == name) {
+            read_into(slot, facts, collector, origin);
+        }
+    });
 }
 
 void NodeFacts::add_error(const std::string& collector, const std::string& error)
@@ -51,12 +59,7 @@ void NodeFacts::add_error(const std::string& collector, const std::string& error
 nlohmann::json NodeFacts::write() const
 {
     nlohmann::json out = m_raw;
-    if (m_host.facts) {
-        out["host"] = write_struct(*m_host.facts);
-    }
-    if (m_nvml.facts) {
-        out["nvml"] = write_struct(*m_nvml.facts);
-    }
+    each_field(*this, [&](const char* name, const auto& slot) { write_into(out, name, slot); });
     return out;
 }
 

@@ -34,7 +34,8 @@ struct NvmlGpu {
     std::optional<std::string> name; ///< "NVIDIA A100-SXM4-80GB"
     std::optional<std::string> uuid;
     std::optional<std::uint64_t> memory_total; ///< bytes
-    std::optional<int> compute_mode; ///< 0 default, 1 exclusive thread, 2 prohibited... as NVML numbers them
+    std::optional<int>
+        compute_mode; ///< as NVML numbers them: 0 default, 1 exclusive thread, 2 prohibited, 3 exclusive process
     std::optional<int> persistence; ///< 1 on
     std::optional<unsigned> processes; ///< compute processes on it
     std::optional<bool> ecc_enabled;

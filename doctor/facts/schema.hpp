@@ -71,6 +71,12 @@ template <typename S, typename T> constexpr Field<S, T> nullable(const char* key
     return Field<S, T>{key, member, 0, kind, true, "entries"};
 }
 
+/// Calls fn(key, member) for each field of `value`, a struct with fields(), in their order.
+template <typename S, typename Fn> void each_field(S& value, Fn&& fn)
+{
+    std::apply([&](const auto&... f) { (fn(f.key, value.*(f.member)), ...); }, std::remove_const_t<S>::fields());
+}
+
 template <typename T> struct is_optional : std::false_type {
 };
 template <typename T> struct is_optional<std::optional<T>> : std::true_type {
@@ -198,7 +204,7 @@ void Reader::read(
             if (k.size() > Ceilings::string) {
                 bad(path, fmt::format("has a key of {} bytes, more than {}", k.size(), Ceilings::string));
             }
-            read(v, out[k], path + "." + k, 0, kind);
+            read(v, out[k], fmt::format("{}.{}", path, k), 0, kind);
         }
     } else if constexpr (Described<T>) {
         read_struct(j, out, path);

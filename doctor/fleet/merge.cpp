@@ -115,17 +115,24 @@ const json& raw_of(const engine::Facts& facts, const char* collector)
 std::string infiniband_ports(const engine::Facts& facts)
 {
     std::vector<std::string> ports;
-    if (const json* devices = at(raw_of(facts, "network"), {"infiniband"}); devices != nullptr && devices->is_array()) {
-        for (const auto& d : *devices) {
-            const json* list = at(d, {"ports"});
-            for (std::size_t i = 0; list != nullptr && list->is_array() && i < list->size(); ++i) {
-                const json& p = (*list)[i];
-                ports.push_back(fmt::format("{}/{} {} {}", text_of(at(d, {"name"})), text_of(at(p, {"port"})),
-                    text_of(at(p, {"state"})), text_of(at(p, {"rate"}))));
+    if (const auto* network = facts.network().get()) {
+        for (const auto& d : network->infiniband) {
+            for (const auto& p : d.ports) {
+                ports.push_back(fmt::format("{}/{} {} {}", d.name, p.port, p.state.value_or(""), p.rate.value_or("")));
             }
         }
     }
     return fmt::format("{}", fmt::join(ports, "; "));
+}
+
+/// A soft limit ("unlimited" or a number) as text, "" when missing.
+std::string soft_limit(const engine::Facts& node, facts::RLimitFacts facts::LimitsFacts::*limit)
+{
+    const auto* limits = node.limits().get();
+    if (limits == nullptr || !(limits->*limit).soft) {
+        return "";
+    }
+    return text_of(&*(limits->*limit).soft);
 }
 
 std::string framework(const engine::Facts& facts, const char* name)
@@ -202,16 +209,10 @@ const Comparable comparables[] = {
     {"infiniband", infiniband_ports},
     {"/dev/shm bytes",
         [](const engine::Facts& f) {
-            return raw_text(f, "limits", {"shm", "bytes"});
+            return f.limits().get() != nullptr ? text_of(f.limits().get()->shm.bytes) : std::string();
         }},
-    {"locked memory (soft)",
-        [](const engine::Facts& f) {
-            return raw_text(f, "limits", {"memlock", "soft"});
-        }},
-    {"open files (soft)",
-        [](const engine::Facts& f) {
-            return raw_text(f, "limits", {"nofile", "soft"});
-        }},
+    {"locked memory (soft)", [](const engine::Facts& f) { return soft_limit(f, &facts::LimitsFacts::memlock); }},
+    {"open files (soft)", [](const engine::Facts& f) { return soft_limit(f, &facts::LimitsFacts::nofile); }},
 };
 
 /// The slowest GPU's median of one copy direction in check --deep's bandwidth facts.
@@ -400,10 +401,10 @@ std::vector<std::pair<std::string, std::string>> comparable_facts(const engine::
     for (const auto& c : comparables) {
         out.emplace_back(c.name, c.read(facts));
     }
-    if (const json* vars = at(raw_of(facts, "env"), {"variables"}); vars != nullptr && vars->is_object()) {
-        for (const auto& [name, value] : vars->items()) {
+    if (const auto* env = facts.env().get()) {
+        for (const auto& [name, value] : env->variables) {
             if (name.rfind("NCCL_", 0) == 0) {
-                out.emplace_back(name, text_of(&value));
+                out.emplace_back(name, value);
             }
         }
     }

@@ -11,7 +11,7 @@ namespace doctor::probes {
 Collector affinity_collector()
 {
     return {"affinity", [](const CollectContext& ctx) {
-                nlohmann::json out;
+                facts::AffinityFacts out;
                 cpu_set_t mask;
                 CPU_ZERO(&mask);
                 if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
@@ -21,19 +21,15 @@ Collector affinity_collector()
                             cpus.push_back(cpu);
                         }
                     }
-                    out["cpus"] = base::CpuSet(std::move(cpus)).to_list();
-                } else {
-                    out["cpus"] = nullptr;
+                    out.cpus = base::CpuSet(std::move(cpus)).to_list();
                 }
-                nlohmann::json env = nlohmann::json::object();
                 for (const char* name : {"GPURUN_GPU_BUS_ID", "GPURUN_GPU", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                          "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}) {
                     if (const char* value = ctx.getenv(name); value != nullptr) {
-                        env[name] = value;
+                        out.env[name] = value;
                     }
                 }
-                out["env"] = env;
-                return out;
+                return facts::write(out);
             }};
 }
 

@@ -3,6 +3,7 @@
 #include "doctor/probes/gpu_facts.hpp"
 #include "doctor/probes/table.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 #include <optional>
@@ -58,23 +59,23 @@ struct Assignment {
 };
 
 std::optional<Assignment> assignment(
-    const nlohmann::json& env, const nlohmann::json& topology, const nlohmann::json* nvml)
+    const facts::AffinityFacts& affinity, const facts::TopologyFacts& topology, const facts::NvmlFacts* nvml)
 {
-    if (env.contains("GPURUN_GPU_BUS_ID")) {
-        const std::string bus = env["GPURUN_GPU_BUS_ID"].get<std::string>();
-        return Assignment{normal_bus_id(bus), "GPURUN_GPU_BUS_ID=" + bus, ""};
+    if (auto bus = affinity.variable("GPURUN_GPU_BUS_ID")) {
+        return Assignment{normal_bus_id(*bus), "GPURUN_GPU_BUS_ID=" + *bus, ""};
     }
     std::string rank_var;
+    std::string rank_text;
     for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
-        if (env.contains(name)) {
+        if (auto value = affinity.variable(name)) {
             rank_var = name;
+            rank_text = *value;
             break;
         }
     }
     if (rank_var.empty()) {
         return std::nullopt;
     }
-    const std::string rank_text = env[rank_var].get<std::string>();
     Assignment a;
     a.how = fmt::format("{}={}", rank_var, rank_text);
     auto rank = number(rank_text);
@@ -82,12 +83,11 @@ std::optional<Assignment> assignment(
         a.error = fmt::format("{} is not a number", a.how);
         return a;
     }
-    const auto gpus = topology.value("gpus", nlohmann::json::array());
+    const auto& gpus = topology.gpus;
     std::string entry = std::to_string(*rank);
-    if (env.contains("CUDA_VISIBLE_DEVICES")) {
-        const std::string visible = env["CUDA_VISIBLE_DEVICES"].get<std::string>();
-        a.how += fmt::format(", CUDA_VISIBLE_DEVICES={}", visible);
-        auto entries = split(visible);
+    if (auto visible = affinity.variable("CUDA_VISIBLE_DEVICES")) {
+        a.how += fmt::format(", CUDA_VISIBLE_DEVICES={}", *visible);
+        auto entries = split(*visible);
         if (*rank >= entries.size()) {
             a.error = fmt::format("local rank {} has no GPU: CUDA_VISIBLE_DEVICES lists {}", *rank, entries.size());
             return a;
@@ -100,14 +100,14 @@ std::optional<Assignment> assignment(
             a.error = fmt::format("GPU index {} but the topology has {} GPU(s)", *index, gpus.size());
             return a;
         }
-        a.bus_id = normal_bus_id(gpus[*index].value("bus_id", std::string()));
+        a.bus_id = normal_bus_id(gpus[*index].bus_id);
         return a;
     }
-    if (entry.rfind("GPU-", 0) == 0 && nvml != nullptr && nvml->contains("gpus")) {
-        for (const auto& g : (*nvml)["gpus"]) {
-            const std::string uuid = g.value("uuid", std::string());
+    if (entry.rfind("GPU-", 0) == 0 && nvml != nullptr && nvml->gpus) {
+        for (const auto& g : *nvml->gpus) {
+            const std::string uuid = g.uuid.value_or("");
             if (!uuid.empty() && uuid.rfind(entry, 0) == 0) {
-                a.bus_id = normal_bus_id(g.value("bus_id", std::string()));
+                a.bus_id = normal_bus_id(g.bus_id);
                 return a;
             }
         }
@@ -158,11 +158,10 @@ Probe binding_probe()
             "launch with gpurun, or bind each rank to its GPU's NUMA node (numactl, --bind-to)"},
     };
     p.judge = [](const Facts& facts, const Policy&, Findings& out) {
-        const auto& affinity = *collector_facts(facts, "affinity");
-        const auto& topology = *collector_facts(facts, "topology");
-        const auto* nvml = collector_facts(facts, "nvml");
-        const auto env = affinity.value("env", nlohmann::json::object());
-        auto a = assignment(env, topology, nvml);
+        const facts::AffinityFacts& affinity = *facts.affinity().get();
+        const facts::TopologyFacts& topology = *facts.topology().get();
+        const nlohmann::json env = facts::write(affinity.env);
+        auto a = assignment(affinity, topology, facts.nvml().get());
         if (!a) {
             out.add("binding.not_under_launcher", "host",
                 "not checked: no GPU assignment (no GPURUN_GPU_BUS_ID, LOCAL_RANK or "
@@ -170,8 +169,7 @@ Probe binding_probe()
                 "binding");
             return;
         }
-        const auto gpus = topology.value("gpus", nlohmann::json::array());
-        if (gpus.empty()) {
+        if (topology.gpus.empty()) {
             out.skip(fmt::format("not checked: {}",
                 fmt::format("{} but the topology has no NVIDIA GPU ({})", a->how,
                     gpus_unavailable(facts).value_or("hwloc lists none"))));
@@ -182,9 +180,9 @@ Probe binding_probe()
                 "binding.gpu_unknown", "host", fmt::format("not checked: {} ({})", a->error, a->how), {{"env", env}});
             return;
         }
-        const nlohmann::json* gpu = nullptr;
-        for (const auto& g : gpus) {
-            if (normal_bus_id(g.value("bus_id", std::string())) == a->bus_id) {
+        const facts::TopologyGpu* gpu = nullptr;
+        for (const auto& g : topology.gpus) {
+            if (normal_bus_id(g.bus_id) == a->bus_id) {
                 gpu = &g;
             }
         }
@@ -193,25 +191,22 @@ Probe binding_probe()
                 fmt::format("not checked: GPU {} ({}) is not in the topology", a->bus_id, a->how), {{"env", env}});
             return;
         }
-        const std::string subject = fmt::format("gpu {} ({})", gpu->value("index", 0U), a->bus_id);
-        const std::string local_text = gpu->value("cpus", std::string());
-        if (local_text.empty() || affinity["cpus"].is_null()) {
+        const std::string subject = fmt::format("gpu {} ({})", gpu->index, a->bus_id);
+        const std::string local_text = gpu->cpus.value_or("");
+        if (local_text.empty() || !affinity.cpus) {
             out.add("binding.locality_unknown", subject,
                 local_text.empty() ? "not checked: which CPUs are near the GPU is unknown"
                                    : "not checked: this process's affinity could not be read");
             return;
         }
-        const base::CpuSet mine = base::CpuSet::parse(affinity["cpus"].get<std::string>());
+        const base::CpuSet mine = base::CpuSet::parse(*affinity.cpus);
         const base::CpuSet local = base::CpuSet::parse(local_text);
-        const base::CpuSet all = base::CpuSet::parse(topology.value("allowed_cpus", std::string()));
-        unsigned cpu_numa_nodes = 0;
-        for (const auto& n : topology.value("numa_nodes", nlohmann::json::array())) {
-            if (!n.value("cpus", std::string()).empty() && !n.value("gpu_memory", false)) {
-                ++cpu_numa_nodes;
-            }
-        }
+        const base::CpuSet all = base::CpuSet::parse(topology.allowed_cpus.value_or(""));
+        const auto& numa_nodes = topology.numa_nodes.value_or(std::vector<facts::TopologyNuma>());
+        const auto cpu_numa_nodes = std::count_if(
+            numa_nodes.begin(), numa_nodes.end(), [](const facts::TopologyNuma& n) { return n.has_cpus(); });
         const nlohmann::json f = {{"affinity", mine.to_list()}, {"gpu_cpus", local.to_list()},
-            {"gpu_numa", gpu->value("numa", nlohmann::json::array())}, {"assignment", a->how}};
+            {"gpu_numa", facts::write(gpu->numa.value_or(std::vector<unsigned>()))}, {"assignment", a->how}};
         if (!mine.intersects(local)) {
             out.add("binding.remote", subject,
                 fmt::format("this process runs on CPUs {}, none of them near its GPU (local CPUs {}; {})",

@@ -84,9 +84,12 @@ void judge_gpu(const facts::NvmlGpu& g, const Policy& policy, Findings& out)
         add("gpus.pcie_gen_low",
             fmt::format("PCIe link at Gen{} of Gen{} while the GPU is busy", *g.pcie_gen, *g.pcie_max_gen));
     }
-    if (g.compute_mode == 2 || g.compute_mode == 1) {
+    // NVML's numbering (nvmlComputeMode_t, and nvidia-smi -c): 0 default, 1 exclusive thread
+    // (retired), 2 prohibited, 3 exclusive process.
+    const int mode = g.compute_mode.value_or(0);
+    if (mode == 1 || mode == 3) {
         add("gpus.compute_exclusive", "compute mode is exclusive: one process at a time");
-    } else if (g.compute_mode == 3) {
+    } else if (mode == 2) {
         add("gpus.compute_prohibited", "compute mode is prohibited: no CUDA context can be created");
     }
     if (g.persistence == 0) {
@@ -193,11 +196,10 @@ Probe gpus_probe()
         std::string missing;
         // Only this machine's own PCI tree can show a GPU NVML lost; a --topology file describes
         // another machine.
-        const auto* topology = collector_facts(facts, "topology");
-        if (topology != nullptr && topology->contains("gpus") && topology->value("source", std::string()) == "live") {
-            for (const auto& g : (*topology)["gpus"]) {
-                if (seen.count(g.value("bus_id", std::string())) == 0) {
-                    missing += (missing.empty() ? "" : ", ") + g.value("bus_id", std::string());
+        if (const facts::TopologyFacts& topology = *facts.topology().get(); topology.live()) {
+            for (const auto& g : topology.gpus) {
+                if (seen.count(g.bus_id) == 0) {
+                    missing += (missing.empty() ? "" : ", ") + g.bus_id;
                 }
             }
         }

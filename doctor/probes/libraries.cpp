@@ -1,3 +1,4 @@
+#include "doctor/facts/libraries.hpp"
 #include "base/cuda.hpp"
 #include "base/dynamic_library.hpp"
 #include "base/error.hpp"
@@ -5,6 +6,7 @@
 #include "doctor/probes/table.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <fmt/format.h>
 #include <functional>
 #include <optional>
@@ -15,16 +17,21 @@ namespace doctor::probes {
 
 namespace {
 
+using facts::CudaDriverLibrary;
+using facts::CudaLibrary;
+using facts::LibrariesFacts;
+
 /// A user-space CUDA library the probe looks for: the files tried in order (an env override
 /// replaces them), and how its version is read once one of them loaded.
 struct LibrarySpec {
-    const char* key; ///< facts key and finding subject: "cudnn"
+    const char* key; ///< finding subject: "cudnn"
+    std::optional<CudaLibrary> LibrariesFacts::*slot; ///< where its facts go
     const char* title; ///< "cuDNN"
     const char* override_env; ///< "GPUKIT_CUDNN_LIBRARY"
     std::vector<std::string> files;
     const char* symbol;
-    /// Reads the version through `symbol`; returns {"version", "raw"} or throws base::Error.
-    std::function<nlohmann::json(void*)> read;
+    /// Reads the version through `symbol` into `version` and `raw`, or throws base::Error.
+    std::function<void(void*, CudaLibrary&)> read;
 };
 
 std::string join(const std::vector<std::string>& parts, const char* separator)
@@ -49,25 +56,27 @@ std::string cudnn_version_text(std::size_t v)
 std::vector<LibrarySpec> library_specs()
 {
     std::vector<LibrarySpec> specs;
-    specs.push_back({"cudart", "CUDA runtime", "GPUKIT_CUDART_LIBRARY",
+    specs.push_back({"cudart", &LibrariesFacts::cudart, "CUDA runtime", "GPUKIT_CUDART_LIBRARY",
         {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}, "cudaRuntimeGetVersion",
-        [](void* symbol) {
+        [](void* symbol, CudaLibrary& lib) {
             auto fn = reinterpret_cast<int (*)(int*)>(symbol);
             int v = 0;
             if (int rc = fn(&v); rc != 0) {
                 throw base::Error(fmt::format("cudaRuntimeGetVersion failed: cudaError {}", rc));
             }
-            return nlohmann::json{{"version", base::Cuda::version_text(v)}, {"raw", v}};
+            lib.version = base::Cuda::version_text(v);
+            lib.raw = v;
         }});
-    specs.push_back({"cudnn", "cuDNN", "GPUKIT_CUDNN_LIBRARY", {"libcudnn.so", "libcudnn.so.9", "libcudnn.so.8"},
-        "cudnnGetVersion", [](void* symbol) {
+    specs.push_back({"cudnn", &LibrariesFacts::cudnn, "cuDNN", "GPUKIT_CUDNN_LIBRARY",
+        {"libcudnn.so", "libcudnn.so.9", "libcudnn.so.8"}, "cudnnGetVersion", [](void* symbol, CudaLibrary& lib) {
             auto fn = reinterpret_cast<std::size_t (*)()>(symbol);
             std::size_t v = fn();
-            return nlohmann::json{{"version", cudnn_version_text(v)}, {"raw", v}};
+            lib.version = cudnn_version_text(v);
+            lib.raw = static_cast<std::int64_t>(v);
         }});
-    specs.push_back({"cublas", "cuBLAS", "GPUKIT_CUBLAS_LIBRARY",
+    specs.push_back({"cublas", &LibrariesFacts::cublas, "cuBLAS", "GPUKIT_CUBLAS_LIBRARY",
         {"libcublas.so", "libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}, "cublasGetProperty",
-        [](void* symbol) {
+        [](void* symbol, CudaLibrary& lib) {
             // libraryPropertyType: MAJOR_VERSION 0, MINOR_VERSION 1, PATCH_LEVEL 2
             auto fn = reinterpret_cast<int (*)(int, int*)>(symbol);
             int part[3] = {0, 0, 0};
@@ -76,161 +85,211 @@ std::vector<LibrarySpec> library_specs()
                     throw base::Error(fmt::format("cublasGetProperty({}) failed: cublasStatus {}", type, rc));
                 }
             }
-            return nlohmann::json{{"version", fmt::format("{}.{}.{}", part[0], part[1], part[2])},
-                {"raw", part[0] * 10000 + part[1] * 100 + part[2]}};
+            lib.version = fmt::format("{}.{}.{}", part[0], part[1], part[2]);
+            lib.raw = part[0] * 10000 + part[1] * 100 + part[2];
         }});
-    specs.push_back({"nccl", "NCCL", "GPUKIT_NCCL_LIBRARY", {"libnccl.so.2"}, "ncclGetVersion", [](void* symbol) {
-                         auto fn = reinterpret_cast<int (*)(int*)>(symbol);
-                         int v = 0;
-                         if (int rc = fn(&v); rc != 0) {
-                             throw base::Error(fmt::format("ncclGetVersion failed: ncclResult {}", rc));
-                         }
-                         return nlohmann::json{{"version", base::nccl_version_text(v)}, {"raw", v}};
-                     }});
+    specs.push_back({"nccl", &LibrariesFacts::nccl, "NCCL", "GPUKIT_NCCL_LIBRARY", {"libnccl.so.2"}, "ncclGetVersion",
+        [](void* symbol, CudaLibrary& lib) {
+            auto fn = reinterpret_cast<int (*)(int*)>(symbol);
+            int v = 0;
+            if (int rc = fn(&v); rc != 0) {
+                throw base::Error(fmt::format("ncclGetVersion failed: ncclResult {}", rc));
+            }
+            lib.version = base::nccl_version_text(v);
+            lib.raw = v;
+        }});
     return specs;
 }
 
-/// The first file of `spec` that loads and answers its version call: {"file", "version", "raw"};
-/// {"file", "error"} when a file loaded but could not say its version; {"missing": dlerror
-/// texts} when none loaded. Always with "tried".
-nlohmann::json find_library(const LibrarySpec& spec, const CollectContext& ctx)
+/// The first file of `spec` that loads and answers its version call: file, version and raw; file
+/// and error when a file loaded but could not say its version; missing (the loader's errors) when
+/// none loaded. Always with the files tried.
+CudaLibrary find_library(const LibrarySpec& spec, const CollectContext& ctx)
 {
     std::vector<std::string> files = spec.files;
     if (const char* forced = ctx.getenv(spec.override_env); forced != nullptr && *forced != '\0') {
         files = {forced};
     }
     std::vector<std::string> not_loaded;
-    nlohmann::json unusable;
+    std::optional<CudaLibrary> unusable;
     for (const auto& file : files) {
         try {
             base::DynamicLibrary library(file);
             void* symbol = library.find(spec.symbol);
             if (symbol == nullptr) {
-                if (unusable.is_null()) {
-                    unusable = {{"file", file}, {"error", fmt::format("{} lacks {}", file, spec.symbol)}};
+                if (!unusable) {
+                    unusable.emplace();
+                    unusable->file = file;
+                    unusable->error = fmt::format("{} lacks {}", file, spec.symbol);
                 }
                 continue;
             }
-            nlohmann::json out = spec.read(symbol);
-            out["file"] = file;
-            out["tried"] = files;
+            CudaLibrary out;
+            spec.read(symbol, out);
+            out.file = file;
+            out.tried = files;
             return out;
         } catch (const base::Error& e) {
             not_loaded.push_back(e.what());
         }
     }
-    if (!unusable.is_null()) {
-        unusable["tried"] = files;
-        return unusable;
+    if (unusable) {
+        unusable->tried = files;
+        return *unusable;
     }
-    return {{"missing", join(not_loaded, "; ")}, {"tried", files}};
+    CudaLibrary out;
+    out.missing = join(not_loaded, "; ");
+    out.tried = files;
+    return out;
 }
 
-nlohmann::json cuda_driver_facts(const CollectContext& ctx)
+CudaDriverLibrary cuda_driver_facts(const CollectContext& ctx)
 {
     std::string file = base::Cuda::default_file();
     if (const char* forced = ctx.getenv("GPUKIT_CUDA_LIBRARY"); forced != nullptr && *forced != '\0') {
         file = forced;
     }
-    nlohmann::json out = {{"file", file}};
+    CudaDriverLibrary out;
+    out.file = file;
     std::optional<base::Cuda> cuda;
     try {
         cuda.emplace(base::Cuda::load(file));
     } catch (const base::Error& e) {
-        out["missing"] = e.what();
+        out.missing = e.what();
         return out;
     }
     try {
         const int v = cuda->driver_version();
-        out["raw"] = v;
-        out["version"] = base::Cuda::version_text(v);
+        out.raw = v;
+        out.version = base::Cuda::version_text(v);
     } catch (const base::Error& e) {
-        out["version_error"] = e.what();
+        out.version_error = e.what();
     }
     try {
         cuda->init();
-        out["device_count"] = cuda->device_count();
+        out.device_count = cuda->device_count();
     } catch (const base::Error& e) {
-        out["init_error"] = e.what();
+        out.init_error = e.what();
     }
     return out;
 }
 
 /// "CUDA runtime 12.4 (libcudart.so.12)" for a found library.
-std::string found_text(const LibrarySpec& spec, const nlohmann::json& lib)
+std::string found_text(const LibrarySpec& spec, const CudaLibrary& lib)
 {
-    return fmt::format("{} {} ({})", spec.title, lib.value("version", "?"), lib.value("file", "?"));
+    return fmt::format("{} {} ({})", spec.title, lib.version.value_or("?"), lib.file.value_or("?"));
 }
 
-std::string summary_of_found(const nlohmann::json& facts)
+std::string summary_of_found(const LibrariesFacts& facts)
 {
     std::vector<std::string> found;
     for (const auto& spec : library_specs()) {
-        const auto it = facts.find(spec.key);
-        if (it != facts.end() && it->contains("version")) {
-            found.push_back(found_text(spec, *it));
+        if (const auto& lib = facts.*spec.slot; lib && lib->version) {
+            found.push_back(found_text(spec, *lib));
         }
     }
     return found.empty() ? "" : fmt::format("; found {}", join(found, ", "));
 }
 
-void judge_library(const LibrarySpec& spec, const nlohmann::json& lib, const nlohmann::json& driver,
+void judge_library(const LibrarySpec& spec, const std::optional<CudaLibrary>& found, const CudaDriverLibrary& driver,
     const Policy& policy, Findings& out)
 {
     const std::string subject = spec.key;
-    if (lib.contains("missing")) {
+    CudaLibrary lib;
+    if (found) {
+        lib = *found;
+    } else {
+        lib.missing = "no facts";
+    }
+    const nlohmann::json written = facts::write(lib);
+    if (lib.missing) {
         out.add("libraries.not_found", subject,
             fmt::format("{} not found ({}): not checked; frameworks such as PyTorch and TensorFlow often "
                         "bundle their own copy, so this matters only for programs that use the system's",
-                spec.title, lib["missing"].get<std::string>()),
-            lib);
+                spec.title, *lib.missing),
+            written);
         return;
     }
-    if (!lib.contains("version")) {
-        nlohmann::json facts = lib;
-        facts["file"] = lib.value("file", "?");
-        facts["library"] = spec.title;
-        facts["override"] = spec.override_env;
+    if (!lib.version) {
+        nlohmann::json with_remedy = written;
+        with_remedy["file"] = lib.file.value_or("?");
+        with_remedy["library"] = spec.title;
+        with_remedy["override"] = spec.override_env;
         out.add("libraries.unusable", subject,
-            fmt::format("{} could not say its version: {}", spec.title, lib.value("error", "?")), facts);
+            fmt::format("{} could not say its version: {}", spec.title, lib.error.value_or("?")), with_remedy);
         return;
     }
     const std::string key = spec.key;
-    const std::string version = lib["version"].get<std::string>();
-    if (key == "cudart" && driver.contains("raw")) {
-        const int runtime = lib.value("raw", 0);
-        const int supported = driver["raw"].get<int>();
-        const std::string driver_version = base::Cuda::version_text(supported);
-        if (runtime > supported) {
+    const std::string& version = *lib.version;
+    if (key == "cudart") {
+        const std::optional<int> supported = driver.supports();
+        std::optional<std::int64_t> runtime = lib.raw;
+        if (!runtime) {
+            if (const auto number = facts::cuda_version_number(version)) {
+                runtime = *number;
+            }
+        }
+        if (!supported || !runtime) {
+            out.add("libraries.runtime_not_compared", subject,
+                fmt::format("{}: not compared with the driver: {}", found_text(spec, lib),
+                    !supported ? "the CUDA version the driver supports is not known"
+                               : "its version is not a CUDA version"),
+                {{"cudart", written}, {"cuda_driver", facts::write(driver)}});
+            return;
+        }
+        const std::string driver_version = base::Cuda::version_text(*supported);
+        if (*runtime > *supported) {
             // Across major versions nothing built with the runtime starts; within one major version
             // CUDA's minor version compatibility keeps most programs working (PTX JIT and newer APIs
             // fail), so that is a warning.
-            const bool same_major = runtime / 1000 == supported / 1000;
+            const bool same_major = *runtime / 1000 == *supported / 1000;
             out.add(same_major ? "libraries.runtime_newer_minor" : "libraries.runtime_newer_than_driver", subject,
                 fmt::format("CUDA runtime {} ({}) is newer than this driver supports (CUDA {}){}", version,
-                    lib.value("file", "?"), driver_version,
+                    lib.file.value_or("?"), driver_version,
                     same_major ? ": minor version compatibility runs most programs, but PTX JIT and newer APIs fail"
                                : ": programs built with it fail with 'CUDA driver version is insufficient'"),
-                {{"cudart", lib}, {"cuda_driver", driver}, {"driver_supports", driver_version}});
+                {{"cudart", written}, {"cuda_driver", facts::write(driver)}, {"driver_supports", driver_version}});
             return;
         }
         out.add("libraries.cudart", subject,
-            fmt::format("{}; the driver supports CUDA {}", found_text(spec, lib), driver_version), lib);
+            fmt::format("{}; the driver supports CUDA {}", found_text(spec, lib), driver_version), written);
         return;
     }
     if (key == "cudnn" && compare_versions(version, policy.min_cudnn) < 0) {
         out.add("libraries.cudnn_too_old", subject,
             fmt::format("{} is older than {} (policy libraries.min_cudnn)", found_text(spec, lib), policy.min_cudnn),
-            {{"cudnn", lib}, {"min", policy.min_cudnn}});
+            {{"cudnn", written}, {"min", policy.min_cudnn}});
         return;
     }
     if (key == "nccl" && compare_versions(version, policy.min_nccl) < 0) {
         out.add("libraries.nccl_too_old", subject,
             fmt::format("{} is older than {} (policy libraries.min_nccl)", found_text(spec, lib), policy.min_nccl),
-            {{"nccl", lib}, {"min", policy.min_nccl}});
+            {{"nccl", written}, {"min", policy.min_nccl}});
         return;
     }
-    out.add("libraries." + key, subject, found_text(spec, lib), lib);
+    out.add("libraries." + key, subject, found_text(spec, lib), written);
+}
+
+/// The CUDA version the driver supports as text: "12.4".
+std::string driver_version_text(const CudaDriverLibrary& driver)
+{
+    return driver.version ? *driver.version : driver.raw ? base::Cuda::version_text(*driver.raw) : "?";
+}
+
+/// Why the driver library cannot be judged (it did not load, or the facts say nothing of it), or
+/// nullopt when they tell its version or an error.
+std::optional<std::string> no_driver(const std::optional<CudaDriverLibrary>& driver)
+{
+    if (!driver) {
+        return "no facts";
+    }
+    if (driver->missing) {
+        return *driver->missing;
+    }
+    if (!driver->raw && !driver->version && !driver->version_error && !driver->init_error) {
+        return "the facts give neither its version nor an error";
+    }
+    return std::nullopt;
 }
 
 } // namespace
@@ -240,14 +299,15 @@ void judge_library(const LibrarySpec& spec, const nlohmann::json& lib, const nlo
 Collector libraries_collector()
 {
     return {"libraries", [](const CollectContext& ctx) {
-                nlohmann::json out;
-                const char* path = ctx.getenv("LD_LIBRARY_PATH");
-                out["ld_library_path"] = path != nullptr ? nlohmann::json(path) : nlohmann::json(nullptr);
-                out["cuda_driver"] = cuda_driver_facts(ctx);
-                for (const auto& spec : library_specs()) {
-                    out[spec.key] = find_library(spec, ctx);
+                LibrariesFacts out;
+                if (const char* path = ctx.getenv("LD_LIBRARY_PATH")) {
+                    out.ld_library_path = path;
                 }
-                return out;
+                out.cuda_driver = cuda_driver_facts(ctx);
+                for (const auto& spec : library_specs()) {
+                    out.*spec.slot = find_library(spec, ctx);
+                }
+                return facts::write(out);
             }};
 }
 
@@ -291,6 +351,10 @@ Probe libraries_probe()
             "fail.",
             "upgrade the NVIDIA driver, or use a CUDA runtime of {driver_supports} or older (or the cuda-compat "
             "package of the runtime's version, on data-centre GPUs)"},
+        {"libraries.runtime_not_compared", Severity::skip, "the CUDA runtime was not compared with the driver",
+            "libcudart was found, but the CUDA version the driver supports is not known (cuDriverGetVersion failed, or "
+            "the facts do not give it), so whether the driver runs programs built with this runtime was not checked.",
+            ""},
         {"libraries.cudnn", Severity::pass, "cuDNN is found and recent enough",
             "libcudnn was found and cudnnGetVersion is at least the policy's libraries.min_cudnn.", ""},
         {"libraries.cudnn_too_old", Severity::warn, "cuDNN is older than the policy allows",
@@ -317,34 +381,35 @@ Probe libraries_probe()
             "right file"},
     };
     p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
-        const auto& f = *collector_facts(facts, "libraries");
-        const nlohmann::json driver = f.value("cuda_driver", nlohmann::json::object());
-        if (driver.contains("missing") || driver.empty()) {
+        const LibrariesFacts& f = *facts.libraries().get();
+        if (const auto why = no_driver(f.cuda_driver)) {
             out.add("libraries.no_cuda_driver", "libcuda",
-                fmt::format("no CUDA driver library ({}): libraries not checked{}",
-                    driver.value("missing", std::string("no facts")), summary_of_found(f)),
-                f);
+                fmt::format("no CUDA driver library ({}): libraries not checked{}", *why, summary_of_found(f)),
+                facts::write(f));
             return;
         }
-        if (driver.contains("version_error") || driver.contains("init_error")) {
-            const std::string why = driver.value("version_error", driver.value("init_error", std::string()));
+        const CudaDriverLibrary& driver = *f.cuda_driver;
+        if (driver.version_error || driver.init_error) {
+            const std::string why = driver.version_error ? *driver.version_error : *driver.init_error;
             // On a node that is meant to have no GPU, cuInit's CUDA_ERROR_NO_DEVICE is the expected answer.
             const bool cpu_node = policy.expect_gpus && *policy.expect_gpus == 0;
             out.add(cpu_node ? Severity::skip : Severity::fail, "libraries.cuda_init_failed", "libcuda",
                 fmt::format("{}{}", why,
-                    driver.contains("version")
-                        ? fmt::format(" (the driver supports CUDA {})", driver["version"].get<std::string>())
+                    driver.version || driver.raw
+                        ? fmt::format(" (the driver supports CUDA {})", driver_version_text(driver))
                         : ""),
-                driver);
+                facts::write(driver));
         } else {
+            const std::string devices = driver.device_count
+                ? fmt::format("{} device{}", *driver.device_count, *driver.device_count == 1 ? "" : "s")
+                : std::string("device count not recorded");
             out.add("libraries.cuda_driver", "libcuda",
-                fmt::format("CUDA driver API {} ({}), {} device{}", driver.value("version", "?"),
-                    driver.value("file", "?"), driver.value("device_count", 0),
-                    driver.value("device_count", 0) == 1 ? "" : "s"),
-                driver);
+                fmt::format(
+                    "CUDA driver API {} ({}), {}", driver_version_text(driver), driver.file.value_or("?"), devices),
+                facts::write(driver));
         }
         for (const auto& spec : library_specs()) {
-            judge_library(spec, f.value(spec.key, nlohmann::json{{"missing", "no facts"}}), driver, policy, out);
+            judge_library(spec, f.*spec.slot, driver, policy, out);
         }
     };
     return p;

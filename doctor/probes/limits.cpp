@@ -57,12 +57,11 @@ std::optional<unsigned long long> tmpfs_size(const std::string& text)
 }
 
 // /dev/shm: from the mount options when the size is there, else from statfs.
-nlohmann::json shm_facts(const base::Sysroot& root)
+facts::ShmFacts shm_facts(const base::Sysroot& root)
 {
-    nlohmann::json shm;
-    shm["exists"] = root.exists("/dev/shm");
-    shm["mounted"] = false;
-    shm["bytes"] = nullptr;
+    facts::ShmFacts shm;
+    shm.exists = root.exists("/dev/shm");
+    shm.mounted = false;
     if (auto mounts = root.read("/proc/mounts")) {
         std::istringstream in(*mounts);
         std::string line;
@@ -73,15 +72,15 @@ nlohmann::json shm_facts(const base::Sysroot& root)
                 continue;
             }
             // The last mount on /dev/shm is the one in effect.
-            shm["mounted"] = true;
-            shm["fstype"] = fstype;
-            shm["options"] = options;
+            shm.mounted = true;
+            shm.fstype = fstype;
+            shm.options = options;
         }
     } else {
-        shm["mounts_unreadable"] = true;
+        shm.mounts_unreadable = true;
     }
-    if (shm.contains("options")) {
-        std::istringstream opts(shm["options"].get<std::string>());
+    if (shm.options) {
+        std::istringstream opts(*shm.options);
         std::string opt;
         while (std::getline(opts, opt, ',')) {
             if (opt.rfind("size=", 0) != 0) {
@@ -89,22 +88,22 @@ nlohmann::json shm_facts(const base::Sysroot& root)
             }
             if (auto bytes = tmpfs_size(opt.substr(5))) {
                 if (*bytes == 0) {
-                    shm["unlimited"] = true; // tmpfs size=0: no limit
+                    shm.unlimited = true; // tmpfs size=0: no limit
                 } else {
-                    shm["bytes"] = *bytes;
+                    shm.bytes = *bytes;
                 }
-                shm["source"] = "mount options";
+                shm.source = "mount options";
             }
         }
     }
-    if (shm["bytes"].is_null() && !shm.contains("unlimited") && shm["exists"].get<bool>()) {
+    if (!shm.bytes && !shm.unlimited && shm.exists) {
         struct statfs st { };
         const std::string path = root.path("/dev/shm").string();
         if (statfs(path.c_str(), &st) == 0) {
-            shm["bytes"] = static_cast<unsigned long long>(st.f_blocks) * static_cast<unsigned long long>(st.f_frsize);
-            shm["source"] = "statfs";
+            shm.bytes = static_cast<unsigned long long>(st.f_blocks) * static_cast<unsigned long long>(st.f_frsize);
+            shm.source = "statfs";
         } else {
-            shm["error"] = fmt::format("statfs {}: {}", path, std::strerror(errno));
+            shm.error = fmt::format("statfs {}: {}", path, std::strerror(errno));
         }
     }
     return shm;
@@ -115,13 +114,17 @@ nlohmann::json rlimit_value(rlim_t v)
     return v == RLIM_INFINITY ? nlohmann::json("unlimited") : nlohmann::json(static_cast<unsigned long long>(v));
 }
 
-nlohmann::json rlimit_facts(int resource)
+facts::RLimitFacts rlimit_facts(int resource)
 {
     rlimit rl{};
+    facts::RLimitFacts out;
     if (getrlimit(resource, &rl) != 0) {
-        return {{"error", fmt::format("getrlimit: {}", std::strerror(errno))}};
+        out.error = fmt::format("getrlimit: {}", std::strerror(errno));
+    } else {
+        out.soft = rlimit_value(rl.rlim_cur);
+        out.hard = rlimit_value(rl.rlim_max);
     }
-    return {{"soft", rlimit_value(rl.rlim_cur)}, {"hard", rlimit_value(rl.rlim_max)}};
+    return out;
 }
 
 std::string size_text(double bytes)
@@ -135,62 +138,44 @@ std::string size_text(double bytes)
     return fmt::format("{:.0f} KiB", bytes / 1024.0);
 }
 
-// A limit value from the facts: nullopt = unlimited; throws on garbage (the rule becomes an error).
-struct Limit {
-    bool known = false;
-    bool unlimited = false;
-    unsigned long long value = 0;
-};
-
-Limit read_limit(const nlohmann::json& v)
+std::string limit_text(const std::optional<facts::LimitValue>& l, bool bytes)
 {
-    Limit l;
-    if (v.is_string() && v.get<std::string>() == "unlimited") {
-        l.known = true;
-        l.unlimited = true;
-    } else if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0)) {
-        l.known = true;
-        l.value = v.get<unsigned long long>();
-    }
-    return l;
-}
-
-std::string limit_text(const Limit& l, bool bytes)
-{
-    if (!l.known) {
+    if (!l) {
         return "unknown";
     }
-    if (l.unlimited) {
+    if (l->unlimited) {
         return "unlimited";
     }
-    return bytes ? size_text(static_cast<double>(l.value)) : std::to_string(l.value);
+    return bytes ? size_text(static_cast<double>(l->value)) : std::to_string(l->value);
 }
 
-void judge_shm(const nlohmann::json& limits, const Policy& policy, Findings& out)
+/// A soft or hard limit as the facts have it, for a message.
+std::string shown(const std::optional<nlohmann::json>& v)
+{
+    return v ? facts::shown(*v) : std::string("missing");
+}
+
+void judge_shm(const facts::ShmFacts& shm, const Policy& policy, Findings& out)
 {
     const std::string subject = "/dev/shm";
-    if (!limits.contains("shm") || !limits["shm"].is_object()) {
-        out.add("limits.shm_unknown", subject, "/dev/shm not checked: the facts have no 'shm'");
-        return;
-    }
-    const auto& shm = limits["shm"];
-    if (!shm.value("exists", true)) {
+    const nlohmann::json seen = facts::write(shm);
+    if (!shm.exists) {
         out.add("limits.shm_missing", subject,
             "does not exist: NCCL's shared-memory transport and PyTorch DataLoader workers "
             "need it",
-            shm);
+            seen);
         return;
     }
-    if (shm.value("unlimited", false)) {
-        out.add("limits.shm_ok", subject, "no size limit (tmpfs size=0)", shm);
+    if (shm.unlimited.value_or(false)) {
+        out.add("limits.shm_ok", subject, "no size limit (tmpfs size=0)", seen);
         return;
     }
-    if (!shm.contains("bytes") || !shm["bytes"].is_number()) {
-        out.add("limits.shm_unknown", subject,
-            fmt::format("size not checked: {}", shm.value("error", std::string("size unknown"))), shm);
+    if (!shm.bytes) {
+        out.add("limits.shm_unknown", subject, fmt::format("size not checked: {}", shm.error.value_or("size unknown")),
+            seen);
         return;
     }
-    const double bytes = shm["bytes"].get<double>();
+    const double bytes = static_cast<double>(*shm.bytes);
     const double min = policy.min_shm_gib * gib_bytes;
     if (bytes < min) {
         out.add("limits.shm_small", subject,
@@ -198,82 +183,68 @@ void judge_shm(const nlohmann::json& limits, const Policy& policy, Findings& out
                         "transport and DataLoader workers run out of room ('Bus error', 'unhandled "
                         "system error')",
                 size_text(bytes), size_text(min)),
-            shm);
+            seen);
         return;
     }
-    out.add("limits.shm_ok", subject, fmt::format("{}, at least {}", size_text(bytes), size_text(min)), shm);
+    out.add("limits.shm_ok", subject, fmt::format("{}, at least {}", size_text(bytes), size_text(min)), seen);
 }
 
-void judge_memlock(const nlohmann::json& limits, const Policy& policy, Findings& out)
+void judge_memlock(const facts::RLimitFacts& memlock, const Policy& policy, Findings& out)
 {
     const std::string subject = "locked memory (ulimit -l)";
-    if (!limits.contains("memlock") || !limits["memlock"].is_object() || limits["memlock"].contains("error")) {
-        const nlohmann::json f = limits.value("memlock", nlohmann::json());
-        out.add("limits.memlock_unknown", subject,
-            fmt::format("memlock not checked: {}",
-                f.is_object() ? f.value("error", std::string("no facts")) : std::string("no facts")),
-            f);
+    const nlohmann::json seen = facts::write(memlock);
+    if (memlock.error) {
+        out.add("limits.memlock_unknown", subject, fmt::format("memlock not checked: {}", *memlock.error), seen);
         return;
     }
-    const auto& f = limits["memlock"];
-    const Limit soft = read_limit(f.value("soft", nlohmann::json()));
-    const Limit hard = read_limit(f.value("hard", nlohmann::json()));
-    if (!soft.known) {
+    const auto soft = facts::limit_value(memlock.soft);
+    const auto hard = facts::limit_value(memlock.hard);
+    if (!soft) {
         out.add("limits.memlock_unknown", subject,
-            fmt::format("memlock not checked: unreadable soft limit {}", f.value("soft", nlohmann::json()).dump()), f);
+            fmt::format("memlock not checked: unreadable soft limit {}", shown(memlock.soft)), seen);
         return;
     }
-    if (policy.memlock_unlimited && !soft.unlimited) {
+    if (policy.memlock_unlimited && !soft->unlimited) {
         out.add("limits.memlock_limited", subject,
             fmt::format("limited to {} (hard {}): InfiniBand/RoCE memory registration "
                         "fails or NCCL falls back ('NET/IB : Unable to register memory')",
                 limit_text(soft, true), limit_text(hard, true)),
-            f);
+            seen);
         return;
     }
     out.add("limits.memlock_ok", subject,
         fmt::format("{}{}", limit_text(soft, true),
             policy.memlock_unlimited ? "" : " (policy limits.memlock_unlimited is off)"),
-        f);
+        seen);
 }
 
-/// The limit's facts and the policy's minimum, which the remedy names.
-nlohmann::json with_min(nlohmann::json facts, unsigned long long min)
-{
-    facts["min"] = min;
-    return facts;
-}
-
-void judge_nofile(const nlohmann::json& limits, const Policy& policy, Findings& out)
+void judge_nofile(const facts::RLimitFacts& nofile, const Policy& policy, Findings& out)
 {
     const std::string subject = "open files (ulimit -n)";
-    if (!limits.contains("nofile") || !limits["nofile"].is_object() || limits["nofile"].contains("error")) {
-        const nlohmann::json f = limits.value("nofile", nlohmann::json());
-        out.add("limits.nofile_unknown", subject,
-            fmt::format("open files limit not checked: {}",
-                f.is_object() ? f.value("error", std::string("no facts")) : std::string("no facts")),
-            f);
+    nlohmann::json seen = facts::write(nofile);
+    if (nofile.error) {
+        out.add("limits.nofile_unknown", subject, fmt::format("open files limit not checked: {}", *nofile.error), seen);
         return;
     }
-    const auto& f = limits["nofile"];
-    const Limit soft = read_limit(f.value("soft", nlohmann::json()));
-    const Limit hard = read_limit(f.value("hard", nlohmann::json()));
-    if (!soft.known) {
+    const auto soft = facts::limit_value(nofile.soft);
+    const auto hard = facts::limit_value(nofile.hard);
+    if (!soft) {
         out.add("limits.nofile_unknown", subject,
-            fmt::format(
-                "open files limit not checked: unreadable soft limit {}", f.value("soft", nlohmann::json()).dump()),
-            f);
+            fmt::format("open files limit not checked: unreadable soft limit {}", shown(nofile.soft)), seen);
         return;
     }
-    if (!soft.unlimited && soft.value < policy.min_nofile) {
+    if (!soft->unlimited && soft->value < policy.min_nofile) {
+        // The remedy names the policy's minimum.
+        seen["min"] = policy.min_nofile;
         out.add("limits.nofile_low", subject,
             fmt::format("{} (hard {}), below {} (policy limits.min_nofile): many "
                         "ranks, DataLoader workers and NCCL sockets fail with 'Too many open files'",
                 limit_text(soft, false), limit_text(hard, false), policy.min_nofile),
-            with_min(f, policy.min_nofile));
+            seen);
         return;
     }
-    out.add("limits.nofile_ok", subject, fmt::format("{}, at least {}", limit_text(soft, false), policy.min_nofile), f);
+    out.add(
+        "limits.nofile_ok", subject, fmt::format("{}, at least {}", limit_text(soft, false), policy.min_nofile), seen);
 }
 
 } // namespace
@@ -284,11 +255,8 @@ Collector limits_collector()
 {
     return {"limits", [](const CollectContext& ctx) {
                 base::Sysroot root(ctx.sysroot);
-                nlohmann::json out;
-                out["shm"] = shm_facts(root);
-                out["memlock"] = rlimit_facts(RLIMIT_MEMLOCK);
-                out["nofile"] = rlimit_facts(RLIMIT_NOFILE);
-                return out;
+                return facts::write(
+                    facts::LimitsFacts{shm_facts(root), rlimit_facts(RLIMIT_MEMLOCK), rlimit_facts(RLIMIT_NOFILE)});
             }};
 }
 
@@ -337,10 +305,10 @@ Probe limits_probe()
             "getrlimit(RLIMIT_NOFILE) gave no answer.", ""},
     };
     p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
-        const auto& limits = *collector_facts(facts, "limits");
-        judge_shm(limits, policy, out);
-        judge_memlock(limits, policy, out);
-        judge_nofile(limits, policy, out);
+        const facts::LimitsFacts& limits = *facts.limits().get();
+        judge_shm(limits.shm, policy, out);
+        judge_memlock(limits.memlock, policy, out);
+        judge_nofile(limits.nofile, policy, out);
     };
     return p;
 }

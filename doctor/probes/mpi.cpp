@@ -1,3 +1,4 @@
+#include "doctor/facts/mpi.hpp"
 #include "base/error.hpp"
 #include "base/mpi_flavour.hpp"
 #include "base/process.hpp"
@@ -13,6 +14,12 @@
 namespace doctor::probes {
 
 namespace {
+
+using facts::CommandRun;
+using facts::MpiFacts;
+using facts::MpirunVersion;
+using facts::OmpiInfo;
+using facts::UcxInfo;
 
 std::string first_version(const std::string& text)
 {
@@ -44,24 +51,24 @@ public:
     }
 
     /// nullopt when there was no time left to start it; the run's exit code, timeout and output otherwise.
-    std::optional<base::CommandResult> run(const std::vector<std::string>& argv, nlohmann::json& record)
+    std::optional<base::CommandResult> run(const std::vector<std::string>& argv, CommandRun& record)
     {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(m_deadline - std::chrono::steady_clock::now());
         if (left < std::chrono::milliseconds(50)) {
-            record["not_run"] = "no time left within the collector's deadline";
+            record.not_run = "no time left within the collector's deadline";
             return std::nullopt;
         }
         try {
             base::CommandResult r = base::run_command(argv, left, m_ctx.env);
-            record["exit_code"] = r.exit_code;
-            record["timed_out"] = r.timed_out;
+            record.exit_code = r.exit_code;
+            record.timed_out = r.timed_out;
             if (r.timed_out) {
-                record["timeout_ms"] = left.count();
+                record.timeout_ms = left.count();
             }
             return r;
         } catch (const base::Error& e) {
-            record["not_run"] = e.what();
+            record.not_run = e.what();
             return std::nullopt;
         }
     }
@@ -72,13 +79,14 @@ private:
 };
 
 // The facts of `ompi_info --parsable --all`: version, CUDA support, PML components.
-void read_ompi_info(const std::string& output, nlohmann::json& record)
+void read_ompi_info(const std::string& output, OmpiInfo& record)
 {
     std::istringstream in(output);
     std::string line;
     std::set<std::string> pml;
     bool cuda_component = false;
-    nlohmann::json cuda = nullptr;
+    // -1 unknown, 0 no, 1 yes (a plain int: GCC 12 misreads an optional<bool> here as maybe unset)
+    int cuda = -1;
     std::string cuda_from;
     bool cuda_from_mpi = false;
     while (std::getline(in, line)) {
@@ -92,11 +100,11 @@ void read_ompi_info(const std::string& output, nlohmann::json& record)
         const bool is_mpi = line.rfind(mpi_param, 0) == 0;
         if (is_mpi || (line.rfind(opal_param, 0) == 0 && !cuda_from_mpi)) {
             const std::string v = line.substr(is_mpi ? mpi_param.size() : opal_param.size());
-            cuda = v == "true" ? nlohmann::json(true) : v == "false" ? nlohmann::json(false) : nlohmann::json(nullptr);
+            cuda = v == "true" ? 1 : v == "false" ? 0 : -1;
             cuda_from = is_mpi ? "mpi_built_with_cuda_support" : "opal_built_with_cuda_support";
             cuda_from_mpi = cuda_from_mpi || is_mpi;
         } else if (line.rfind("ompi:version:full:", 0) == 0) {
-            record["version"] = line.substr(std::string("ompi:version:full:").size());
+            record.version = line.substr(std::string("ompi:version:full:").size());
         } else if (line.rfind("mca:pml:", 0) == 0) {
             const std::string rest = line.substr(8);
             const std::string component = rest.substr(0, rest.find(':'));
@@ -107,16 +115,18 @@ void read_ompi_info(const std::string& output, nlohmann::json& record)
             cuda_component = true; // only built when Open MPI is configured --with-cuda
         }
     }
-    record["pml"] = pml;
-    record["pml_ucx"] = pml.count("ucx") > 0;
-    if (cuda.is_null() && cuda_component) {
-        cuda = true;
-        record["cuda_support_from"] = "components (accelerator/cuda or btl/smcuda)";
-    } else if (!cuda.is_null()) {
-        record["cuda_support_from"] = cuda_from;
+    record.pml = std::vector<std::string>(pml.begin(), pml.end());
+    record.pml_ucx = pml.count("ucx") > 0;
+    if (cuda < 0 && cuda_component) {
+        cuda = 1;
+        record.cuda_support_from = "components (accelerator/cuda or btl/smcuda)";
+    } else if (cuda >= 0) {
+        record.cuda_support_from = cuda_from;
     }
-    record["cuda_support"] = cuda;
-    record["output_bytes"] = output.size();
+    if (cuda >= 0) {
+        record.cuda_support = cuda == 1;
+    }
+    record.output_bytes = output.size();
 }
 
 // Open MPI's component directory (its pkglibdir) for the installation of `mpirun` (its real
@@ -155,7 +165,7 @@ std::optional<std::filesystem::path> component_dir(const std::filesystem::path& 
 // CUDA support from the components only a CUDA build has (accelerator/cuda in 5.x, btl/smcuda
 // and common_cuda in 4.x). No Open MPI process runs: ompi_info opens every component, some
 // 0.2 s even on an idle machine.
-void read_components(const std::filesystem::path& dir, nlohmann::json& record)
+void read_components(const std::filesystem::path& dir, OmpiInfo& record)
 {
     std::set<std::string> pml;
     std::string cuda_component;
@@ -174,12 +184,12 @@ void read_components(const std::filesystem::path& dir, nlohmann::json& record)
             cuda_component = entry.path().filename().string();
         }
     }
-    record["source"] = "components";
-    record["pml"] = pml;
-    record["pml_ucx"] = pml.count("ucx") > 0;
-    record["cuda_support"] = !cuda_component.empty();
-    record["cuda_support_from"] = cuda_component.empty() ? fmt::format("no CUDA component in {}", dir.string())
-                                                         : fmt::format("{} in {}", cuda_component, dir.string());
+    record.source = "components";
+    record.pml = std::vector<std::string>(pml.begin(), pml.end());
+    record.pml_ucx = pml.count("ucx") > 0;
+    record.cuda_support = !cuda_component.empty();
+    record.cuda_support_from = cuda_component.empty() ? fmt::format("no CUDA component in {}", dir.string())
+                                                      : fmt::format("{} in {}", cuda_component, dir.string());
 }
 
 } // namespace
@@ -189,64 +199,64 @@ void read_components(const std::filesystem::path& dir, nlohmann::json& record)
 Collector mpi_collector()
 {
     return {"mpi", [](const CollectContext& ctx) {
-                nlohmann::json out;
+                MpiFacts out;
                 CommandBudget budget(ctx);
                 const char* path = ctx.getenv("PATH");
-                out["path_env"] = path != nullptr ? nlohmann::json(path) : nlohmann::json(nullptr);
-                auto mpirun = base::find_executable("mpirun", path);
-                if (!mpirun) {
-                    out["mpirun"] = nullptr;
-                } else {
-                    out["mpirun"] = *mpirun;
+                if (path != nullptr) {
+                    out.path_env = path;
+                }
+                if (auto mpirun = base::find_executable("mpirun", path)) {
+                    out.mpirun = *mpirun;
                     std::error_code ec;
                     auto real = std::filesystem::canonical(*mpirun, ec);
                     if (!ec) {
-                        out["mpirun_real"] = real.string();
+                        out.mpirun_real = real.string();
                     }
-                    nlohmann::json version;
+                    MpirunVersion version;
                     if (auto r = budget.run({*mpirun, "--version"}, version)) {
-                        version["output"] = head(r->output, 4);
-                        version["flavour"] = base::mpi_flavour(r->output);
-                        version["version"] = first_version(head(r->output, 4));
+                        version.output = head(r->output, 4);
+                        version.flavour = base::mpi_flavour(r->output);
+                        version.version = first_version(head(r->output, 4));
                     }
-                    out["mpirun_version"] = version;
+                    out.mpirun_version = version;
                     const auto components = ec ? std::nullopt : component_dir(real);
-                    if (version.value("flavour", std::string()) == "Open MPI" && components) {
-                        nlohmann::json info;
-                        info["path"] = components->string();
-                        info["version"] = version.value("version", std::string());
+                    const bool open_mpi = version.flavour == "Open MPI";
+                    if (open_mpi && components) {
+                        OmpiInfo info;
+                        info.path = components->string();
+                        info.version = version.version.value_or("");
                         read_components(*components, info);
-                        out["ompi_info"] = info;
-                    } else if (version.value("flavour", std::string()) == "Open MPI") {
+                        out.ompi_info = info;
+                    } else if (open_mpi) {
                         // ompi_info of the same installation first, then PATH.
                         auto dir_ompi_info = std::filesystem::path(*mpirun).parent_path() / "ompi_info";
                         auto ompi_info = base::find_executable(dir_ompi_info.string(), nullptr);
                         if (!ompi_info) {
                             ompi_info = base::find_executable("ompi_info", path);
                         }
-                        nlohmann::json info;
-                        info["path"] = ompi_info ? nlohmann::json(*ompi_info) : nlohmann::json(nullptr);
+                        OmpiInfo info;
+                        info.path = ompi_info;
                         if (ompi_info) {
                             if (auto r = budget.run({*ompi_info, "--parsable", "--all"}, info)) {
                                 read_ompi_info(r->output, info);
                             }
                         }
-                        out["ompi_info"] = info;
+                        out.ompi_info = info;
                     }
                 }
                 auto ucx_info = base::find_executable("ucx_info", path);
-                nlohmann::json ucx;
-                ucx["path"] = ucx_info ? nlohmann::json(*ucx_info) : nlohmann::json(nullptr);
+                UcxInfo ucx;
+                ucx.path = ucx_info;
                 if (ucx_info) {
                     if (auto r = budget.run({*ucx_info, "-v"}, ucx)) {
                         // "# Library version: 1.15.0"
                         auto at = r->output.find("version:");
-                        ucx["version"] =
+                        ucx.version =
                             at == std::string::npos ? first_version(r->output) : first_version(r->output.substr(at));
                     }
                 }
-                out["ucx"] = ucx;
-                return out;
+                out.ucx = ucx;
+                return facts::write(out);
             }};
 }
 
@@ -289,68 +299,67 @@ Probe mpi_probe()
             ""},
     };
     p.judge = [](const Facts& facts, const Policy&, Findings& out) {
-        const auto& mpi = *collector_facts(facts, "mpi");
-        const auto mpirun = mpi.value("mpirun", nlohmann::json());
-        if (!mpirun.is_string()) {
+        const MpiFacts& mpi = *facts.mpi().get();
+        if (!mpi.mpirun) {
             out.add("mpi.not_found", "mpirun",
                 fmt::format("no mpirun in PATH ({}): gpurun needs Open MPI's mpirun; torchrun and srun "
                             "users do not",
-                    mpi.value("path_env", nlohmann::json()).is_string() ? mpi["path_env"].get<std::string>()
-                                                                        : std::string("PATH unset")),
-                {{"path_env", mpi.value("path_env", nlohmann::json())}});
+                    mpi.path_env.value_or("PATH unset")),
+                {{"path_env", facts::write(mpi.path_env)}});
             return;
         }
-        const std::string where = mpirun.get<std::string>();
-        const auto version = mpi.value("mpirun_version", nlohmann::json::object());
-        const std::string flavour = version.value("flavour", std::string("unknown"));
-        const auto ucx = mpi.value("ucx", nlohmann::json::object());
+        const std::string& where = *mpi.mpirun;
+        const MpirunVersion version = mpi.mpirun_version.value_or(MpirunVersion{});
+        const std::string flavour = version.flavour.value_or("unknown");
         std::string ucx_text;
-        if (ucx.value("version", std::string()) != "") {
-            ucx_text = fmt::format("; UCX {}", ucx["version"].get<std::string>());
+        if (mpi.ucx && mpi.ucx->version.value_or("") != "") {
+            ucx_text = fmt::format("; UCX {}", *mpi.ucx->version);
         }
-        if (mpi.value("ompi_info", nlohmann::json::object()).value("pml_ucx", false)) {
+        if (mpi.ompi_info && mpi.ompi_info->pml_ucx == true) {
             ucx_text += "; pml ucx";
         }
         if (flavour == "unknown") {
-            std::string why = version.contains("not_run") ? version.value("not_run", std::string())
-                : version.value("timed_out", false)
-                ? fmt::format("timed out after {} ms", version.value("timeout_ms", 0))
-                : fmt::format("exit status {}, output '{}'", version.value("exit_code", -1),
-                      version.value("output", std::string()));
-            out.add("mpi.unresponsive", where, fmt::format("mpirun --version gave no MPI flavour: {}", why), mpi);
+            std::string why = version.not_run ? *version.not_run
+                : version.timed_out == true   ? fmt::format("timed out after {} ms", version.timeout_ms.value_or(0))
+                                            : fmt::format("exit status {}, output '{}'", version.exit_code.value_or(-1),
+                                                  version.output.value_or(""));
+            out.add("mpi.unresponsive", where, fmt::format("mpirun --version gave no MPI flavour: {}", why),
+                facts::write(mpi));
             return;
         }
-        const std::string ver = version.value("version", std::string());
-        out.add("mpi.found", where, fmt::format("{}{}{}", flavour, ver.empty() ? "" : " " + ver, ucx_text), version);
+        const std::string ver = version.version.value_or("");
+        const nlohmann::json version_facts = facts::write(version);
+        out.add(
+            "mpi.found", where, fmt::format("{}{}{}", flavour, ver.empty() ? "" : " " + ver, ucx_text), version_facts);
         if (flavour != "Open MPI") {
             out.add("mpi.not_openmpi", where, fmt::format("{}, not Open MPI: gpurun drives Open MPI's mpirun", flavour),
-                version);
+                version_facts);
             return;
         }
-        const auto info = mpi.value("ompi_info", nlohmann::json::object());
-        const auto cuda = info.value("cuda_support", nlohmann::json());
-        if (cuda.is_boolean() && cuda.get<bool>()) {
+        const OmpiInfo info = mpi.ompi_info.value_or(OmpiInfo{});
+        const nlohmann::json info_facts = facts::write(info);
+        if (info.cuda_support == true) {
             out.add("mpi.cuda_aware", where,
-                fmt::format("Open MPI is built with CUDA support{}", info.value("pml_ucx", false) ? " (pml ucx)" : ""),
-                info);
-        } else if (cuda.is_boolean()) {
+                fmt::format("Open MPI is built with CUDA support{}", info.pml_ucx == true ? " (pml ucx)" : ""),
+                info_facts);
+        } else if (info.cuda_support == false) {
             out.add("mpi.no_cuda", where,
                 "Open MPI is built without CUDA support: GPU buffers in MPI calls fail or copy through "
                 "the host (NCCL-only jobs are unaffected)",
-                info);
+                info_facts);
         } else {
             std::string why;
-            if (!info.value("path", nlohmann::json()).is_string()) {
+            if (!info.path) {
                 why = "ompi_info not found next to mpirun or in PATH";
-            } else if (info.contains("not_run")) {
-                why = fmt::format("ompi_info did not run: {}", info.value("not_run", std::string()));
-            } else if (info.value("timed_out", false)) {
-                why = fmt::format("ompi_info timed out after {} ms", info.value("timeout_ms", 0));
+            } else if (info.not_run) {
+                why = fmt::format("ompi_info did not run: {}", *info.not_run);
+            } else if (info.timed_out == true) {
+                why = fmt::format("ompi_info timed out after {} ms", info.timeout_ms.value_or(0));
             } else {
                 why = fmt::format(
-                    "ompi_info (exit status {}) printed no mpi_built_with_cuda_support", info.value("exit_code", -1));
+                    "ompi_info (exit status {}) printed no mpi_built_with_cuda_support", info.exit_code.value_or(-1));
             }
-            out.add("mpi.cuda_unknown", where, fmt::format("Open MPI CUDA support not checked: {}", why), info);
+            out.add("mpi.cuda_unknown", where, fmt::format("Open MPI CUDA support not checked: {}", why), info_facts);
         }
     };
     return p;

@@ -100,31 +100,26 @@ std::string join(const std::vector<std::string>& items)
     return items.empty() ? std::string("none") : fmt::format("{}", fmt::join(items, ", "));
 }
 
-void judge_socket_ifname(const std::string& value, const nlohmann::json& env, Findings& out)
+void judge_socket_ifname(const std::string& value, const facts::EnvFacts& env, Findings& out)
 {
     const std::string subject = "NCCL_SOCKET_IFNAME";
-    nlohmann::json facts = {{"NCCL_SOCKET_IFNAME", value}, {"interfaces", env.value("interfaces", nlohmann::json())}};
+    nlohmann::json seen = {{"NCCL_SOCKET_IFNAME", value}, {"interfaces", facts::write(env.interfaces)}};
     if (value.size() <= 1) {
         out.add("nccl-env.socket_ifname_ignored", subject,
             fmt::format("NCCL_SOCKET_IFNAME='{}' is ignored: NCCL only reads values of 2 characters or "
                         "more, and picks an interface itself",
                 value),
-            facts);
+            seen);
         return;
     }
-    if (!env.contains("interfaces") || !env["interfaces"].is_array()) {
+    if (!env.interfaces) {
         out.add("nccl-env.socket_ifname_unchecked", subject,
             fmt::format("NCCL_SOCKET_IFNAME={} not checked: the network interfaces are unknown ({})", value,
-                env.value("interfaces_error", std::string("not collected"))),
-            facts);
+                env.interfaces_error.value_or("not collected")),
+            seen);
         return;
     }
-    std::vector<std::string> interfaces;
-    for (const auto& i : env["interfaces"]) {
-        if (i.is_string()) {
-            interfaces.push_back(i.get<std::string>());
-        }
-    }
+    const std::vector<std::string>& interfaces = *env.interfaces;
     const InterfaceList list = parse_interface_list(value);
     std::vector<std::string> selected;
     for (const auto& i : interfaces) {
@@ -146,14 +141,14 @@ void judge_socket_ifname(const std::string& value, const nlohmann::json& env, Fi
             }
         }
     }
-    facts["selected"] = selected;
+    seen["selected"] = selected;
     const std::string have = join(interfaces);
     if (!list.exclude && selected.empty()) {
         out.add("nccl-env.socket_ifname_missing", subject,
             fmt::format("NCCL_SOCKET_IFNAME={} matches no interface on this node{}: NCCL init fails with "
                         "'no socket interface found'; interfaces here: {}",
                 value, hints, have),
-            facts);
+            seen);
         return;
     }
     std::vector<std::string> usable;
@@ -164,7 +159,7 @@ void judge_socket_ifname(const std::string& value, const nlohmann::json& env, Fi
             fmt::format("NCCL_SOCKET_IFNAME={} leaves {} on this node: inter-node bootstrap cannot work; "
                         "interfaces here: {}",
                 value, selected.empty() ? std::string("no interface") : "only loopback", have),
-            facts);
+            seen);
         return;
     }
     if (!unmatched.empty()) {
@@ -172,21 +167,11 @@ void judge_socket_ifname(const std::string& value, const nlohmann::json& env, Fi
             fmt::format("NCCL_SOCKET_IFNAME={}: {} {} no interface on this node{}; NCCL uses {}; "
                         "interfaces here: {}",
                 value, join(unmatched), unmatched.size() == 1 ? "names" : "name", hints, join(selected), have),
-            facts);
+            seen);
         return;
     }
     out.add("nccl-env.socket_ifname_ok", subject,
-        fmt::format("NCCL_SOCKET_IFNAME={} selects {}", value, join(selected)), facts);
-}
-
-bool node_has_rdma(const Facts& facts)
-{
-    const auto* network = collector_facts(facts, "network");
-    if (network == nullptr || !network->is_object()) {
-        return false;
-    }
-    auto it = network->find("infiniband");
-    return it != network->end() && it->is_array() && !it->empty();
+        fmt::format("NCCL_SOCKET_IFNAME={} selects {}", value, join(selected)), seen);
 }
 
 } // namespace
@@ -195,14 +180,12 @@ bool node_has_rdma(const Facts& facts)
 Collector env_collector()
 {
     return {"env", [](const CollectContext& ctx) {
-                nlohmann::json out;
-                nlohmann::json variables = nlohmann::json::object();
+                facts::EnvFacts out;
                 for (const auto& [name, value] : ctx.env) {
                     if (kept(name)) {
-                        variables[name] = value;
+                        out.variables[name] = value;
                     }
                 }
-                out["variables"] = variables;
                 base::Sysroot root(ctx.sysroot);
                 std::error_code ec;
                 std::vector<std::string> names;
@@ -210,14 +193,13 @@ Collector env_collector()
                     names.push_back(entry.path().filename().string());
                 }
                 if (ec) {
-                    out["interfaces"] = nullptr;
-                    out["interfaces_error"] =
+                    out.interfaces_error =
                         fmt::format("cannot list {}: {}", root.path("/sys/class/net").string(), ec.message());
                 } else {
                     std::sort(names.begin(), names.end());
-                    out["interfaces"] = names;
+                    out.interfaces = std::move(names);
                 }
-                return out;
+                return facts::write(out);
             }};
 }
 
@@ -281,15 +263,8 @@ Probe nccl_env_probe()
             "unset CUDA_VISIBLE_DEVICES or list the GPUs to use (0,1,...)"},
     };
     p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
-        const auto& env = *collector_facts(facts, "env");
-        const nlohmann::json variables = env.value("variables", nlohmann::json::object());
-        auto get = [&](const char* name) -> std::optional<std::string> {
-            auto it = variables.find(name);
-            if (it == variables.end() || !it->is_string()) {
-                return std::nullopt;
-            }
-            return it->get<std::string>();
-        };
+        const facts::EnvFacts& env = *facts.env().get();
+        auto get = [&](const char* name) { return env.variable(name); };
         auto one = [](const char* name, const std::string& value) { return nlohmann::json{{name, value}}; };
         if (auto v = get("NCCL_P2P_DISABLE"); v && nccl_int(*v) == 1) {
             out.add("nccl-env.p2p_disabled", "NCCL_P2P_DISABLE",
@@ -309,7 +284,7 @@ Probe nccl_env_probe()
                     fmt::format("NCCL_P2P_LEVEL={} ({}) {}", *level, l, what), one("NCCL_P2P_LEVEL", *level));
             }
         }
-        if (auto v = get("NCCL_IB_DISABLE"); v && nccl_int(*v) != 0 && node_has_rdma(facts)) {
+        if (auto v = get("NCCL_IB_DISABLE"); v && nccl_int(*v) != 0 && !facts.network().get()->infiniband.empty()) {
             out.add("nccl-env.ib_disabled", "NCCL_IB_DISABLE",
                 fmt::format("NCCL_IB_DISABLE={} on a node with InfiniBand/RoCE devices: inter-node "
                             "traffic goes over TCP sockets",
@@ -360,15 +335,15 @@ Probe nccl_env_probe()
             [](const Finding& f) { return f.severity == Severity::warn || f.severity == Severity::fail; });
         if (!any_problem) {
             std::vector<std::string> nccl;
-            for (const auto& [name, value] : variables.items()) {
-                if (name.rfind("NCCL_", 0) == 0 && value.is_string()) {
-                    nccl.push_back(fmt::format("{}={}", name, value.get<std::string>()));
+            for (const auto& [name, value] : env.variables) {
+                if (name.rfind("NCCL_", 0) == 0) {
+                    nccl.push_back(fmt::format("{}={}", name, value));
                 }
             }
             out.add_first("nccl-env.ok", "environment",
                 nccl.empty() ? std::string("no NCCL_* variables set")
                              : fmt::format("no NCCL environment traps; set: {}", fmt::join(nccl, " ")),
-                variables);
+                env.variables);
         }
     };
     return p;

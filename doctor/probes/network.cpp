@@ -1,3 +1,4 @@
+#include "base/error.hpp"
 #include "base/sysroot.hpp"
 #include "doctor/probes/table.hpp"
 
@@ -29,70 +30,61 @@ std::vector<std::string> entries(const std::filesystem::path& dir)
     return names;
 }
 
-nlohmann::json line_or_null(const base::Sysroot& root, const std::string& path)
+std::vector<facts::IbDevice> infiniband_facts(const base::Sysroot& root)
 {
-    auto line = root.read_line(path);
-    return line ? nlohmann::json(*line) : nlohmann::json(nullptr);
-}
-
-nlohmann::json infiniband_facts(const base::Sysroot& root)
-{
-    nlohmann::json devices = nlohmann::json::array();
+    std::vector<facts::IbDevice> devices;
     for (const auto& dev : entries(root.path("/sys/class/infiniband"))) {
         const std::string base = "/sys/class/infiniband/" + dev;
         std::vector<std::string> port_names = entries(root.path(base + "/ports"));
         std::sort(port_names.begin(), port_names.end(), [](const std::string& a, const std::string& b) {
             return std::strtol(a.c_str(), nullptr, 10) < std::strtol(b.c_str(), nullptr, 10);
         });
-        nlohmann::json ports = nlohmann::json::array();
+        facts::IbDevice device;
+        device.name = dev;
         for (const auto& port : port_names) {
             if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos) {
                 continue;
             }
             const std::string p = fmt::format("{}/ports/{}", base, port);
-            ports.push_back({{"port", std::strtol(port.c_str(), nullptr, 10)},
-                {"state", line_or_null(root, p + "/state")}, {"phys_state", line_or_null(root, p + "/phys_state")},
-                {"rate", line_or_null(root, p + "/rate")}, {"link_layer", line_or_null(root, p + "/link_layer")}});
+            device.ports.push_back(
+                {static_cast<unsigned>(std::strtoul(port.c_str(), nullptr, 10)), root.read_line(p + "/state"),
+                    root.read_line(p + "/phys_state"), root.read_line(p + "/rate"), root.read_line(p + "/link_layer")});
         }
-        devices.push_back({{"name", dev}, {"ports", ports}, {"netdevs", entries(root.path(base + "/device/net"))}});
+        device.netdevs = entries(root.path(base + "/device/net"));
+        devices.push_back(std::move(device));
     }
     return devices;
 }
 
-nlohmann::json peermem_facts(const base::Sysroot& root)
+facts::Peermem peermem_facts(const base::Sysroot& root)
 {
-    nlohmann::json out;
-    nlohmann::json found = nlohmann::json::array();
+    facts::Peermem out;
     for (const char* file : peermem_files) {
         if (root.exists(file)) {
-            found.push_back({{"file", file}, {"version", line_or_null(root, file)}});
+            out.files.push_back({file, root.read_line(file)});
         }
     }
-    out["files"] = found;
     if (auto modules = root.read("/proc/modules")) {
-        nlohmann::json loaded = nlohmann::json::array();
+        out.modules.emplace();
         std::istringstream in(*modules);
         std::string line;
         while (std::getline(in, line)) {
             const std::string name = line.substr(0, line.find(' '));
             if (name == "nvidia_peermem" || name == "nv_peer_mem") {
-                loaded.push_back(name);
+                out.modules->push_back(name);
             }
         }
-        out["modules"] = loaded;
-    } else {
-        out["modules"] = nullptr;
     }
     return out;
 }
 
 // "4: ACTIVE" -> "ACTIVE", "5: LinkUp" -> "LinkUp"; "" when unreadable.
-std::string state_word(const nlohmann::json& v)
+std::string state_word(const std::optional<std::string>& v)
 {
-    if (!v.is_string()) {
+    if (!v) {
         return "";
     }
-    std::string s = v.get<std::string>();
+    std::string s = *v;
     if (auto colon = s.find(':'); colon != std::string::npos) {
         s.erase(0, colon + 1);
     }
@@ -102,16 +94,15 @@ std::string state_word(const nlohmann::json& v)
 }
 
 // "200 Gb/sec (4X HDR)" -> 200; nullopt for anything else.
-std::optional<double> rate_gbps(const nlohmann::json& v)
+std::optional<double> rate_gbps(const std::optional<std::string>& v)
 {
-    if (!v.is_string()) {
+    if (!v) {
         return std::nullopt;
     }
-    const std::string s = v.get<std::string>();
-    const char* begin = s.c_str();
+    const char* begin = v->c_str();
     char* end = nullptr;
     const double rate = std::strtod(begin, &end);
-    if (end == begin || s.find("Gb/sec", static_cast<std::size_t>(end - begin)) == std::string::npos || rate < 0) {
+    if (end == begin || v->find("Gb/sec", static_cast<std::size_t>(end - begin)) == std::string::npos || rate < 0) {
         return std::nullopt;
     }
     return rate;
@@ -123,41 +114,33 @@ std::string upper(std::string s)
     return s;
 }
 
-bool port_up(const nlohmann::json& port)
+bool port_up(const facts::IbPort& port)
 {
-    return upper(state_word(port.value("state", nlohmann::json()))) == "ACTIVE" &&
-        upper(state_word(port.value("phys_state", nlohmann::json()))) == "LINKUP";
+    return upper(state_word(port.state)) == "ACTIVE" && upper(state_word(port.phys_state)) == "LINKUP";
 }
 
-std::string link_layer(const nlohmann::json& port)
+std::string link_layer(const facts::IbPort& port)
 {
-    auto l = port.value("link_layer", nlohmann::json());
-    return l.is_string() ? l.get<std::string>() : std::string("link layer unknown");
+    return port.link_layer.value_or("link layer unknown");
 }
 
-void judge_ports(const nlohmann::json& devices, const Policy& policy, Findings& out)
+void judge_ports(const std::vector<facts::IbDevice>& devices, const Policy& policy, Findings& out)
 {
-    bool any_up = false;
+    const bool any_up = std::any_of(devices.begin(), devices.end(),
+        [](const facts::IbDevice& d) { return std::any_of(d.ports.begin(), d.ports.end(), port_up); });
     for (const auto& d : devices) {
-        for (const auto& port : d.value("ports", nlohmann::json::array())) {
-            any_up = any_up || port_up(port);
+        if (d.ports.empty()) {
+            out.add("network.port_unknown", d.name,
+                fmt::format("{}: no ports under /sys/class/infiniband/{}/ports", d.name, d.name), facts::write(d));
         }
-    }
-    for (const auto& d : devices) {
-        const std::string dev = d.value("name", std::string("?"));
-        const auto ports = d.value("ports", nlohmann::json::array());
-        if (ports.empty()) {
-            out.add("network.port_unknown", dev,
-                fmt::format("{}: no ports under /sys/class/infiniband/{}/ports", dev, dev), d);
-        }
-        for (const auto& port : ports) {
-            const std::string who = fmt::format("{} port {}", dev, port.value("port", 0));
-            const std::string state = state_word(port.value("state", nlohmann::json()));
-            const std::string phys = state_word(port.value("phys_state", nlohmann::json()));
-            nlohmann::json facts = port;
-            facts["device"] = dev;
+        for (const auto& port : d.ports) {
+            const std::string who = fmt::format("{} port {}", d.name, port.port);
+            const std::string state = state_word(port.state);
+            const std::string phys = state_word(port.phys_state);
+            nlohmann::json seen = facts::write(port);
+            seen["device"] = d.name;
             if (state.empty()) {
-                out.add("network.port_unknown", who, "state not readable", facts);
+                out.add("network.port_unknown", who, "state not readable", seen);
                 continue;
             }
             if (!port_up(port)) {
@@ -167,65 +150,49 @@ void judge_ports(const nlohmann::json& devices, const Policy& policy, Findings& 
                         any_up ? ": NCCL uses the other ports, with less bandwidth"
                                : ": no port of this node is up, so NCCL falls back to TCP sockets between "
                                  "nodes"),
-                    facts);
+                    seen);
                 continue;
             }
-            const auto rate = rate_gbps(port.value("rate", nlohmann::json()));
+            const auto rate = rate_gbps(port.rate);
             if (!rate) {
                 out.add("network.rate_unknown", who,
-                    fmt::format("up but its rate is unreadable: {}", port.value("rate", nlohmann::json()).dump()),
-                    facts);
+                    fmt::format("up but its rate is unreadable: {}",
+                        port.rate ? base::quote_input(*port.rate) : std::string("no rate file")),
+                    seen);
                 continue;
             }
-            facts["rate_gbps"] = *rate;
+            seen["rate_gbps"] = *rate;
             if (*rate < policy.ib_min_rate_gbps) {
                 out.add("network.rate_low", who,
                     fmt::format("{1:g} Gb/s ({0}), below {2:g} Gb/s (policy "
                                 "network.ib_min_rate_gbps)",
                         link_layer(port), *rate, policy.ib_min_rate_gbps),
-                    facts);
+                    seen);
                 continue;
             }
-            out.add("network.port_ok", who,
-                fmt::format("ACTIVE at {}, {}", port.value("rate", std::string("?")), link_layer(port)), facts);
+            out.add("network.port_ok", who, fmt::format("ACTIVE at {}, {}", *port.rate, link_layer(port)), seen);
         }
     }
 }
 
-void judge_peermem(const nlohmann::json& network, std::size_t gpus, Findings& out)
+void judge_peermem(const facts::Peermem& peermem, std::size_t gpus, Findings& out)
 {
-    const auto peermem = network.value("peermem", nlohmann::json::object());
     std::vector<std::string> seen;
-    for (const auto& f : peermem.value("files", nlohmann::json::array())) {
-        seen.push_back(f.value("file", std::string("?")));
+    for (const auto& f : peermem.files) {
+        seen.push_back(f.file);
     }
-    for (const auto& m : peermem.value("modules", nlohmann::json::array())) {
-        if (m.is_string()) {
-            seen.push_back(fmt::format("module {}", m.get<std::string>()));
-        }
+    for (const auto& m : peermem.modules.value_or(std::vector<std::string>())) {
+        seen.push_back(fmt::format("module {}", m));
     }
     if (!seen.empty()) {
         out.add("network.gdr_ok", "host", fmt::format("GPUDirect RDMA module present ({})", fmt::join(seen, ", ")),
-            peermem);
+            facts::write(peermem));
     } else if (gpus > 0) {
         out.add("network.no_peermem", "host",
             "InfiniBand/RoCE present but no GPUDirect RDMA module (nvidia_peermem): inter-node GPU traffic "
             "goes through host memory, about half the bandwidth",
-            peermem);
+            facts::write(peermem));
     }
-}
-
-std::vector<unsigned> numa_list(const nlohmann::json& v)
-{
-    std::vector<unsigned> out;
-    if (v.is_array()) {
-        for (const auto& n : v) {
-            if (n.is_number_integer() && n.get<long long>() >= 0) {
-                out.push_back(n.get<unsigned>());
-            }
-        }
-    }
-    return out;
 }
 
 std::string numa_text(const std::vector<unsigned>& numa)
@@ -235,14 +202,12 @@ std::string numa_text(const std::vector<unsigned>& numa)
 
 // The topology's nearest HCA is the closest in the PCI tree, even across sockets; "on its side of
 // the node" means the HCA shares a NUMA node with the GPU.
-void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, Findings& out)
+void judge_nearest_nic(const facts::TopologyFacts& topology, bool have_rdma, Findings& out)
 {
-    const auto gpus = topology.value("gpus", nlohmann::json::array());
-    const auto hcas = topology.value("hcas", nlohmann::json::array());
-    if (gpus.empty()) {
+    if (topology.gpus.empty()) {
         return;
     }
-    if (hcas.empty()) {
+    if (!topology.hcas || topology.hcas->empty()) {
         if (have_rdma) {
             out.add("network.gpu_nic_unknown", "host",
                 "NIC nearest each GPU not known: the topology shows no HCA (hwloc without PCI devices, or "
@@ -250,33 +215,30 @@ void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, Findings&
         }
         return;
     }
+    const std::vector<unsigned> unknown;
     std::vector<std::string> pairs;
     nlohmann::json mapping = nlohmann::json::object();
-    for (const auto& g : gpus) {
-        if (!g.is_object()) {
-            continue;
-        }
-        const unsigned index = g.value("index", 0U);
-        const std::string who = fmt::format("gpu {} ({})", index, g.value("bus_id", std::string("?")));
-        const auto gpu_numa = numa_list(g.value("numa", nlohmann::json()));
-        const auto hca = g.value("hca", nlohmann::json());
-        const std::string hca_name = hca.is_string() ? hca.get<std::string>() : std::string();
+    for (const auto& g : topology.gpus) {
+        const std::string who = fmt::format("gpu {} ({})", g.index, g.bus_id);
+        const auto& gpu_numa = g.numa ? *g.numa : unknown;
+        const std::string hca_name = g.hca.value_or("");
         std::vector<unsigned> hca_numa;
-        for (const auto& h : hcas) {
-            if (h.is_object() && h.value("name", std::string()) == hca_name) {
-                hca_numa = numa_list(h.value("numa", nlohmann::json()));
+        for (const auto& h : *topology.hcas) {
+            if (h.name == hca_name && h.numa) {
+                hca_numa = *h.numa;
             }
         }
         const bool same_side = gpu_numa.empty() || hca_numa.empty() ||
             std::any_of(gpu_numa.begin(), gpu_numa.end(),
                 [&](unsigned n) { return std::find(hca_numa.begin(), hca_numa.end(), n) != hca_numa.end(); });
         if (!hca_name.empty() && same_side) {
-            pairs.push_back(fmt::format("gpu {} -> {}", index, hca_name));
-            mapping[std::to_string(index)] = hca_name;
+            pairs.push_back(fmt::format("gpu {} -> {}", g.index, hca_name));
+            mapping[std::to_string(g.index)] = hca_name;
             continue;
         }
-        nlohmann::json facts = {
-            {"gpu", g}, {"nearest_hca", hca_name.empty() ? nlohmann::json(nullptr) : hca}, {"hca_numa", hca_numa}};
+        const nlohmann::json seen = {{"gpu", facts::write(g)},
+            {"nearest_hca", hca_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(hca_name)},
+            {"hca_numa", hca_numa}};
         out.add("network.gpu_no_near_nic", who,
             hca_name.empty() ? fmt::format("no InfiniBand/RoCE NIC on its side of the node (NUMA node {}): its "
                                            "inter-node traffic crosses the CPU interconnect",
@@ -285,7 +247,7 @@ void judge_nearest_nic(const nlohmann::json& topology, bool have_rdma, Findings&
                                            "nearest, {}, is on NUMA node {}: its inter-node traffic crosses the CPU "
                                            "interconnect",
                                    numa_text(gpu_numa), hca_name, numa_text(hca_numa)),
-            facts);
+            seen);
     }
     if (!pairs.empty()) {
         out.add("network.gpu_nic", "host", fmt::format("nearest NIC: {}", fmt::join(pairs, ", ")), mapping);
@@ -299,10 +261,7 @@ Collector network_collector()
 {
     return {"network", [](const CollectContext& ctx) {
                 base::Sysroot root(ctx.sysroot);
-                nlohmann::json out;
-                out["infiniband"] = infiniband_facts(root);
-                out["peermem"] = peermem_facts(root);
-                return out;
+                return facts::write(facts::NetworkFacts{infiniband_facts(root), peermem_facts(root)});
             }};
 }
 
@@ -363,17 +322,16 @@ Probe network_probe()
             "The node has InfiniBand/RoCE devices but the topology shows no HCA, so GPU-NIC locality is unknown.", ""},
     };
     p.judge = [](const Facts& facts, const Policy& policy, Findings& out) {
-        const auto& network = *collector_facts(facts, "network");
-        const auto& topology = *collector_facts(facts, "topology");
-        const auto devices = network.value("infiniband", nlohmann::json::array());
-        const bool have_rdma = !devices.empty();
+        const facts::NetworkFacts& network = *facts.network().get();
+        const facts::TopologyFacts& topology = *facts.topology().get();
+        const bool have_rdma = !network.infiniband.empty();
         if (!have_rdma) {
             out.add("network.no_rdma", "host",
                 "no InfiniBand/RoCE devices (a single-node job needs none; across nodes NCCL uses TCP "
                 "sockets)");
         } else {
-            judge_ports(devices, policy, out);
-            judge_peermem(network, topology.value("gpus", nlohmann::json::array()).size(), out);
+            judge_ports(network.infiniband, policy, out);
+            judge_peermem(network.peermem, topology.gpus.size(), out);
         }
         judge_nearest_nic(topology, have_rdma, out);
     };

@@ -2,6 +2,7 @@
 #include "doctor/probes/table.hpp"
 #include "doctor/probes/topo_matrix.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <map>
 
@@ -18,59 +19,57 @@ std::string p2p_status_name(int status)
 }
 
 // The peer-access matrix from NVML: NCCL uses P2P only where both READ and WRITE are OK.
-void judge_matrix(const nlohmann::json& nvml, Findings& out)
+void judge_matrix(const facts::NvmlFacts& nvml, Findings& out)
 {
-    const auto& gpus = nvml["gpus"];
+    const std::vector<facts::NvmlGpu> none;
+    const auto& gpus = nvml.gpus ? *nvml.gpus : none;
     if (gpus.size() < 2) {
         out.add("p2p.single_gpu", "host", fmt::format("not checked: {} GPU, so no GPU pairs", gpus.size()));
         return;
     }
-    std::map<unsigned, const nlohmann::json*> by_index;
+    std::map<unsigned, const facts::NvmlGpu*> by_index;
     bool any_nvlink = false;
     for (const auto& g : gpus) {
-        by_index[g.value("index", 0U)] = &g;
-        if (g.contains("nvlinks") && g["nvlinks"].is_array() && !g["nvlinks"].empty()) {
-            any_nvlink = true;
-        }
+        by_index[g.index] = &g;
+        any_nvlink = any_nvlink || (g.nvlinks && !g.nvlinks->empty());
     }
     auto subject = [&](unsigned a, unsigned b) {
         auto bus = [&](unsigned i) {
             auto it = by_index.find(i);
-            return it == by_index.end() ? std::string("?") : it->second->value("bus_id", std::string("?"));
+            return it == by_index.end() ? std::string("?") : it->second->bus_id;
         };
         return fmt::format("gpu {} ({}) ↔ gpu {} ({})", a, bus(a), b, bus(b));
     };
-    const nlohmann::json pairs = nvml.value("pairs", nlohmann::json::array());
+    const std::vector<facts::NvmlPair> no_pairs;
+    const auto& pairs = nvml.pairs ? *nvml.pairs : no_pairs;
     std::vector<std::string> unknown;
     unsigned ok = 0;
     for (const auto& p : pairs) {
-        const unsigned a = p.value("a", 0U);
-        const unsigned b = p.value("b", 0U);
-        if (!p.contains("p2p_read") || !p.contains("p2p_write")) {
-            unknown.push_back(fmt::format("{}-{}", a, b));
+        if (!p.p2p_read || !p.p2p_write) {
+            unknown.push_back(fmt::format("{}-{}", p.a, p.b));
             continue;
         }
-        const int read = p["p2p_read"].get<int>();
-        const int write = p["p2p_write"].get<int>();
+        const int read = *p.p2p_read;
+        const int write = *p.p2p_write;
         if (read == 0 && write == 0) {
             ++ok;
             continue;
         }
-        const std::string link = p.contains("ancestor") ? link_from_ancestor(p["ancestor"].get<int>()) : "?";
+        const std::string link = p.ancestor ? link_from_ancestor(*p.ancestor) : "?";
         const std::string statuses = fmt::format("read {}, write {}", p2p_status_name(read), p2p_status_name(write));
         if (link == "SYS" && !any_nvlink) {
-            out.add("p2p.unavailable_across_sockets", subject(a, b),
+            out.add("p2p.unavailable_across_sockets", subject(p.a, p.b),
                 fmt::format("no P2P between GPUs on different sockets ({}; link SYS, no NVLink on this "
                             "node): expected on PCIe-only multi-socket nodes, traffic is staged "
                             "through host memory",
                     statuses),
-                p);
+                facts::write(p));
         } else {
-            out.add("p2p.unavailable", subject(a, b),
+            out.add("p2p.unavailable", subject(p.a, p.b),
                 fmt::format("peer-to-peer is not available ({}; link {}): NCCL needs both READ and "
                             "WRITE and falls back to slower paths through host memory",
                     statuses, link),
-                p);
+                facts::write(p));
         }
     }
     if (!unknown.empty()) {
@@ -82,17 +81,17 @@ void judge_matrix(const nlohmann::json& nvml, Findings& out)
     }
 }
 
-void judge_iommu(const nlohmann::json& pci, bool vm, Findings& out)
+void judge_iommu(const facts::PciFacts& pci, Findings& out)
 {
-    const nlohmann::json& iommu = pci["iommu"];
+    const facts::PciIommu& iommu = pci.iommu;
     std::map<std::string, unsigned> gpu_types;
-    for (const auto& g : pci.value("gpus", nlohmann::json::array())) {
-        if (g.contains("iommu_type")) {
-            ++gpu_types[g["iommu_type"].get<std::string>()];
+    for (const auto& g : pci.gpus) {
+        if (g.iommu_type) {
+            ++gpu_types[*g.iommu_type];
         }
     }
-    const auto types = iommu.value("types", std::map<std::string, unsigned>());
-    const auto options = iommu.value("cmdline_options", std::vector<std::string>());
+    const auto& types = iommu.types;
+    const auto& options = iommu.cmdline_options;
     auto has_option = [&](const std::string& o) {
         return std::find(options.begin(), options.end(), o) != options.end();
     };
@@ -103,17 +102,17 @@ void judge_iommu(const nlohmann::json& pci, bool vm, Findings& out)
     std::string mode;
     if (!gpu_types.empty()) {
         mode = translated_in(gpu_types) ? "translated" : "passthrough";
-    } else if (iommu.value("groups", 0U) == 0) {
+    } else if (iommu.groups == 0) {
         mode = "off";
     } else if (translated_in(types)) {
         mode = types.count("identity") > 0 && pt_option ? "passthrough" : "translated";
     } else {
         mode = "passthrough";
     }
-    const nlohmann::json f = {{"mode", mode}, {"groups", iommu.value("groups", 0U)}, {"types", types},
+    const nlohmann::json f = {{"mode", mode}, {"groups", iommu.groups}, {"types", types},
         {"gpu_group_types", gpu_types}, {"cmdline_options", options}};
     const std::string opts = options.empty() ? "none" : fmt::format("{}", fmt::join(options, " "));
-    if (mode == "translated" && !vm) {
+    if (mode == "translated" && !pci.vm.virtual_machine) {
         out.add("p2p.iommu_translated", "host",
             fmt::format("the IOMMU translates DMA (group types {}; kernel options {}): GPU peer and "
                         "GPUDirect traffic is redirected through the root complex, slow or hanging",
@@ -127,38 +126,37 @@ void judge_iommu(const nlohmann::json& pci, bool vm, Findings& out)
     out.add("p2p.iommu_ok", "host", why, f);
 }
 
-void judge_acs(const nlohmann::json& pci, bool vm, const std::string& vm_evidence, Findings& out)
+void judge_acs(const facts::PciFacts& pci, Findings& out)
 {
-    const auto bridges = pci.value("bridges", nlohmann::json::array());
+    const nlohmann::json bridges = facts::write(pci.bridges);
     std::vector<std::string> unreadable;
-    std::vector<const nlohmann::json*> redirecting;
+    std::vector<const facts::PciBridge*> redirecting;
     unsigned checked = 0;
-    for (const auto& b : bridges) {
-        if (!b.value("readable", false)) {
-            unreadable.push_back(b.value("bus_id", std::string("?")));
+    for (const auto& b : pci.bridges) {
+        if (!b.readable) {
+            unreadable.push_back(b.bus_id);
             continue;
         }
         ++checked;
-        if (b.value("request_redirect", false) || b.value("completion_redirect", false)) {
+        if (b.redirects()) {
             redirecting.push_back(&b);
         }
     }
-    if (!redirecting.empty() && vm) {
+    if (!redirecting.empty() && pci.vm.virtual_machine) {
         out.add("p2p.acs_in_vm", "host",
             fmt::format("ACS redirect is on at {} bridge(s) above the GPUs, as expected in a virtual "
                         "machine ({}): the hypervisor needs it to isolate passed-through devices",
-                redirecting.size(), vm_evidence),
+                redirecting.size(), pci.vm.evidence.value_or("virtual machine")),
             {{"bridges", bridges}});
     } else {
-        for (const nlohmann::json* b : redirecting) {
-            const std::string bdf = b->value("bus_id", std::string("?"));
-            out.add("p2p.acs_enabled", fmt::format("bridge {}", bdf),
+        auto on_off = [](const std::optional<bool>& bit) { return bit.value_or(false) ? "on" : "off"; };
+        for (const facts::PciBridge* b : redirecting) {
+            out.add("p2p.acs_enabled", fmt::format("bridge {}", b->bus_id),
                 fmt::format("PCIe ACS redirect is on (ACS Control {}: request redirect {}, completion "
                             "redirect {}) on a bridge above the GPUs: peer-to-peer traffic is forced up "
                             "to the root complex, slow or broken (NCCL hangs, GPUDirect RDMA errors)",
-                    b->value("acs_control", std::string("?")), b->value("request_redirect", false) ? "on" : "off",
-                    b->value("completion_redirect", false) ? "on" : "off"),
-                *b);
+                    b->acs_control.value_or("?"), on_off(b->request_redirect), on_off(b->completion_redirect)),
+                facts::write(*b));
         }
     }
     if (!unreadable.empty()) {
@@ -236,30 +234,25 @@ Probe p2p_probe()
             "The IOMMU is off, in passthrough (identity) mode, or translating inside a VM where that is expected.", ""},
     };
     p.judge = [](const Facts& facts, const Policy&, Findings& out) {
-        const auto& pci = *collector_facts(facts, "pci");
+        const facts::PciFacts& pci = *facts.pci().get();
         const auto unavailable = gpus_unavailable(facts);
-        const bool sysfs_gpus = pci.contains("gpus") && pci["gpus"].is_array() && !pci["gpus"].empty();
+        const bool sysfs_gpus = !pci.gpus.empty();
         if (unavailable && !sysfs_gpus) {
             out.skip(fmt::format("not checked: {}", *unavailable + "; no NVIDIA GPU in sysfs either"));
             return;
         }
-        const auto& vm_facts = pci.value("vm", nlohmann::json::object());
-        const bool vm = vm_facts.value("virtual", false);
-        const std::string evidence = vm_facts.value("evidence", std::string("virtual machine"));
         if (unavailable) {
             out.add("p2p.status_unknown", "host", fmt::format("P2P status not checked: {}", *unavailable));
         } else {
-            judge_matrix(*collector_facts(facts, "nvml"), out);
+            judge_matrix(*facts.nvml().get(), out);
         }
         if (!sysfs_gpus) {
             out.add(
                 "p2p.acs_unreadable", "host", "ACS and IOMMU not checked: no NVIDIA GPU under /sys/bus/pci/devices");
             return;
         }
-        judge_acs(pci, vm, evidence, out);
-        if (pci.contains("iommu")) {
-            judge_iommu(pci, vm, out);
-        }
+        judge_acs(pci, out);
+        judge_iommu(pci, out);
     };
     return p;
 }

@@ -28,12 +28,13 @@ std::uint32_t read_u32(const std::string& bytes, std::size_t at)
         static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 3])) << 24;
 }
 
-// ACS facts of one bridge from its config space: {"readable": false, "reason"} when the file is
-// short (extended config space needs root), {"acs": false} without the capability, else the
-// ACS Control register and its redirect bits.
-nlohmann::json acs_of(const std::string& bdf, const base::Sysroot& root, const fs::path& dir)
+// ACS facts of one bridge from its config space: not readable, with the reason, when the file is
+// short (extended config space needs root); no ACS without the capability; else the ACS Control
+// register and its redirect bits.
+facts::PciBridge acs_of(const std::string& bdf, const base::Sysroot& root, const fs::path& dir)
 {
-    nlohmann::json out = {{"bus_id", bdf}};
+    facts::PciBridge out;
+    out.bus_id = bdf;
     // `dir` is the bridge's resolved directory on the host; its config is read as every sysfs file
     // is, through the sysroot (a regular file, at most 16 MiB).
     std::error_code ec;
@@ -43,18 +44,16 @@ nlohmann::json acs_of(const std::string& bdf, const base::Sysroot& root, const f
         config = root.read("/" + relative.string() + "/config");
     }
     if (!config) {
-        out["readable"] = false;
-        out["reason"] = "config missing";
+        out.reason = "config missing";
         return out;
     }
     if (config->size() < extended_config_size) {
-        out["readable"] = false;
-        out["reason"] = "unreadable (needs root)";
-        out["config_bytes"] = config->size();
+        out.reason = "unreadable (needs root)";
+        out.config_bytes = config->size();
         return out;
     }
-    out["readable"] = true;
-    out["acs"] = false;
+    out.readable = true;
+    out.acs = false;
     std::size_t offset = first_extended_capability;
     for (int guard = 0; guard < 256 && offset >= first_extended_capability && offset + 8 <= config->size(); ++guard) {
         const std::uint32_t header = read_u32(*config, offset);
@@ -63,12 +62,12 @@ nlohmann::json acs_of(const std::string& bdf, const base::Sysroot& root, const f
         }
         if ((header & 0xffff) == acs_capability_id) {
             const std::uint16_t control = static_cast<std::uint16_t>(read_u32(*config, offset + 4) >> 16);
-            out["acs"] = true;
-            out["acs_offset"] = offset;
-            out["acs_control"] = fmt::format("0x{:04x}", control);
-            out["source_validation"] = (control & 0x1) != 0;
-            out["request_redirect"] = (control & 0x4) != 0;
-            out["completion_redirect"] = (control & 0x8) != 0;
+            out.acs = true;
+            out.acs_offset = static_cast<unsigned>(offset);
+            out.acs_control = fmt::format("0x{:04x}", control);
+            out.source_validation = (control & 0x1) != 0;
+            out.request_redirect = (control & 0x4) != 0;
+            out.completion_redirect = (control & 0x8) != 0;
             break;
         }
         offset = (header >> 20) & 0xffc;
@@ -83,60 +82,55 @@ bool is_bdf(const std::string& name)
 }
 
 // The IOMMU as the kernel set it up: group types and the boot options that chose them.
-nlohmann::json iommu_facts(const base::Sysroot& root, const std::optional<std::string>& cmdline)
+facts::PciIommu iommu_facts(const base::Sysroot& root, const std::optional<std::string>& cmdline)
 {
-    nlohmann::json out;
-    std::map<std::string, unsigned> types;
-    unsigned groups = 0;
+    facts::PciIommu out;
     std::error_code ec;
     for (fs::directory_iterator it(root.path("/sys/kernel/iommu_groups"), ec), end; !ec && it != end;
          it.increment(ec)) {
-        ++groups;
+        ++out.groups;
         std::string group = it->path().filename().string();
         if (auto type = root.read_line("/sys/kernel/iommu_groups/" + group + "/type")) {
-            ++types[*type];
+            ++out.types[*type];
         }
     }
-    out["groups"] = groups;
-    out["types"] = types;
-    nlohmann::json options = nlohmann::json::array();
     if (cmdline) {
         std::istringstream words(*cmdline);
         for (std::string w; words >> w;) {
             if (w.rfind("iommu", 0) == 0 || w.rfind("intel_iommu", 0) == 0 || w.rfind("amd_iommu", 0) == 0) {
-                options.push_back(w);
+                out.cmdline_options.push_back(w);
             }
         }
     }
-    out["cmdline_options"] = options;
     return out;
 }
 
 // Whether this is a virtual machine, and what says so.
-nlohmann::json vm_facts(const base::Sysroot& root)
+facts::PciVm vm_facts(const base::Sysroot& root)
 {
     static const char* const vendors[] = {"QEMU", "KVM", "Amazon EC2", "Microsoft", "Google", "VMware", "Xen",
         "innotek", "VirtualBox", "Parallels", "OpenStack", "Bochs"};
-    nlohmann::json out = {{"virtual", false}};
-    for (const char* file : {"/sys/class/dmi/id/sys_vendor", "/sys/class/dmi/id/product_name"}) {
+    facts::PciVm out;
+    for (auto [file, into] : {std::pair{"/sys/class/dmi/id/sys_vendor", &out.sys_vendor},
+             std::pair{"/sys/class/dmi/id/product_name", &out.product_name}}) {
         auto value = root.read_line(file);
         if (!value) {
             continue;
         }
-        out[fs::path(file).filename().string()] = *value;
+        *into = *value;
         for (const char* v : vendors) {
             if (value->find(v) != std::string::npos) {
-                out["virtual"] = true;
-                out["evidence"] = fmt::format("{} is '{}'", file, *value);
+                out.virtual_machine = true;
+                out.evidence = fmt::format("{} is '{}'", file, *value);
             }
         }
     }
-    if (!out["virtual"].get<bool>()) {
+    if (!out.virtual_machine) {
         if (auto cpuinfo = root.read("/proc/cpuinfo")) {
             static const std::regex flag(R"(^flags\s*:.*\bhypervisor\b)", std::regex::multiline);
             if (std::regex_search(*cpuinfo, flag)) {
-                out["virtual"] = true;
-                out["evidence"] = "/proc/cpuinfo has the hypervisor flag";
+                out.virtual_machine = true;
+                out.evidence = "/proc/cpuinfo has the hypervisor flag";
             }
         }
     }
@@ -149,57 +143,51 @@ nlohmann::json vm_facts(const base::Sysroot& root)
 // this is a VM, and PCIe ACS on the bridges above each NVIDIA GPU (sysfs, config space).
 Collector pci_collector()
 {
-    return {
-        "pci", [](const CollectContext& ctx) {
-            base::Sysroot root(ctx.sysroot);
-            nlohmann::json out;
-            out["iommu"] = iommu_facts(root, root.read_line("/proc/cmdline"));
-            out["vm"] = vm_facts(root);
-            nlohmann::json gpus = nlohmann::json::array();
-            std::map<std::string, fs::path> bridges;
-            std::error_code ec;
-            const fs::path devices = root.path("/sys/bus/pci/devices");
-            std::vector<std::string> names;
-            for (fs::directory_iterator it(devices, ec), end; !ec && it != end; it.increment(ec)) {
-                names.push_back(it->path().filename().string());
-            }
-            std::sort(names.begin(), names.end());
-            for (const auto& bdf : names) {
-                const std::string dir = "/sys/bus/pci/devices/" + bdf;
-                auto vendor = root.read_line(dir + "/vendor");
-                auto cls = root.read_line(dir + "/class");
-                if (!vendor || *vendor != "0x10de" || !cls ||
-                    (cls->rfind("0x0302", 0) != 0 && cls->rfind("0x0300", 0) != 0)) {
-                    continue;
+    return {"pci", [](const CollectContext& ctx) {
+                base::Sysroot root(ctx.sysroot);
+                facts::PciFacts out;
+                out.iommu = iommu_facts(root, root.read_line("/proc/cmdline"));
+                out.vm = vm_facts(root);
+                std::map<std::string, fs::path> bridges;
+                std::error_code ec;
+                const fs::path devices = root.path("/sys/bus/pci/devices");
+                std::vector<std::string> names;
+                for (fs::directory_iterator it(devices, ec), end; !ec && it != end; it.increment(ec)) {
+                    names.push_back(it->path().filename().string());
                 }
-                nlohmann::json gpu = {{"bus_id", bdf}};
-                std::error_code real_ec;
-                fs::path real = fs::canonical(devices / bdf, real_ec);
-                nlohmann::json upstream = nlohmann::json::array();
-                if (!real_ec) {
-                    for (fs::path p = real.parent_path(); p.has_filename() && is_bdf(p.filename().string());
-                         p = p.parent_path()) {
-                        upstream.push_back(p.filename().string());
-                        bridges.emplace(p.filename().string(), p);
+                std::sort(names.begin(), names.end());
+                for (const auto& bdf : names) {
+                    const std::string dir = "/sys/bus/pci/devices/" + bdf;
+                    auto vendor = root.read_line(dir + "/vendor");
+                    auto cls = root.read_line(dir + "/class");
+                    if (!vendor || *vendor != "0x10de" || !cls ||
+                        (cls->rfind("0x0302", 0) != 0 && cls->rfind("0x0300", 0) != 0)) {
+                        continue;
                     }
-                }
-                gpu["upstream_bridges"] = upstream;
-                if (auto group = fs::read_symlink(devices / bdf / "iommu_group", real_ec); !real_ec) {
-                    gpu["iommu_group"] = group.filename().string();
-                    if (auto type = root.read_line("/sys/kernel/iommu_groups/" + group.filename().string() + "/type")) {
-                        gpu["iommu_type"] = *type;
+                    facts::PciGpu gpu;
+                    gpu.bus_id = bdf;
+                    gpu.upstream_bridges.emplace();
+                    std::error_code real_ec;
+                    fs::path real = fs::canonical(devices / bdf, real_ec);
+                    if (!real_ec) {
+                        for (fs::path p = real.parent_path(); p.has_filename() && is_bdf(p.filename().string());
+                             p = p.parent_path()) {
+                            gpu.upstream_bridges->push_back(p.filename().string());
+                            bridges.emplace(p.filename().string(), p);
+                        }
                     }
+                    if (auto group = fs::read_symlink(devices / bdf / "iommu_group", real_ec); !real_ec) {
+                        gpu.iommu_group = group.filename().string();
+                        gpu.iommu_type =
+                            root.read_line("/sys/kernel/iommu_groups/" + group.filename().string() + "/type");
+                    }
+                    out.gpus.push_back(std::move(gpu));
                 }
-                gpus.push_back(gpu);
-            }
-            out["gpus"] = gpus;
-            nlohmann::json acs = nlohmann::json::array();
-            for (const auto& [bdf, dir] : bridges) {
-                acs.push_back(acs_of(bdf, root, dir));
-            }
-            out["bridges"] = acs;
-            return out;
-        }};
+                for (const auto& [bdf, dir] : bridges) {
+                    out.bridges.push_back(acs_of(bdf, root, dir));
+                }
+                return facts::write(out);
+            }};
 }
 
 } // namespace doctor::probes

@@ -34,55 +34,50 @@ std::string numa_text(const std::vector<unsigned>& numa)
     return numa.empty() ? "N/A" : fmt::format("{}", fmt::join(numa, ","));
 }
 
-// The topology facts' GPU objects by normalised bus id.
-std::map<std::string, const nlohmann::json*> topology_gpus(const nlohmann::json* topology)
+// The topology facts' GPUs by normalised bus id.
+std::map<std::string, const facts::TopologyGpu*> topology_gpus(const facts::TopologyFacts* topology)
 {
-    std::map<std::string, const nlohmann::json*> out;
-    if (topology == nullptr || !topology->contains("gpus") || !(*topology)["gpus"].is_array()) {
+    std::map<std::string, const facts::TopologyGpu*> out;
+    if (topology == nullptr) {
         return out;
     }
-    for (const auto& g : (*topology)["gpus"]) {
-        out[normal_bus_id(g.value("bus_id", std::string()))] = &g;
+    for (const auto& g : topology->gpus) {
+        out[normal_bus_id(g.bus_id)] = &g;
     }
     return out;
 }
 
-void place(TopoGpu& gpu, const std::map<std::string, const nlohmann::json*>& located)
+void place(TopoGpu& gpu, const std::map<std::string, const facts::TopologyGpu*>& located)
 {
     auto it = located.find(gpu.bus_id);
     if (it == located.end()) {
         return;
     }
-    const nlohmann::json& g = *it->second;
-    gpu.cpus = g.value("cpus", std::string());
-    if (g.contains("numa") && g["numa"].is_array()) {
-        gpu.numa = g["numa"].get<std::vector<unsigned>>();
-    }
-    if (g.contains("hca") && g["hca"].is_string()) {
-        gpu.nic = g["hca"].get<std::string>();
-    }
+    const facts::TopologyGpu& g = *it->second;
+    gpu.cpus = g.cpus.value_or("");
+    gpu.numa = g.numa.value_or(std::vector<unsigned>());
+    gpu.nic = g.hca.value_or("");
     if (gpu.name.empty()) {
-        gpu.name = g.value("name", std::string());
+        gpu.name = g.name.value_or("");
     }
 }
 
-// Lists the GPUs of `gpus` (nvml or topology facts) in `m` and sets up the matrix with X on the
-// diagonal; returns each bus id's position.
-std::map<std::string, std::size_t> start_matrix(const nlohmann::json& gpus, const char* source, TopoMatrix& m)
+// Adds a GPU to `m`; returns its position.
+std::size_t add_gpu(TopoMatrix& m, unsigned index, const std::string& bus_id, const std::optional<std::string>& name)
 {
-    m.source = source;
+    m.gpus.push_back({index, normal_bus_id(bus_id), name.value_or(""), "", {}, ""});
+    return m.gpus.size() - 1;
+}
+
+// Sets up the matrix of the GPUs of `m` with X on the diagonal and "?" elsewhere; returns each bus
+// id's position.
+std::map<std::string, std::size_t> start_matrix(TopoMatrix& m)
+{
     std::map<std::string, std::size_t> position;
-    if (gpus.is_array()) {
-        for (const auto& g : gpus) {
-            TopoGpu gpu;
-            gpu.index = g.value("index", 0U);
-            gpu.bus_id = normal_bus_id(g.value("bus_id", std::string()));
-            gpu.name = g.value("name", std::string());
-            position[gpu.bus_id] = m.gpus.size();
-            m.gpus.push_back(std::move(gpu));
-        }
-    }
     const std::size_t n = m.gpus.size();
+    for (std::size_t i = 0; i < n; ++i) {
+        position[m.gpus[i].bus_id] = i;
+    }
     m.link.assign(n, std::vector<std::string>(n, "?"));
     for (std::size_t i = 0; i < n; ++i) {
         m.link[i][i] = "X";
@@ -90,39 +85,37 @@ std::map<std::string, std::size_t> start_matrix(const nlohmann::json& gpus, cons
     return position;
 }
 
-void from_nvml(const nlohmann::json& nvml, TopoMatrix& m)
+void from_nvml(const facts::NvmlFacts& nvml, TopoMatrix& m)
 {
-    auto position = start_matrix(nvml["gpus"], "nvml", m);
+    m.source = "nvml";
+    const std::vector<facts::NvmlGpu> none;
+    const auto& gpus = nvml.gpus ? *nvml.gpus : none;
+    for (const auto& g : gpus) {
+        add_gpu(m, g.index, g.bus_id, g.name);
+    }
+    auto position = start_matrix(m);
     const std::size_t n = m.gpus.size();
     std::map<unsigned, std::size_t> by_index;
     for (std::size_t i = 0; i < n; ++i) {
         by_index[m.gpus[i].index] = i;
     }
-    if (nvml.contains("pairs") && nvml["pairs"].is_array()) {
-        for (const auto& p : nvml["pairs"]) {
-            auto a = by_index.find(p.value("a", 0U));
-            auto b = by_index.find(p.value("b", 0U));
-            if (a == by_index.end() || b == by_index.end() || !p.contains("ancestor")) {
-                continue;
-            }
-            const std::string text = link_from_ancestor(p["ancestor"].get<int>());
-            m.link[a->second][b->second] = text;
-            m.link[b->second][a->second] = text;
+    for (const auto& p : nvml.pairs.value_or(std::vector<facts::NvmlPair>())) {
+        auto a = by_index.find(p.a);
+        auto b = by_index.find(p.b);
+        if (a == by_index.end() || b == by_index.end() || !p.ancestor) {
+            continue;
         }
+        const std::string text = link_from_ancestor(*p.ancestor);
+        m.link[a->second][b->second] = text;
+        m.link[b->second][a->second] = text;
     }
     // NVLinks: to a peer GPU directly, or (NVSwitch systems) to a switch every GPU reaches.
     std::vector<std::map<std::string, unsigned>> remote(n);
     bool any_link = false;
-    for (const auto& g : nvml["gpus"]) {
-        auto at = position.find(normal_bus_id(g.value("bus_id", std::string())));
-        if (at == position.end() || !g.contains("nvlinks") || !g["nvlinks"].is_array()) {
-            continue;
-        }
-        for (const auto& r : g["nvlinks"]) {
-            if (r.is_string()) {
-                ++remote[at->second][normal_bus_id(r.get<std::string>())];
-                any_link = true;
-            }
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+        for (const auto& r : gpus[i].nvlinks.value_or(std::vector<std::string>())) {
+            ++remote[i][normal_bus_id(r)];
+            any_link = true;
         }
     }
     if (!any_link) {
@@ -156,25 +149,28 @@ void from_nvml(const nlohmann::json& nvml, TopoMatrix& m)
     }
 }
 
-void from_topology(const nlohmann::json& topology, TopoMatrix& m)
+void from_topology(const facts::TopologyFacts& topology, TopoMatrix& m)
 {
-    auto position = start_matrix(topology.contains("gpus") ? topology["gpus"] : nlohmann::json(), "hwloc", m);
+    m.source = "hwloc";
+    for (const auto& g : topology.gpus) {
+        add_gpu(m, g.index, g.bus_id, g.name);
+    }
+    auto position = start_matrix(m);
     const std::size_t n = m.gpus.size();
-    if (!topology.contains("links") || !topology["links"].is_array()) {
+    if (!topology.links) {
         if (n > 1) {
             m.notes.push_back("the topology facts have no GPU links (a snapshot from an older gpudoctor?)");
         }
         return;
     }
-    for (const auto& l : topology["links"]) {
-        auto a = position.find(normal_bus_id(l.value("a", std::string())));
-        auto b = position.find(normal_bus_id(l.value("b", std::string())));
+    for (const auto& l : *topology.links) {
+        auto a = position.find(normal_bus_id(l.a));
+        auto b = position.find(normal_bus_id(l.b));
         if (a == position.end() || b == position.end()) {
             continue;
         }
-        const std::string text = l.value("link", std::string("?"));
-        m.link[a->second][b->second] = text;
-        m.link[b->second][a->second] = text;
+        m.link[a->second][b->second] = l.link;
+        m.link[b->second][a->second] = l.link;
     }
 }
 
@@ -211,25 +207,22 @@ std::string link_from_ancestor(int level)
 TopoMatrix topo_matrix(const Facts& facts)
 {
     TopoMatrix m;
-    const nlohmann::json* nvml = collector_facts(facts, "nvml");
-    const nlohmann::json* topology = collector_facts(facts, "topology");
-    const bool topology_ok = topology != nullptr && collector_error(facts, "topology").empty();
-    const std::string topology_source = topology_ok ? topology->value("source", std::string("live")) : "";
-    const bool topology_file = topology_ok && topology_source != "live";
-    const bool nvml_ok = nvml != nullptr && collector_error(facts, "nvml").empty() &&
-        !probes::gpus_unavailable(facts).has_value() && nvml->contains("gpus") && (*nvml)["gpus"].is_array();
+    const facts::NvmlFacts* nvml = facts.nvml().get();
+    const facts::TopologyFacts* topology = facts.topology().get();
+    const bool topology_file = topology != nullptr && !topology->live();
+    const bool nvml_ok = nvml != nullptr && !probes::gpus_unavailable(facts).has_value() && nvml->gpus;
     if (nvml_ok && !topology_file) {
         from_nvml(*nvml, m);
-        if (!topology_ok) {
+        if (topology == nullptr) {
             m.notes.push_back(fmt::format("CPU and NUMA affinity unknown: the hwloc topology was not read ({})",
-                topology == nullptr ? "not collected" : collector_error(facts, "topology")));
+                facts.has("topology") ? facts.error("topology") : "not collected"));
         }
-    } else if (topology_ok) {
+    } else if (topology != nullptr) {
         from_topology(*topology, m);
         if (topology_file) {
             m.notes.push_back(fmt::format("links from the hwloc PCI tree of {} (NVML is not asked about a file's "
                                           "GPUs, so NVLinks are not shown)",
-                topology_source));
+                topology->source));
         } else if (auto why = probes::gpus_unavailable(facts); why && m.gpus.empty()) {
             m.notes.push_back(fmt::format("{}; the hwloc PCI tree has no NVIDIA GPU either", *why));
         } else if (why) {
@@ -239,13 +232,12 @@ TopoMatrix topo_matrix(const Facts& facts)
         if (auto why = probes::gpus_unavailable(facts)) {
             m.notes.push_back(*why);
         }
-        if (topology != nullptr && !topology_ok) {
-            m.notes.push_back(
-                fmt::format("the hwloc topology could not be read: {}", collector_error(facts, "topology")));
+        if (facts.has("topology")) {
+            m.notes.push_back(fmt::format("the hwloc topology could not be read: {}", facts.error("topology")));
         }
         return m;
     }
-    const auto located = topology_gpus(topology_ok ? topology : nullptr);
+    const auto located = topology_gpus(topology);
     for (auto& gpu : m.gpus) {
         place(gpu, located);
     }
@@ -320,7 +312,7 @@ int run_topo(const CollectContext& ctx, bool json)
     } else {
         std::cout << render_topo_text(m);
     }
-    const std::string topology_error = collector_error(facts, "topology");
+    const std::string topology_error = facts.error("topology");
     if (m.source.empty() && !topology_error.empty()) {
         fmt::print(stderr, "gpudoctor topo: cannot read the topology: {}\n", topology_error);
         return ctx.topology_file.empty() ? 3 : 2;
@@ -328,10 +320,10 @@ int run_topo(const CollectContext& ctx, bool json)
     if (m.gpus.empty() && ctx.topology_file.empty()) {
         // This machine's GPUs need NVML (or an NVIDIA device in hwloc's PCI tree): without either,
         // topo could not do its work, as monitor cannot.
-        const auto* nvml = collector_facts(facts, "nvml");
-        std::string why = collector_error(facts, "nvml");
-        if (why.empty() && nvml != nullptr && nvml->is_object() && nvml->value("nvml_loaded", true) == false) {
-            why = nvml->value("nvml_error", std::string("not loaded"));
+        const auto* nvml = facts.nvml().get();
+        std::string why = facts.error("nvml");
+        if (why.empty() && nvml != nullptr && !nvml->nvml_loaded) {
+            why = nvml->nvml_error.value_or("not loaded");
         }
         if (!why.empty()) {
             fmt::print(stderr, "gpudoctor topo: no GPU found, and NVML is unavailable: {}\n", why);

@@ -32,7 +32,7 @@ json node_facts(const std::string& host)
     }
     return {{"host", {{"hostname", host}, {"kernel", "5.15.0-105-generic"}, {"machine", "x86_64"}}},
         {"limits",
-            {{"shm", {{"bytes", 68719476736.0}, {"exists", true}, {"mounted", true}, {"fstype", "tmpfs"}}},
+            {{"shm", {{"bytes", 68719476736ULL}, {"exists", true}, {"mounted", true}, {"fstype", "tmpfs"}}},
                 {"memlock", {{"soft", "unlimited"}, {"hard", "unlimited"}}},
                 {"nofile", {{"soft", 1048576}, {"hard", 1048576}}}}},
         {"nvml",
@@ -66,7 +66,7 @@ TEST(FleetMerge, EqualNodesAreAllFitWithNoDrift)
 TEST(FleetMerge, TheOddNodeIsNamedWithItsFindingAndLeftOutOfTheHealthyHostfile)
 {
     json small = node_facts("n03");
-    small["limits"]["shm"]["bytes"] = 67108864.0; // 64 MiB: a container's default
+    small["limits"]["shm"]["bytes"] = 67108864; // 64 MiB: a container's default
     small["env"]["variables"]["NCCL_P2P_DISABLE"] = "1";
     const auto report = merge({snapshot_of("n01", node_facts("n01")), snapshot_of("n02", node_facts("n02")),
         snapshot_of("n03", small), snapshot_of("n04", node_facts("n04"))});
@@ -293,7 +293,7 @@ protected:
 TEST_F(FleetCli, NamesTheOddNodeAndWritesTheHealthyHostfile)
 {
     json small = node_facts("n02");
-    small["limits"]["shm"]["bytes"] = 67108864.0;
+    small["limits"]["shm"]["bytes"] = 67108864;
     const std::string hosts = (m_dir / "healthy").string();
     const auto r = gpudoctor({"--only", "limits", "--strict", "--from", snapshot("n01", node_facts("n01")), "--from",
         snapshot("n02", small), "--from", snapshot("n03", node_facts("n03")), "--healthy-hostfile", hosts, "--json"});

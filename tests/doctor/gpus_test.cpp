@@ -27,7 +27,7 @@ protected:
         ctx.env["GPUKIT_NVML_LIBRARY"] = FAKE_NVML_PATH;
         nlohmann::json facts;
         facts["nvml"] = test_support::collector_named("nvml").collect(ctx);
-        facts["topology"] = {{"gpus", nlohmann::json::array()}};
+        facts["topology"] = {{"source", "live"}, {"gpus", nlohmann::json::array()}};
         return facts;
     }
     std::vector<doctor::engine::Finding> gpus(
@@ -58,7 +58,8 @@ TEST_F(GpusProbe, MissingGpuIsNamedFromThePciBus)
     auto fixture = test_support::healthy_gpu_node();
     fixture["gpus"].erase(2);
     auto facts = collect(fixture);
-    facts["topology"] = {{"source", "live"}, {"gpus", {{{"bus_id", "0000:07:00.0"}}, {{"bus_id", "0000:47:00.0"}}}}};
+    facts["topology"] = {{"source", "live"},
+        {"gpus", {{{"index", 0}, {"bus_id", "0000:07:00.0"}}, {{"index", 1}, {"bus_id", "0000:47:00.0"}}}}};
     auto policy = doctor::engine::Policy::defaults();
     policy.expect_gpus = 8;
     auto findings = test_support::judge_one("gpus", facts, policy);
@@ -144,22 +145,26 @@ TEST_F(GpusProbe, OtherProcessesModesAndPersistence)
 {
     auto fixture = test_support::healthy_gpu_node(3);
     fixture["gpus"][0]["processes"] = 2;
-    fixture["gpus"][1]["compute_mode"] = 3;
+    fixture["gpus"][1]["compute_mode"] = 2; // NVML_COMPUTEMODE_PROHIBITED
     fixture["gpus"][2]["persistence"] = 0;
     auto findings = gpus(fixture);
+    EXPECT_EQ(find_code(findings, "gpus.compute_exclusive"), nullptr);
     EXPECT_EQ(find_code(findings, "gpus.busy")->message, "2 compute processes already on this GPU");
     EXPECT_EQ(find_code(findings, "gpus.compute_prohibited")->severity, Severity::fail);
     EXPECT_EQ(find_code(findings, "gpus.persistence_off")->severity, Severity::warn);
     auto policy = doctor::engine::Policy::defaults();
     policy.max_other_processes = 2;
     EXPECT_EQ(find_code(gpus(fixture, policy), "gpus.busy"), nullptr);
+    fixture["gpus"][1]["compute_mode"] = 3; // NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+    EXPECT_EQ(find_code(gpus(fixture), "gpus.compute_exclusive")->severity, Severity::warn);
+    EXPECT_EQ(find_code(gpus(fixture), "gpus.compute_prohibited"), nullptr);
 }
 
 TEST_F(GpusProbe, NoDriverFailsUnlessACpuNodeIsExpected)
 {
     nlohmann::json facts;
     facts["nvml"] = {{"driver_file", nullptr}, {"nvml_loaded", false}, {"nvml_error", "cannot load libnvidia-ml.so.1"}};
-    facts["topology"] = {{"gpus", nlohmann::json::array()}};
+    facts["topology"] = {{"source", "live"}, {"gpus", nlohmann::json::array()}};
     auto findings = test_support::judge_one("gpus", facts);
     ASSERT_EQ(findings.size(), 1U);
     EXPECT_EQ(findings[0].severity, Severity::fail);
@@ -314,7 +319,7 @@ TEST_F(GpusProbe, NvmlWithNoGpuOnACpuNodePasses)
 TEST_F(GpusProbe, ATopologyFileIsNotComparedWithThisMachinesNvml)
 {
     auto facts = collect(test_support::healthy_gpu_node(1));
-    facts["topology"] = {{"source", "/some/other-node.xml"}, {"gpus", {{{"bus_id", "0000:47:00.0"}}}}};
+    facts["topology"] = {{"source", "/some/other-node.xml"}, {"gpus", {{{"index", 0}, {"bus_id", "0000:47:00.0"}}}}};
     EXPECT_EQ(find_code(test_support::judge_one("gpus", facts), "gpus.count")->severity, Severity::pass);
     facts["topology"]["source"] = "live";
     EXPECT_EQ(find_code(test_support::judge_one("gpus", facts), "gpus.count")->severity, Severity::fail);

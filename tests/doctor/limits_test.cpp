@@ -1,4 +1,5 @@
 #include "tests/support/doctor_support.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <filesystem>
@@ -156,8 +157,21 @@ TEST(LimitsRule, ShmOfUnknownSizeIsSkippedNotPassed)
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->severity, Severity::skip);
     EXPECT_NE(f->message.find("Permission denied"), std::string::npos);
-    findings = judge_one("limits", facts_with({{"exists", true}, {"bytes", "lots"}}));
+    findings = judge_one("limits", facts_with({{"exists", true}}));
     EXPECT_EQ(find_code(findings, "limits.shm_unknown")->severity, Severity::skip);
+}
+
+TEST(LimitsRule, FactsNotAsTheCollectorWritesThemAreBadInputNotASkip)
+{
+    EXPECT_EQ(test_support::error_of([] {
+        test_support::facts_of(facts_with({{"exists", true}, {"bytes", "lots"}}));
+    }),
+        "the test's facts: the limits facts are not as gpudoctor snapshot writes them (shm.bytes is 'lots', expected "
+        "a count, 0 or more); write the snapshot again with 'gpudoctor snapshot > node.json'");
+    EXPECT_NE(test_support::error_of([] {
+        test_support::facts_of({{"limits", nlohmann::json::object()}});
+    }).find("(shm is missing)"),
+        std::string::npos);
 }
 
 TEST(LimitsRule, LimitedMemlockWarnsAndTheRemedyDependsOnTheHardLimit)
@@ -206,7 +220,9 @@ TEST(LimitsRule, GarbageOrMissingLimitsAreSkipped)
         judge_one("limits", facts_with(big_shm, {{"soft", -5}, {"hard", "x"}}, {{"error", "getrlimit: EPERM"}}));
     EXPECT_EQ(codes_with(findings, Severity::skip),
         (std::vector<std::string>{"limits.memlock_unknown", "limits.nofile_unknown"}));
-    findings = judge_one("limits", {{"limits", nlohmann::json::object()}});
+    findings = judge_one("limits",
+        facts_with({{"exists", true}, {"error", "statfs: EACCES"}}, {{"error", "getrlimit: EPERM"}},
+            {{"error", "getrlimit: EPERM"}}));
     EXPECT_EQ(codes_with(findings, Severity::skip).size(), 3U);
     EXPECT_TRUE(codes_with(findings, Severity::pass).empty()) << "nothing known is never a pass";
 }
@@ -222,7 +238,7 @@ TEST(LimitsRule, EveryCodeEmittedIsDocumented)
     for (const auto& facts :
         {facts_with(big_shm), facts_with({{"exists", false}}), facts_with({{"exists", true}, {"bytes", 1}}),
             facts_with(big_shm, {{"soft", 1}, {"hard", 1}}, {{"soft", 1}, {"hard", 1}}),
-            nlohmann::json{{"limits", nlohmann::json::object()}}}) {
+            facts_with({{"exists", true}}, {{"error", "x"}}, {{"soft", "x"}})}) {
         for (const auto& f : judge_one("limits", facts)) {
             EXPECT_NE(std::find(documented.begin(), documented.end(), f.code), documented.end()) << f.code;
             if (f.severity == Severity::warn || f.severity == Severity::fail) {

@@ -1,5 +1,6 @@
 #include "base/process.hpp"
 #include "tests/support/doctor_support.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <chrono>
@@ -293,8 +294,19 @@ TEST(MpiRule, GarbageFactsNeverPass)
     findings = judge_one("mpi",
         {{"mpi",
             {{"mpirun", "/usr/bin/mpirun"}, {"mpirun_version", {{"flavour", "Open MPI"}}},
-                {"ompi_info", {{"path", "/x"}, {"cuda_support", "yes"}}}}}});
+                {"ompi_info", {{"path", "/x"}}}}}});
     EXPECT_NE(find_code(findings, "mpi.cuda_unknown"), nullptr);
+}
+
+TEST(MpiRule, FactsNotAsTheCollectorWritesThemAreBadInput)
+{
+    EXPECT_EQ(test_support::error_of([] {
+        test_support::facts_of({{"mpi",
+            {{"mpirun", "/usr/bin/mpirun"}, {"mpirun_version", {{"flavour", "Open MPI"}}},
+                {"ompi_info", {{"path", "/x"}, {"cuda_support", "yes"}}}}}});
+    }),
+        "the test's facts: the mpi facts are not as gpudoctor snapshot writes them (ompi_info.cuda_support is "
+        "'yes', expected true or false); write the snapshot again with 'gpudoctor snapshot > node.json'");
 }
 
 TEST(MpiRule, EveryCodeIsDocumented)

@@ -77,7 +77,9 @@ TEST(Runner, MissingOrBrokenFactsNeverPass)
     ASSERT_EQ(skipped.size(), 1U);
     EXPECT_EQ(skipped[0].severity, Severity::skip);
     EXPECT_EQ(skipped[0].code, "gpus.skip");
-    auto broken = test_support::judge_one("gpus", {{"nvml", {{"error", "timed out after 10 s"}}}, {"topology", {}}});
+    auto broken = test_support::judge_one("gpus",
+        {{"nvml", {{"error", "timed out after 10 s"}}},
+            {"topology", {{"source", "live"}, {"gpus", nlohmann::json::array()}}}});
     ASSERT_EQ(broken.size(), 1U);
     EXPECT_EQ(broken[0].severity, Severity::error);
     EXPECT_NE(broken[0].message.find("collecting nvml: timed out after 10 s"), std::string::npos);

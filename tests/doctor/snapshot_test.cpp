@@ -34,6 +34,56 @@ nlohmann::json nvml_with_gpus(std::size_t n)
         {"pairs", pairs}};
 }
 
+/// The facts of every collector read into a struct of its own, as `gpudoctor snapshot` writes them
+/// for a node with two GPUs and an HCA.
+nlohmann::json node_facts()
+{
+    using nlohmann::json;
+    return {{"host", {{"hostname", "n01"}, {"kernel", "6.8.0"}, {"cpus_online", 32}}}, {"nvml", nvml_with_gpus(2)},
+        {"topology",
+            {{"source", "live"}, {"hostname", "n01"}, {"allowed_cpus", "0-31"}, {"cores", 32},
+                {"numa_nodes",
+                    {{{"os_index", 0}, {"cpus", "0-15"}, {"memory", 1ULL << 36}, {"gpu_memory", false}},
+                        {{"os_index", 1}, {"cpus", "16-31"}, {"memory", 1ULL << 36}, {"gpu_memory", false}}}},
+                {"gpus",
+                    {{{"index", 0}, {"bus_id", "0000:00:00.0"}, {"name", "H100"}, {"cpus", "0-15"}, {"numa", {0}},
+                         {"hca", "mlx5_0"}, {"pci_path", {"0000:00:01.0", "HostBridge"}}},
+                        {{"index", 1}, {"bus_id", "0000:01:00.0"}, {"name", "H100"}, {"cpus", "16-31"}, {"numa", {1}},
+                            {"pci_path", {"HostBridge"}}}}},
+                {"links", {{{"a", "0000:00:00.0"}, {"b", "0000:01:00.0"}, {"link", "SYS"}}}},
+                {"hcas", {{{"name", "mlx5_0"}, {"bus_id", "0000:02:00.0"}, {"cpus", "0-15"}, {"numa", {0}}}}}}},
+        {"pci",
+            {{"iommu", {{"groups", 2}, {"types", {{"identity", 2}}}, {"cmdline_options", {"iommu=pt"}}}},
+                {"vm", {{"virtual", false}, {"sys_vendor", "Supermicro"}}},
+                {"gpus",
+                    {{{"bus_id", "0000:00:00.0"}, {"upstream_bridges", {"0000:00:01.0"}}, {"iommu_group", "7"},
+                        {"iommu_type", "identity"}}}},
+                {"bridges",
+                    {{{"bus_id", "0000:00:01.0"}, {"readable", true}, {"acs", true}, {"acs_offset", 328},
+                         {"acs_control", "0x0000"}, {"source_validation", false}, {"request_redirect", false},
+                         {"completion_redirect", false}},
+                        {{"bus_id", "0000:03:00.0"}, {"readable", false}, {"reason", "unreadable (needs root)"},
+                            {"config_bytes", 64}}}}}},
+        {"affinity", {{"cpus", "0-15"}, {"env", {{"LOCAL_RANK", "0"}}}}},
+        {"network",
+            {{"infiniband",
+                 {{{"name", "mlx5_0"},
+                     {"ports",
+                         {{{"port", 1}, {"state", "4: ACTIVE"}, {"phys_state", "5: LinkUp"},
+                             {"rate", "400 Gb/sec (4X NDR)"}, {"link_layer", "InfiniBand"}}}},
+                     {"netdevs", {"ib0"}}}}},
+                {"peermem",
+                    {{"files", {{{"file", "/sys/module/nvidia_peermem/version"}, {"version", "1.0"}}}},
+                        {"modules", nullptr}}}}},
+        {"env", {{"variables", {{"NCCL_DEBUG", "WARN"}}}, {"interfaces", {"eth0", "ib0", "lo"}}}},
+        {"limits",
+            {{"shm",
+                 {{"exists", true}, {"mounted", true}, {"bytes", 1ULL << 34}, {"source", "mount options"},
+                     {"fstype", "tmpfs"}, {"options", "rw,size=16777216k"}}},
+                {"memlock", {{"soft", "unlimited"}, {"hard", "unlimited"}}},
+                {"nofile", {{"soft", 1048576}, {"hard", 1048576}}}}}};
+}
+
 nlohmann::json snapshot_of(const nlohmann::json& nvml)
 {
     return {{"gpudoctor_snapshot", doctor::engine::snapshot_format}, {"version", "test"}, {"facts", {{"nvml", nvml}}}};
@@ -66,13 +116,71 @@ TEST(Snapshot, WhatSnapshotWritesIsReadBack)
     EXPECT_EQ(error_of(snapshot_of(nvml_with_gpus(SnapshotCeilings::gpus))), "no error");
 }
 
+TEST(Snapshot, TheFactsOfEveryCollectorAreReadBackAsWritten)
+{
+    auto doc = snapshot_of(nvml_with_gpus(2));
+    doc["facts"] = node_facts();
+    const auto facts = read_snapshot(doc.dump(), "node.json");
+    EXPECT_EQ(facts.write(), doc["facts"]);
+    ASSERT_NE(facts.topology().get(), nullptr);
+    EXPECT_EQ(facts.topology().get()->gpus.at(1).numa, std::vector<unsigned>{1});
+    EXPECT_FALSE(facts.topology().get()->gpus.at(1).hca) << "no HCA near it";
+    EXPECT_FALSE(facts.pci().get()->bridges.at(1).readable);
+    EXPECT_FALSE(facts.network().get()->peermem.modules) << "/proc/modules unreadable";
+    EXPECT_EQ(facts.env().get()->variable("NCCL_DEBUG"), "WARN");
+    EXPECT_EQ(facts.affinity().get()->variable("LOCAL_RANK"), "0");
+    EXPECT_EQ(facts.limits().get()->shm.bytes, 1ULL << 34);
+}
+
+TEST(Snapshot, TheFactsOfEveryCollectorAreCheckedNamingTheField)
+{
+    struct Case {
+        const char* collector;
+        nlohmann::json::json_pointer at;
+        nlohmann::json value; ///< null: the key is left out
+        std::string why;
+    };
+    using P = nlohmann::json::json_pointer;
+    const std::vector<Case> cases = {
+        {"topology", P("/source"), nullptr, "source is missing"},
+        {"topology", P("/gpus/1/numa/0"), -1, "gpus[1].numa[0] is -1, expected a count, 0 or more"},
+        {"topology", P("/gpus/0/index"), 1024, "gpus[0].index is 1024, expected a GPU index from 0 to 1023"},
+        {"topology", P("/hcas/0/bus_id"), "mlx5",
+            "hcas[0].bus_id is 'mlx5', expected a PCI address such as "
+            "0000:1b:00.0"},
+        {"pci", P("/vm/virtual"), "yes", "vm.virtual is 'yes', expected true or false"},
+        {"pci", P("/bridges/0/bus_id"), "bridge",
+            "bridges[0].bus_id is 'bridge', expected a PCI address such as "
+            "0000:1b:00.0"},
+        {"pci", P("/iommu/types/identity"), -2, "iommu.types.identity is -2, expected a count, 0 or more"},
+        {"network", P("/infiniband/0/ports/0/state"), 4, "infiniband[0].ports[0].state is 4, expected a string"},
+        {"network", P("/peermem/modules"), nullptr, "peermem.modules is missing"},
+        {"env", P("/variables/NCCL_DEBUG"), 1, "variables.NCCL_DEBUG is 1, expected a string"},
+        {"env", P("/interfaces"), "eth0", "interfaces is 'eth0', expected a list"},
+        {"affinity", P("/env"), nullptr, "env is missing"},
+        {"limits", P("/shm/bytes"), -1, "shm.bytes is -1, expected a count, 0 or more"},
+        {"limits", P("/nofile"), nullptr, "nofile is missing"},
+    };
+    for (const auto& c : cases) {
+        auto doc = snapshot_of(nvml_with_gpus(2));
+        doc["facts"] = node_facts();
+        auto& at = doc["facts"][c.collector];
+        if (c.value.is_null()) {
+            at[c.at.parent_pointer()].erase(c.at.back());
+        } else {
+            at[c.at] = c.value;
+        }
+        EXPECT_EQ(error_of(doc), wrong_field(c.collector, c.why)) << c.collector << c.at.to_string();
+    }
+}
+
 TEST(Snapshot, MoreGpusThanANodeHasIsBadInputNamingTheFileAndTheCeiling)
 {
     EXPECT_EQ(error_of(snapshot_of(nvml_with_gpus(SnapshotCeilings::gpus + 1))),
         "node.json: the nvml facts list 1025 GPUs (gpus), more than the 1024 a snapshot of one node may hold; write "
         "the snapshot on that node with 'gpudoctor snapshot > node.json'");
     auto doc = snapshot_of(nvml_with_gpus(1));
-    doc["facts"]["topology"] = {{"gpus", nvml_with_gpus(SnapshotCeilings::gpus + 1)["gpus"]}};
+    doc["facts"]["topology"] = {{"source", "live"}, {"gpus", nvml_with_gpus(SnapshotCeilings::gpus + 1)["gpus"]}};
     EXPECT_NE(error_of(doc).find("node.json: the topology facts list 1025 GPUs (gpus), more than the 1024 "),
         std::string::npos)
         << error_of(doc);
@@ -144,11 +252,13 @@ TEST(Snapshot, ValuesTheChecksReadAreValidatedNamingTheCollectorAndField)
     doc["facts"]["nvml"]["driver_version"] = std::string(4097, '5');
     EXPECT_EQ(error_of(doc), wrong_field("nvml", "driver_version is 4097 bytes long, more than 4096"));
     doc = snapshot_of(nvml_with_gpus(2));
-    doc["facts"]["topology"] = {{"links", {{{"a", "0000:00:00.0"}, {"b", "gpu1"}, {"link", "SYS"}}}}};
+    doc["facts"]["topology"] = {{"source", "live"}, {"gpus", nlohmann::json::array()},
+        {"links", {{{"a", "0000:00:00.0"}, {"b", "gpu1"}, {"link", "SYS"}}}}};
     EXPECT_EQ(
         error_of(doc), wrong_field("topology", "links[0].b is 'gpu1', expected a PCI address such as 0000:1b:00.0"));
     doc = snapshot_of(nvml_with_gpus(2));
-    doc["facts"]["topology"] = {{"numa_nodes", {{{"os_index", 0}, {"memory", -4096}}}}};
+    doc["facts"]["topology"] = {{"source", "live"}, {"gpus", nlohmann::json::array()},
+        {"numa_nodes", {{{"os_index", 0}, {"cpus", "0-3"}, {"memory", -4096}, {"gpu_memory", false}}}}};
     EXPECT_EQ(error_of(doc), wrong_field("topology", "numa_nodes[0].memory is -4096, expected a count, 0 or more"));
 }
 

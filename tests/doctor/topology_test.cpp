@@ -130,9 +130,9 @@ TEST(TopologyProbe, NvlinkedPairsAcrossSocketsAreFineAndUnknownLocalityWarns)
                 {{"a", 1}, {"b", 2}, {"ancestor", 10}}}}};
     nlohmann::json topology = {{"source", "live"},
         {"gpus",
-            {{{"bus_id", "0000:1a:00.0"}, {"cpus", "0-3"}, {"numa", {0}}, {"hca", nullptr}},
-                {{"bus_id", "0000:9a:00.0"}, {"cpus", "4-7"}, {"numa", {1}}, {"hca", "mlx5_1"}},
-                {{"bus_id", "0000:9b:00.0"}, {"cpus", ""}, {"numa", nlohmann::json::array()}}}}};
+            {{{"index", 0}, {"bus_id", "0000:1a:00.0"}, {"cpus", "0-3"}, {"numa", {0}}},
+                {{"index", 1}, {"bus_id", "0000:9a:00.0"}, {"cpus", "4-7"}, {"numa", {1}}, {"hca", "mlx5_1"}},
+                {{"index", 2}, {"bus_id", "0000:9b:00.0"}, {"cpus", ""}, {"numa", nlohmann::json::array()}}}}};
     const nlohmann::json facts = {{"nvml", nvml}, {"topology", topology}};
     const auto m = doctor::probes::topo_matrix(test_support::facts_of(facts));
     ASSERT_EQ(m.source, "nvml");
