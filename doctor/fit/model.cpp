@@ -1192,10 +1192,10 @@ LrAdvice advise_lr(
         }
     }
     if (global_batch > 8192) {
-        advice.notes.push_back(advice.linear
-                ? "above a global batch of about 8k linear scaling stops holding (Goyal et al. went to 8k): "
-                  "consider LARS"
-                : "at this global batch consider LAMB (Adam with layer-wise trust ratios)");
+        const char* note = advice.linear
+            ? "above a global batch of about 8k linear scaling stops holding (Goyal et al. went to 8k): consider LARS"
+            : "at this global batch consider LAMB (Adam with layer-wise trust ratios)";
+        advice.notes.emplace_back(note);
     }
     return advice;
 }
