@@ -477,7 +477,7 @@ def main():
                 f"{ms(statistics.median(no_io.wall)):.2f} ms",
                 f"{ms(statistics.median(cmd.wall)):.2f} ms",
                 f"+{d:.2f} ms [{lo:.2f}, {hi:.2f}]",
-                "DESIGN: ~9 ms",
+                "design: ~9 ms",
                 "info",
             )
         )

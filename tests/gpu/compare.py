@@ -12,7 +12,7 @@
 result gpudoctor's facts hold, if they hold one (any object with "busbw_gbps").
 
 GPUs are matched by PCI bus id (by CUDA index when a side has none), peer pairs by the bus ids of
-their ends. A row PASSes when ours / reference ≥ the target (0.95, DESIGN's performance table),
+their ends. A row PASSes when ours / reference ≥ the target (0.95, the performance targets in docs/design.md),
 else MISSes. Prints the table and writes DIR/compare.json and DIR/compare.md (a Markdown table
 for BENCHMARKS.md). Standard library only.
 
