@@ -45,16 +45,21 @@ keep_openmpi_default() {
     done
 }
 
-BUILD_PACKAGES=(g++ cmake make pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev libsqlite3-dev openmpi-bin)
+BUILD_PACKAGES=(g++ cmake ninja-build pkg-config libhwloc-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev libsqlite3-dev openmpi-bin)
 # mpich, slurm-wlm and python3-torch: the integration tests run gpurun under the real MPICH Hydra
 # and a real Slurm (daemons the test starts) too, and a real PyTorch job under each launcher;
 # slurm-wlm brings slurm-client, whose `scontrol show hostnames` the host-list test compares with.
 TEST_PACKAGES=(libgtest-dev clang-format dpkg-dev mpich slurm-wlm python3-torch)
 
 # RelWithDebInfo with line tables only (-g1): enough for a backtrace, and a third less build time
-# than full debug information.
+# than full debug information. Ninja for a new build folder: it compiles a library's files while
+# the libraries below it still link, where make waits for each whole library.
 build() {
-    cmake -S "$GPUKIT_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    local generator=()
+    if [ ! -e "$BUILD_DIR/CMakeCache.txt" ]; then
+        generator=(-G Ninja)
+    fi
+    cmake -S "$GPUKIT_ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" "$@" >/dev/null
     cmake --build "$BUILD_DIR" -j"$(nproc)"
 }
