@@ -24,15 +24,6 @@ constexpr std::array<Unit, 13> units = {{{"b", 1}, {"kb", 1000}, {"mb", 1000 * 1
     {"tb", std::uint64_t{1000} * 1000 * 1000 * 1000}, {"kib", kib}, {"mib", kib* kib}, {"gib", kib* kib* kib},
     {"tib", kib* kib* kib* kib}, {"k", kib}, {"m", kib* kib}, {"g", kib* kib* kib}, {"t", kib* kib* kib* kib}}};
 
-std::string lower(std::string_view text)
-{
-    std::string out(text);
-    for (char& c : out) {
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    return out;
-}
-
 [[noreturn]] void bad_size(std::string_view text, const std::string& what, const std::string& why)
 {
     throw Error(fmt::format("{} {}: {}; write a size such as 16GiB, 80GB or 40000MiB", what, text, why));
@@ -72,7 +63,7 @@ std::uint64_t parse_byte_size(std::string_view text, const std::string& what)
         bad_size(text, what, "not a size");
     }
     std::string_view unit_text = trim_blanks(s.substr(pos));
-    const std::string unit_name = lower(unit_text);
+    const std::string unit_name = lower_case(unit_text);
     std::uint64_t unit = 0;
     if (unit_name.empty()) {
         unit = 1;

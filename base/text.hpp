@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace base {
@@ -21,6 +22,30 @@ constexpr std::string_view trim_blanks(std::string_view text)
         text.remove_suffix(1);
     }
     return text;
+}
+
+/// `text` with the letters from `first` to `last` moved by `shift` (ASCII only, whatever the locale).
+inline std::string shift_letters(std::string_view text, char first, char last, int shift)
+{
+    std::string out(text);
+    for (char& c : out) {
+        if (c >= first && c <= last) {
+            c = static_cast<char>(c + shift);
+        }
+    }
+    return out;
+}
+
+/// `text` with its ASCII letters in upper case (std::toupper in the C locale, whatever the locale).
+inline std::string upper_case(std::string_view text)
+{
+    return shift_letters(text, 'a', 'z', 'A' - 'a');
+}
+
+/// `text` with its ASCII letters in lower case.
+inline std::string lower_case(std::string_view text)
+{
+    return shift_letters(text, 'A', 'Z', 'a' - 'A');
 }
 
 } // namespace base

@@ -4,6 +4,7 @@
 #include "base/error.hpp"
 #include "base/nccl/log.hpp"
 #include "base/process.hpp"
+#include "base/text.hpp"
 #include "base/unique_fd.hpp"
 
 #include <algorithm>
@@ -40,12 +41,6 @@ std::string prefixed(const std::string& text)
         start = end + 1;
     }
     return out;
-}
-
-std::string upper(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    return s;
 }
 
 // The user's own setting of a variable: the last -x that names it, else a non-empty value in the
@@ -86,7 +81,7 @@ UserSetting user_setting(const char* name, const std::function<const char*(const
 // NCCL compares NCCL_DEBUG without regard to case; INFO and TRACE log the Init and Channel lines.
 bool logs_info(const std::string& level)
 {
-    const std::string u = upper(level);
+    const std::string u = base::upper_case(level);
     return u == "INFO" || u == "TRACE";
 }
 
@@ -96,7 +91,7 @@ bool logs_init(const std::string& subsys)
 {
     const bool leave_out = !subsys.empty() && subsys[0] == '^';
     bool named = false;
-    std::string list = upper(leave_out ? subsys.substr(1) : subsys);
+    std::string list = base::upper_case(leave_out ? subsys.substr(1) : subsys);
     std::size_t start = 0;
     while (start <= list.size()) {
         std::size_t end = list.find(',', start);

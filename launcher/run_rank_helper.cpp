@@ -55,7 +55,7 @@ NodeBasis plan_this_node(const HelperOptions& o, unsigned local_ranks, bool from
         plan_node(node.layout, node.inventory.pool, o.plan, local_ranks, node.layout.hostname), node.layout.hostname};
 }
 
-int run(const std::vector<std::string>& args)
+int run_helper(const std::vector<std::string>& args)
 {
     const HelperOptions o = parse_helper_arguments(args);
     const pid_t parent = getppid();
@@ -155,7 +155,7 @@ int run_rank_helper(int argc, char** argv)
             monitor.job_dir = job_dir_from_environment();
             return run_node_monitor(monitor);
         }
-        return run(std::vector<std::string>(argv + 1, argv + argc));
+        return run_helper(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const Error& e) {
         fmt::print(stderr, "gpurun-rank: {}\n", base::printable(e.what()));
         return 2;

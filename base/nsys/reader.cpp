@@ -3,6 +3,7 @@
 #include "base/byte_size.hpp"
 #include "base/error.hpp"
 #include "base/input_file.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -38,14 +39,6 @@ constexpr int max_expression_depth = 100;
 constexpr int progress_steps = 10000;
 
 const char* what_to_do = "export the report again with 'nsys export --type sqlite REPORT.nsys-rep'";
-
-std::string upper(std::string text)
-{
-    for (char& c : text) {
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    return text;
-}
 
 bool ends_with(const std::string& text, const std::string& suffix)
 {
@@ -184,13 +177,13 @@ public:
         while (s.step()) {
             const std::string type = s.text(0);
             const std::string name = s.text(1);
-            const bool is_virtual = upper(s.text(2)).rfind("CREATE VIRTUAL", 0) == 0;
+            const bool is_virtual = upper_case(s.text(2)).rfind("CREATE VIRTUAL", 0) == 0;
             if (type == "table" && !is_virtual) {
                 m_tables.insert(name);
                 continue;
             }
             for (const char* table : tables_read) {
-                if (upper(name) == upper(table)) {
+                if (upper_case(name) == upper_case(table)) {
                     throw Error(fmt::format("{}: {} is a {}, not a table; gpudoctor reads only the tables Nsight "
                                             "Systems writes: {}",
                         db.path(), name, is_virtual ? "virtual table" : "view", what_to_do));
@@ -345,7 +338,7 @@ std::set<std::int64_t> pageable_kinds(const Database& db, Schema& schema)
             schema.column_or_null(table, "label"), table),
         "ENUM_CUDA_MEM_KIND");
     while (s.step()) {
-        if (upper(s.text(1)).find("PAGEABLE") != std::string::npos || upper(s.text(2)) == "PAGEABLE") {
+        if (upper_case(s.text(1)).find("PAGEABLE") != std::string::npos || upper_case(s.text(2)) == "PAGEABLE") {
             ids.insert(s.integer(0));
         }
     }

@@ -1,6 +1,7 @@
 #include "base/nsys/summary.hpp"
 
 #include "base/byte_size.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -13,15 +14,6 @@ namespace base::nsys {
 namespace {
 
 using Interval = std::pair<std::int64_t, std::int64_t>;
-
-std::string upper(std::string_view text)
-{
-    std::string out(text);
-    for (char& c : out) {
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    return out;
-}
 
 bool counted(std::int64_t start, std::int64_t end)
 {
@@ -320,22 +312,22 @@ CopyKind copy_kind_from_number(std::int64_t number)
 
 CopyKind copy_kind_from_enum(std::string_view name, std::string_view label_text)
 {
-    const std::string n = upper(name);
+    const std::string n = upper_case(name);
     // CUDA_MEMCPY_KIND_UVM_HTOD is unified memory, not a plain HtoD copy.
     if (n.find("UVM") == std::string::npos && n.rfind("CUDA_MEMCPY_KIND_", 0) == 0) {
         const std::string kind = n.substr(17);
         for (CopyKind k : {CopyKind::htod, CopyKind::dtoh, CopyKind::dtod, CopyKind::ptop, CopyKind::htoh}) {
-            if (kind == upper(label(k))) {
+            if (kind == upper_case(label(k))) {
                 return k;
             }
         }
         return CopyKind::other;
     }
-    const std::string l = upper(label_text);
+    const std::string l = upper_case(label_text);
     for (auto [text, k] : {std::pair{"HOST-TO-DEVICE", CopyKind::htod}, std::pair{"DEVICE-TO-HOST", CopyKind::dtoh},
              std::pair{"DEVICE-TO-DEVICE", CopyKind::dtod}, std::pair{"PEER-TO-PEER", CopyKind::ptop},
              std::pair{"HOST-TO-HOST", CopyKind::htoh}}) {
-        if (l == text || l == upper(label(k))) {
+        if (l == text || l == upper_case(label(k))) {
             return k;
         }
     }

@@ -2,6 +2,7 @@
 
 #include "base/error.hpp"
 #include "base/spelling.hpp"
+#include "base/text.hpp"
 #include "doctor/engine/toml_table.hpp"
 
 #include <algorithm>
@@ -76,10 +77,7 @@ std::string to_string(const ComputeCapability& cc)
 
 std::string gpu_key(std::string_view name)
 {
-    std::string l;
-    for (char c : name) {
-        l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
+    std::string l = base::lower_case(name);
     for (const char* prefix : {"nvidia ", "tesla "}) {
         if (l.rfind(prefix, 0) == 0) {
             l.erase(0, std::char_traits<char>::length(prefix));

@@ -1,4 +1,5 @@
 #include "doctor/engine/junit_report.hpp"
+#include "base/text.hpp"
 
 #include <ctime>
 #include <fmt/format.h>
@@ -19,11 +20,7 @@ std::string utc_timestamp(double now)
 
 std::string finding_line(const Finding& f)
 {
-    std::string label = to_string(f.severity);
-    for (auto& c : label) {
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    return fmt::format("{} {}: {}", label, f.subject, f.message);
+    return fmt::format("{} {}: {}", base::upper_case(to_string(f.severity)), f.subject, f.message);
 }
 
 } // namespace

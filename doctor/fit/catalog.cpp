@@ -4,6 +4,7 @@
 #include "base/error.hpp"
 #include "base/input_file.hpp"
 #include "base/spelling.hpp"
+#include "base/text.hpp"
 #include "doctor/engine/toml_table.hpp"
 #include "doctor/fit/hf_config.hpp"
 
@@ -32,15 +33,6 @@ constexpr EmbeddedConfig model_configs[] = {
     {nullptr, nullptr}};
 
 using base::Error;
-
-std::string lower(std::string_view text)
-{
-    std::string out(text);
-    for (char& c : out) {
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    return out;
-}
 
 using Entry = engine::TomlEntry;
 
@@ -213,8 +205,8 @@ void ModelCatalog::merge(
                 fmt::format("{}:{}: '{}' must be a [model] table", origin, node->source().begin.line, key.str()));
         }
         ModelSpec model = read_model(Entry(*table, origin, std::string(key.str()), model_keys), directory);
-        auto same = std::find_if(
-            m_models.begin(), m_models.end(), [&](const ModelSpec& m) { return lower(m.name) == lower(model.name); });
+        auto same = std::find_if(m_models.begin(), m_models.end(),
+            [&](const ModelSpec& m) { return base::lower_case(m.name) == base::lower_case(model.name); });
         if (same != m_models.end()) {
             *same = std::move(model);
         } else {
@@ -227,12 +219,12 @@ const ModelSpec& ModelCatalog::find(const std::string& name) const
 {
     std::vector<std::string> names;
     for (const auto& m : m_models) {
-        if (lower(m.name) == lower(name)) {
+        if (base::lower_case(m.name) == base::lower_case(name)) {
             return m;
         }
-        names.push_back(lower(m.name));
+        names.push_back(base::lower_case(m.name));
     }
-    const std::string hint = base::closest_match(lower(name), names);
+    const std::string hint = base::closest_match(base::lower_case(name), names);
     throw Error(fmt::format("--model {}: no such preset{}; 'gpudoctor fit --list' shows them, --models FILE adds "
                             "yours, or give --params and the shape",
         name, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));

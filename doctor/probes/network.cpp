@@ -1,5 +1,6 @@
 #include "base/error.hpp"
 #include "base/sysroot.hpp"
+#include "base/text.hpp"
 #include "doctor/probes/table.hpp"
 
 #include <algorithm>
@@ -108,15 +109,10 @@ std::optional<double> rate_gbps(const std::optional<std::string>& v)
     return rate;
 }
 
-std::string upper(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-    return s;
-}
-
 bool port_up(const facts::IbPort& port)
 {
-    return upper(state_word(port.state)) == "ACTIVE" && upper(state_word(port.phys_state)) == "LINKUP";
+    return base::upper_case(state_word(port.state)) == "ACTIVE" &&
+        base::upper_case(state_word(port.phys_state)) == "LINKUP";
 }
 
 std::string link_layer(const facts::IbPort& port)
